@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Local PostgreSQL 15 clusters for the demo and the tests, run as `postgres`
+# (initdb refuses root), each in its own directory and on its own port.
+#
+#   cluster.sh start NAME [extra postgresql.conf lines...]   fresh initdb + start
+#   cluster.sh stop NAME | stop-all
+#   cluster.sh port NAME | host NAME | psql NAME [psql args]
+#
+# Clusters live under $PG_MILVUS_RUN (default /tmp/pg_milvus). `start` always
+# starts from an empty data directory, so a run never sees an old one's state.
+set -euo pipefail
+
+RUN=${PG_MILVUS_RUN:-/tmp/pg_milvus}
+BIN=$(pg_config --bindir)
+# Debian's pg_config --bindir points at /usr/bin wrappers; the server binaries
+# are beside initdb.
+[ -x "$BIN/initdb" ] || BIN=/usr/lib/postgresql/15/bin
+
+as_pg() { runuser -u postgres -- "$@"; }
+
+free_port() {
+  local p=$1
+  while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || [ -e "/tmp/.s.PGSQL.$p" ]; do
+    p=$((p + 1))
+  done
+  echo "$p"
+}
+
+dir_of() { echo "$RUN/$1"; }
+
+stop() {
+  local d; d=$(dir_of "$1")
+  if [ -f "$d/data/postmaster.pid" ]; then
+    as_pg "$BIN/pg_ctl" -D "$d/data" -m fast -w -t 60 stop >/dev/null 2>&1 ||
+      as_pg "$BIN/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true
+  fi
+}
+
+case "${1:-}" in
+  start)
+    name=${2:?cluster name}; shift 2
+    d=$(dir_of "$name")
+    stop "$name"
+    install -d -o postgres -g postgres -m 0755 "$RUN"
+    rm -rf "$d"
+    install -d -o postgres -g postgres -m 0700 "$d"
+    as_pg "$BIN/initdb" -D "$d/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$d/initdb.log" 2>&1 ||
+      { cat "$d/initdb.log"; exit 1; }
+    base=54900
+    [ "$name" = demo ] || base=$((54910 + $(cksum <<<"$name" | cut -c1-2)))
+    port=$(free_port "$base")
+    {
+      echo "port = $port"
+      echo "listen_addresses = '127.0.0.1'"
+      echo "unix_socket_directories = '$d'"
+      echo "shared_preload_libraries = 'pg_milvus'"
+      echo "fsync = off"                 # test clusters: speed over power-loss safety
+      echo "log_min_messages = warning"
+      for line in "$@"; do echo "$line"; done
+    } >>"$d/data/postgresql.conf"
+    echo "$port" >"$d/port"
+    chown postgres:postgres "$d/port"
+    as_pg "$BIN/pg_ctl" -D "$d/data" -l "$d/server.log" -w -t 60 start >/dev/null ||
+      { tail -30 "$d/server.log"; exit 1; }
+    echo "$port"
+    ;;
+  stop) stop "${2:?cluster name}" ;;
+  stop-all)
+    [ -d "$RUN" ] || exit 0
+    for d in "$RUN"/*/; do [ -d "$d" ] && stop "$(basename "$d")"; done
+    ;;
+  port) cat "$(dir_of "${2:?cluster name}")/port" ;;
+  host) dir_of "${2:?cluster name}" ;;
+  psql)
+    name=${2:?cluster name}; shift 2
+    exec psql -X -h "$(dir_of "$name")" -p "$(cat "$(dir_of "$name")/port")" -U postgres "$@"
+    ;;
+  *) sed -n '2,12p' "$0"; exit 2 ;;
+esac

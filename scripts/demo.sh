@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The main job: set up, install, start a local cluster with pg_milvus
+# preloaded, load a demo collection, search it, and leave the cluster running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+bold "set-up (skips what is installed)"
+scripts/setup.sh
+bold "build and install the extension (release)"
+scripts/install.sh
+bold "start the demo cluster"
+port=$(scripts/cluster.sh start demo)
+host=$(scripts/cluster.sh host demo)
+sql() { scripts/cluster.sh psql demo -v ON_ERROR_STOP=1 "$@"; }
+
+bold "create a demo collection: 5,000 deterministic 64-d vectors in 10 categories"
+sql -q <<'SQL'
+CREATE EXTENSION pg_milvus;
+CREATE TABLE items (id bigserial PRIMARY KEY, category int, embedding vector(64));
+SELECT setseed(0.42);
+INSERT INTO items (category, embedding)
+SELECT i % 10, (SELECT array_agg(random() - 0.5)::vector(64) FROM generate_series(1, 64) WHERE i > 0)
+  FROM generate_series(1, 5000) i;
+ANALYZE items;
+SQL
+sql -c "SELECT count(*) AS rows, min(vector_dims(embedding)) AS dims FROM items"
+
+bold "search: the 5 nearest neighbours of item 1, by L2, inner product and cosine"
+sql <<'SQL'
+SELECT id, category, round((embedding <-> (SELECT embedding FROM items WHERE id = 1))::numeric, 4) AS l2
+  FROM items ORDER BY embedding <-> (SELECT embedding FROM items WHERE id = 1) LIMIT 5;
+SELECT id, round((embedding <#> (SELECT embedding FROM items WHERE id = 1))::numeric, 4) AS neg_inner_product
+  FROM items ORDER BY embedding <#> (SELECT embedding FROM items WHERE id = 1) LIMIT 5;
+SELECT id, round((embedding <=> (SELECT embedding FROM items WHERE id = 1))::numeric, 4) AS cosine
+  FROM items ORDER BY embedding <=> (SELECT embedding FROM items WHERE id = 1) LIMIT 5;
+SQL
+
+bold "the demo cluster is running"
+echo "connect:  psql -h $host -p $port -U postgres"
+echo "stop:     make stop"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds and installs the extension into the system PostgreSQL 15.
+#   install.sh            release build (the demo, benchmarks)
+#   install.sh --debug    debug build, with debug assertions (the test tiers)
+# Every local cluster that loads the library is stopped first: overwriting the
+# .so under a running postmaster crashes it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+profile=(--release)
+[ "${1:-}" = --debug ] && profile=()
+scripts/cluster.sh stop-all
+cargo pgrx install "${profile[@]}" --pg-config /usr/bin/pg_config
+test -f "$(pg_config --pkglibdir)/pg_milvus.so"

@@ -1,0 +1,62 @@
+-- Operators on vector, with pgvector's names and symbols.
+CREATE OPERATOR <-> (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = l2_distance,
+    COMMUTATOR = '<->'
+);
+CREATE OPERATOR <#> (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_negative_inner_product,
+    COMMUTATOR = '<#>'
+);
+CREATE OPERATOR <=> (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = cosine_distance,
+    COMMUTATOR = '<=>'
+);
+
+CREATE OPERATOR + (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_add, COMMUTATOR = +
+);
+CREATE OPERATOR - (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_sub
+);
+
+CREATE OPERATOR = (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_eq,
+    COMMUTATOR = = , NEGATOR = <> ,
+    RESTRICT = eqsel, JOIN = eqjoinsel
+);
+CREATE OPERATOR <> (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_ne,
+    COMMUTATOR = <> , NEGATOR = = ,
+    RESTRICT = neqsel, JOIN = neqjoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_lt,
+    COMMUTATOR = > , NEGATOR = >= ,
+    RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR <= (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_le,
+    COMMUTATOR = >= , NEGATOR = > ,
+    RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_gt,
+    COMMUTATOR = < , NEGATOR = <= ,
+    RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_ge,
+    COMMUTATOR = <= , NEGATOR = < ,
+    RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+
+-- Equality and ordering, so vectors work in DISTINCT, GROUP BY, ORDER BY,
+-- unique constraints and merge joins.
+CREATE OPERATOR CLASS vector_ops
+    DEFAULT FOR TYPE vector USING btree AS
+    OPERATOR 1 < ,
+    OPERATOR 2 <= ,
+    OPERATOR 3 = ,
+    OPERATOR 4 >= ,
+    OPERATOR 5 > ,
+    FUNCTION 1 vector_cmp(vector, vector);

@@ -1,0 +1,193 @@
+//! Distance kernels: simsimd for speed, a scalar reference for truth.
+//!
+//! Every distance the product computes (SQL operators, growing-segment brute
+//! force, HNSW) goes through [`Metric::distance`], which uses simsimd's SIMD
+//! kernels. The `reference` module computes the same quantities in plain
+//! `f64` loops; tests hold the two to 1e-5 relative agreement.
+//!
+//! Distances follow pgvector's operators, smaller is nearer for all three:
+//! - `L2`: Euclidean distance, `<->`;
+//! - `InnerProduct`: the negative inner product, `<#>`;
+//! - `Cosine`: `1 - cos(a, b)`, `<=>`; NaN when either vector is all zeros,
+//!   as in pgvector.
+
+use simsimd::SpatialSimilarity;
+
+/// The three metrics of the opclasses `vector_l2_ops`, `vector_ip_ops`,
+/// `vector_cosine_ops`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    L2,
+    InnerProduct,
+    Cosine,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 3] = [Metric::L2, Metric::InnerProduct, Metric::Cosine];
+
+    /// The distance between `a` and `b` under this metric. Both must have the
+    /// same length; callers check dimensions before they get here.
+    #[inline]
+    pub fn distance(self, a: &[f32], b: &[f32]) -> f32 {
+        match self {
+            Metric::L2 => l2_squared(a, b).sqrt(),
+            Metric::InnerProduct => -inner_product(a, b),
+            Metric::Cosine => cosine_distance(a, b),
+        }
+    }
+
+    /// The SQL operator this metric orders by.
+    pub fn operator(self) -> &'static str {
+        match self {
+            Metric::L2 => "<->",
+            Metric::InnerProduct => "<#>",
+            Metric::Cosine => "<=>",
+        }
+    }
+}
+
+/// Squared Euclidean distance.
+#[inline]
+pub fn l2_squared(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    <f32 as SpatialSimilarity>::l2sq(a, b).expect("equal lengths") as f32
+}
+
+/// Inner product.
+#[inline]
+pub fn inner_product(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    <f32 as SpatialSimilarity>::dot(a, b).expect("equal lengths") as f32
+}
+
+/// Cosine distance `1 - cos(a, b)`, NaN when either vector is all zeros.
+#[inline]
+pub fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    let d = <f32 as SpatialSimilarity>::cos(a, b).expect("equal lengths") as f32;
+    // simsimd answers 0 or 1 for zero vectors instead of NaN; only those two
+    // exact values need the (rare, linear) check.
+    if (d == 0.0 || d == 1.0) && (is_zero(a) || is_zero(b)) {
+        return f32::NAN;
+    }
+    d.max(0.0)
+}
+
+/// Euclidean norm.
+#[inline]
+pub fn norm(a: &[f32]) -> f32 {
+    inner_product(a, a).sqrt()
+}
+
+fn is_zero(a: &[f32]) -> bool {
+    a.iter().all(|x| *x == 0.0)
+}
+
+/// Scalar `f64` implementations: slow, obviously right, the yardstick for the
+/// SIMD kernels in tests and benchmarks.
+pub mod reference {
+    pub fn l2_squared(a: &[f32], b: &[f32]) -> f64 {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| {
+                let d = *x as f64 - *y as f64;
+                d * d
+            })
+            .sum()
+    }
+
+    pub fn inner_product(a: &[f32], b: &[f32]) -> f64 {
+        a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum()
+    }
+
+    pub fn cosine_distance(a: &[f32], b: &[f32]) -> f64 {
+        let denom = (inner_product(a, a) * inner_product(b, b)).sqrt();
+        if denom == 0.0 {
+            return f64::NAN;
+        }
+        (1.0 - inner_product(a, b) / denom).max(0.0)
+    }
+
+    pub fn distance(metric: super::Metric, a: &[f32], b: &[f32]) -> f64 {
+        match metric {
+            super::Metric::L2 => l2_squared(a, b).sqrt(),
+            super::Metric::InnerProduct => -inner_product(a, b),
+            super::Metric::Cosine => cosine_distance(a, b),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Agreement within 1e-5 relative. Near zero a relative bound means
+    /// nothing (cancellation in `1 - cos`, `x - y`), so the bound is taken
+    /// relative to the magnitudes the kernel summed, not to the result alone.
+    fn close(metric: Metric, a: &[f32], b: &[f32]) -> Result<(), String> {
+        let fast = metric.distance(a, b) as f64;
+        let slow = reference::distance(metric, a, b);
+        let scale = match metric {
+            Metric::L2 => (reference::l2_squared(a, b)).sqrt(),
+            Metric::InnerProduct => {
+                (reference::inner_product(a, a) * reference::inner_product(b, b)).sqrt()
+            }
+            Metric::Cosine => 1.0,
+        }
+        .max(slow.abs())
+        .max(f64::MIN_POSITIVE);
+        if slow.is_nan() && fast.is_nan() || (fast - slow).abs() <= 1e-5 * scale {
+            Ok(())
+        } else {
+            Err(format!("{metric:?}: simsimd {fast} vs reference {slow}"))
+        }
+    }
+
+    fn vectors(dim: usize) -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
+        let v = prop::collection::vec(-100.0f32..100.0, dim);
+        (v.clone(), v)
+    }
+
+    proptest! {
+        #[test]
+        fn simd_matches_reference(dim in 1usize..300, seed in any::<u64>()) {
+            let (a, b) = pseudo_random_pair(dim, seed);
+            for metric in Metric::ALL {
+                prop_assert!(close(metric, &a, &b).is_ok(), "{:?}", close(metric, &a, &b));
+            }
+        }
+
+        #[test]
+        fn simd_matches_reference_at_product_dims((a, b) in vectors(1536)) {
+            for metric in Metric::ALL {
+                prop_assert!(close(metric, &a, &b).is_ok(), "{:?}", close(metric, &a, &b));
+            }
+        }
+    }
+
+    fn pseudo_random_pair(dim: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
+        let mut rng = crate::synthetic::Rng::new(seed);
+        (rng.vector(dim), rng.vector(dim))
+    }
+
+    #[test]
+    fn known_values() {
+        let a = [1.0, 2.0, 3.0];
+        let b = [4.0, 5.0, 6.0];
+        assert!((Metric::L2.distance(&a, &b) - 27f32.sqrt()).abs() < 1e-6);
+        assert_eq!(Metric::InnerProduct.distance(&a, &b), -32.0);
+        assert!((Metric::Cosine.distance(&a, &b) - 0.025_368_154).abs() < 1e-6);
+        assert!(Metric::Cosine.distance(&a, &a).abs() < 1e-6);
+        assert!((norm(&[3.0, 4.0]) - 5.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn cosine_with_zero_vector_is_nan_like_pgvector() {
+        assert!(Metric::Cosine.distance(&[0.0, 0.0], &[1.0, 2.0]).is_nan());
+        assert!(Metric::Cosine.distance(&[0.0, 0.0], &[0.0, 0.0]).is_nan());
+        assert!(reference::cosine_distance(&[0.0], &[1.0]).is_nan());
+        // Orthogonal vectors are distance 1, not NaN.
+        assert_eq!(Metric::Cosine.distance(&[1.0, 0.0], &[0.0, 1.0]), 1.0);
+    }
+}

@@ -1,0 +1,442 @@
+//! The `vector` value: its text form and the checks every vector passes.
+//!
+//! The text form is pgvector's: `[1,2.5,-3e-2]`, elements separated by commas,
+//! white space allowed around brackets, elements and commas. Output is the
+//! shortest text that reads back to the same `f32` (round-trip exact).
+//!
+//! Every constructor of a vector goes through [`check_elements`], so no vector
+//! with NaN, an infinity, zero elements or more than [`MAX_DIM`] elements can
+//! exist anywhere in the system: not in a heap tuple, not in a segment.
+
+use std::fmt::Write as _;
+
+/// Most dimensions a vector may have (pgvector's limit, so values move freely
+/// between the two extensions).
+pub const MAX_DIM: usize = 16_000;
+
+/// Why a vector was refused. Each message names the offending part; the skin
+/// turns these into Postgres errors with the matching SQLSTATE.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum VectorError {
+    #[error("invalid input syntax for type vector: \"{input}\"")]
+    Syntax {
+        input: String,
+        /// What is wrong and where, for the error's DETAIL.
+        detail: String,
+    },
+    #[error("vector must have at least 1 dimension")]
+    Empty,
+    #[error("vector cannot have more than {MAX_DIM} dimensions, got {0}")]
+    TooManyDimensions(usize),
+    #[error("NaN not allowed in vector (element {index})")]
+    NaN { index: usize },
+    #[error("infinite value not allowed in vector (element {index})")]
+    Infinite { index: usize },
+    #[error("expected {expected} dimensions, not {actual}")]
+    TypmodMismatch { expected: usize, actual: usize },
+    #[error("different vector dimensions {0} and {1}")]
+    DimensionMismatch(usize, usize),
+    #[error("{0}")]
+    Typmod(String),
+    #[error("invalid binary vector: {0}")]
+    Binary(String),
+    #[error("value out of range: overflow (element {index})")]
+    Overflow { index: usize },
+}
+
+impl VectorError {
+    /// The DETAIL line of the error, where there is more to say than the message.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            VectorError::Syntax { detail, .. } => Some(detail),
+            _ => None,
+        }
+    }
+
+    /// The SQLSTATE class the error belongs to, by name, as Postgres uses them.
+    pub fn sqlstate(&self) -> SqlState {
+        match self {
+            VectorError::Syntax { .. } => SqlState::InvalidTextRepresentation,
+            VectorError::Empty | VectorError::TooManyDimensions(_) => {
+                SqlState::ProgramLimitExceeded
+            }
+            VectorError::NaN { .. } | VectorError::Infinite { .. } => {
+                SqlState::DataException
+            }
+            VectorError::TypmodMismatch { .. } | VectorError::DimensionMismatch(..) => {
+                SqlState::DataException
+            }
+            VectorError::Typmod(_) => SqlState::InvalidParameterValue,
+            VectorError::Binary(_) => SqlState::InvalidBinaryRepresentation,
+            VectorError::Overflow { .. } => SqlState::NumericValueOutOfRange,
+        }
+    }
+}
+
+/// The few SQLSTATEs the core's errors map to; the skin owns the mapping to
+/// Postgres' codes so the core stays free of Postgres.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqlState {
+    InvalidTextRepresentation,
+    ProgramLimitExceeded,
+    DataException,
+    InvalidBinaryRepresentation,
+    NumericValueOutOfRange,
+    InvalidParameterValue,
+}
+
+/// Checks the elements of a vector about to be built: 1..=MAX_DIM of them,
+/// all finite.
+pub fn check_elements(values: &[f32]) -> Result<(), VectorError> {
+    check_dims(values.len())?;
+    for (i, v) in values.iter().enumerate() {
+        if v.is_nan() {
+            return Err(VectorError::NaN { index: i + 1 });
+        }
+        if v.is_infinite() {
+            return Err(VectorError::Infinite { index: i + 1 });
+        }
+    }
+    Ok(())
+}
+
+/// Checks a dimension count: 1..=MAX_DIM.
+pub fn check_dims(dims: usize) -> Result<(), VectorError> {
+    match dims {
+        0 => Err(VectorError::Empty),
+        d if d > MAX_DIM => Err(VectorError::TooManyDimensions(d)),
+        _ => Ok(()),
+    }
+}
+
+/// Reads the type modifier of `vector(n)`: exactly one integer, 1..=MAX_DIM.
+pub fn typmod_in(list: &[&str]) -> Result<usize, VectorError> {
+    let [one] = list else {
+        return Err(VectorError::Typmod("invalid type modifier: vector takes one dimension count".into()));
+    };
+    let dims: i64 = one
+        .trim()
+        .parse()
+        .map_err(|_| VectorError::Typmod(format!("invalid type modifier \"{one}\"")))?;
+    if dims < 1 {
+        return Err(VectorError::Typmod("dimensions for type vector must be at least 1".into()));
+    }
+    if dims > MAX_DIM as i64 {
+        return Err(VectorError::Typmod(format!(
+            "dimensions for type vector cannot exceed {MAX_DIM}"
+        )));
+    }
+    Ok(dims as usize)
+}
+
+/// Checks a vector against the dimensions a column declares (`vector(n)`);
+/// `None` means the column declared none.
+pub fn check_typmod(declared: Option<usize>, actual: usize) -> Result<(), VectorError> {
+    match declared {
+        Some(expected) if expected != actual => {
+            Err(VectorError::TypmodMismatch { expected, actual })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Checks that two operands have the same dimensions.
+pub fn check_same_dims(a: usize, b: usize) -> Result<(), VectorError> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(VectorError::DimensionMismatch(a, b))
+    }
+}
+
+/// Parses the text form `[1, 2.5, -3e-2]` into checked elements.
+pub fn parse(input: &str) -> Result<Vec<f32>, VectorError> {
+    let syntax = |detail: String| VectorError::Syntax {
+        input: input.to_owned(),
+        detail,
+    };
+    let trimmed = input.trim_matches(is_pg_space);
+    let body = trimmed
+        .strip_prefix('[')
+        .ok_or_else(|| syntax("Vector contents must start with \"[\".".into()))?;
+    let body = body
+        .strip_suffix(']')
+        .ok_or_else(|| syntax("Vector contents must end with \"]\".".into()))?;
+    if body.trim_matches(is_pg_space).is_empty() {
+        return Err(VectorError::Empty);
+    }
+    let mut values = Vec::with_capacity(body.len() / 4 + 1);
+    for (i, raw) in body.split(',').enumerate() {
+        let element = raw.trim_matches(is_pg_space);
+        if element.is_empty() {
+            return Err(syntax(format!("Element {} is empty.", i + 1)));
+        }
+        if values.len() == MAX_DIM {
+            return Err(VectorError::TooManyDimensions(body.split(',').count()));
+        }
+        values.push(parse_element(element).ok_or_else(|| {
+            syntax(format!("Element {} \"{element}\" is not a number.", i + 1))
+        })?);
+    }
+    check_elements(&values)?;
+    Ok(values)
+}
+
+/// One element. Rust's `f32` parser reads what `strtof` reads for decimal
+/// input, and reads `nan`/`inf`/`infinity` and out-of-range numerals such as
+/// `1e39` (as infinity) so that [`check_elements`] can name them precisely.
+fn parse_element(s: &str) -> Option<f32> {
+    s.parse().ok()
+}
+
+/// Postgres' notion of white space in input functions (`scanner_isspace`).
+fn is_pg_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c')
+}
+
+/// Writes the text form of `values`: `[1,2.5,-0.03]`.
+pub fn format(values: &[f32]) -> String {
+    let mut out = String::with_capacity(values.len() * 10 + 2);
+    out.push('[');
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_float(&mut out, *v);
+    }
+    out.push(']');
+    out
+}
+
+/// Shortest round-trip text of a finite `f32`, in Postgres' float4 style:
+/// plain decimals for moderate exponents, `1e+30` / `1.5e-07` outside them.
+fn write_float(out: &mut String, v: f32) {
+    // `{:e}` gives the shortest digits that read back to `v`, e.g. "1.5e-7".
+    let sci = format!("{v:e}");
+    let (mantissa, exp) = sci.split_once('e').expect("LowerExp always has an exponent");
+    let exp: i32 = exp.parse().expect("LowerExp exponent is an integer");
+    if (-4..15).contains(&exp) {
+        let _ = write!(out, "{v}");
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        let _ = write!(out, "{mantissa}e{sign}{:02}", exp.abs());
+    }
+}
+
+/// Decodes pgvector's binary form (`vector_recv`): int16 dimensions, int16
+/// unused (must be 0), then the float4 elements, all in network byte order.
+pub fn decode_binary(bytes: &[u8]) -> Result<Vec<f32>, VectorError> {
+    let header: [u8; 4] = bytes
+        .get(..4)
+        .and_then(|h| h.try_into().ok())
+        .ok_or_else(|| VectorError::Binary(format!("{} bytes, header needs 4", bytes.len())))?;
+    let dims = i16::from_be_bytes([header[0], header[1]]);
+    let unused = i16::from_be_bytes([header[2], header[3]]);
+    if dims < 0 {
+        return Err(VectorError::Binary(format!("negative dimensions {dims}")));
+    }
+    check_dims(dims as usize)?;
+    if unused != 0 {
+        return Err(VectorError::Binary(format!("expected unused to be 0, not {unused}")));
+    }
+    let body = &bytes[4..];
+    if body.len() != dims as usize * 4 {
+        return Err(VectorError::Binary(format!(
+            "{dims} dimensions need {} bytes of elements, got {}",
+            dims as usize * 4,
+            body.len()
+        )));
+    }
+    let values: Vec<f32> = body
+        .chunks_exact(4)
+        .map(|c| f32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    check_elements(&values)?;
+    Ok(values)
+}
+
+/// Encodes pgvector's binary form (`vector_send`).
+pub fn encode_binary(values: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + values.len() * 4);
+    out.extend_from_slice(&(values.len() as i16).to_be_bytes());
+    out.extend_from_slice(&0i16.to_be_bytes());
+    for v in values {
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+    out
+}
+
+/// Element-wise `a + b`, refusing an overflow to infinity.
+pub fn add(a: &[f32], b: &[f32]) -> Result<Vec<f32>, VectorError> {
+    elementwise(a, b, |x, y| x + y)
+}
+
+/// Element-wise `a - b`, refusing an overflow to infinity.
+pub fn sub(a: &[f32], b: &[f32]) -> Result<Vec<f32>, VectorError> {
+    elementwise(a, b, |x, y| x - y)
+}
+
+fn elementwise(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> Result<Vec<f32>, VectorError> {
+    check_same_dims(a.len(), b.len())?;
+    let out: Vec<f32> = a.iter().zip(b).map(|(x, y)| f(*x, *y)).collect();
+    match out.iter().position(|v| v.is_infinite()) {
+        Some(i) => Err(VectorError::Overflow { index: i + 1 }),
+        None => Ok(out),
+    }
+}
+
+/// `a / |a|`; the zero vector stays zero (pgvector's `l2_normalize`).
+pub fn l2_normalize(a: &[f32]) -> Vec<f32> {
+    let norm = crate::distance::norm(a);
+    if norm == 0.0 {
+        return a.to_vec();
+    }
+    a.iter().map(|x| x / norm).collect()
+}
+
+/// Total order for the btree opclass: element by element, then by length
+/// (pgvector's `vector_cmp`).
+pub fn compare(a: &[f32], b: &[f32]) -> std::cmp::Ordering {
+    for (x, y) in a.iter().zip(b) {
+        match x.partial_cmp(y) {
+            Some(std::cmp::Ordering::Equal) | None => continue,
+            Some(o) => return o,
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_with_whitespace_and_exponents() {
+        assert_eq!(parse("[1,2.5,-3e-2]").unwrap(), vec![1.0, 2.5, -0.03]);
+        assert_eq!(parse("  [ 1 , 2 ,3 ]\n").unwrap(), vec![1.0, 2.0, 3.0]);
+        assert_eq!(parse("[+4]").unwrap(), vec![4.0]);
+    }
+
+    #[test]
+    fn syntax_errors_name_the_offending_part() {
+        let e = parse("[1,a,3]").unwrap_err();
+        assert_eq!(e.to_string(), "invalid input syntax for type vector: \"[1,a,3]\"");
+        assert_eq!(e.detail(), Some("Element 2 \"a\" is not a number."));
+        assert_eq!(
+            parse("1,2]").unwrap_err().detail(),
+            Some("Vector contents must start with \"[\".")
+        );
+        assert_eq!(
+            parse("[1,2").unwrap_err().detail(),
+            Some("Vector contents must end with \"]\".")
+        );
+        assert_eq!(parse("[1,,2]").unwrap_err().detail(), Some("Element 2 is empty."));
+        assert_eq!(parse("[1,2,]").unwrap_err().detail(), Some("Element 3 is empty."));
+        assert_eq!(parse("").unwrap_err().detail(), Some("Vector contents must start with \"[\"."));
+    }
+
+    #[test]
+    fn refuses_empty_nan_infinite_and_oversized() {
+        assert_eq!(parse("[]"), Err(VectorError::Empty));
+        assert_eq!(parse("[ ]"), Err(VectorError::Empty));
+        assert_eq!(parse("[1,NaN]"), Err(VectorError::NaN { index: 2 }));
+        assert_eq!(parse("[inf]"), Err(VectorError::Infinite { index: 1 }));
+        assert_eq!(parse("[-Infinity]"), Err(VectorError::Infinite { index: 1 }));
+        assert_eq!(parse("[1e39]"), Err(VectorError::Infinite { index: 1 }));
+        let big = format!("[{}]", vec!["1"; MAX_DIM + 1].join(","));
+        assert_eq!(parse(&big), Err(VectorError::TooManyDimensions(MAX_DIM + 1)));
+        let max = format!("[{}]", vec!["1"; MAX_DIM].join(","));
+        assert_eq!(parse(&max).unwrap().len(), MAX_DIM);
+    }
+
+    #[test]
+    fn typmod_in_accepts_one_dimension_count() {
+        assert_eq!(typmod_in(&["3"]), Ok(3));
+        let msg = |l: &[&str]| typmod_in(l).unwrap_err().to_string();
+        assert_eq!(msg(&["0"]), "dimensions for type vector must be at least 1");
+        assert_eq!(msg(&["16001"]), "dimensions for type vector cannot exceed 16000");
+        assert_eq!(msg(&["x"]), "invalid type modifier \"x\"");
+        assert_eq!(msg(&["1", "2"]), "invalid type modifier: vector takes one dimension count");
+    }
+
+    #[test]
+    fn typmod_and_operand_checks() {
+        assert!(check_typmod(None, 3).is_ok());
+        assert!(check_typmod(Some(3), 3).is_ok());
+        assert_eq!(
+            check_typmod(Some(3), 2).unwrap_err().to_string(),
+            "expected 3 dimensions, not 2"
+        );
+        assert_eq!(
+            check_same_dims(3, 4).unwrap_err().to_string(),
+            "different vector dimensions 3 and 4"
+        );
+    }
+
+    #[test]
+    fn formats_like_postgres_float4() {
+        assert_eq!(format(&[1.0, 2.5, -0.03]), "[1,2.5,-0.03]");
+        assert_eq!(format(&[0.1]), "[0.1]");
+        assert_eq!(format(&[1e30, 1.5e-7, -0.0]), "[1e+30,1.5e-07,-0]");
+        assert_eq!(format(&[123456789.0]), "[123456790]");
+        assert_eq!(format(&[f32::MIN_POSITIVE]), "[1.1754944e-38]");
+    }
+
+    #[test]
+    fn binary_is_pgvector_wire_format() {
+        let bytes = encode_binary(&[1.0, -2.5]);
+        assert_eq!(bytes, [0, 2, 0, 0, 0x3f, 0x80, 0, 0, 0xc0, 0x20, 0, 0]);
+        assert_eq!(decode_binary(&bytes).unwrap(), vec![1.0, -2.5]);
+    }
+
+    #[test]
+    fn binary_decoder_refuses_bad_input() {
+        let msg = |b: &[u8]| decode_binary(b).unwrap_err().to_string();
+        assert_eq!(msg(&[0, 1]), "invalid binary vector: 2 bytes, header needs 4");
+        assert_eq!(msg(&[0, 0, 0, 0]), "vector must have at least 1 dimension");
+        assert_eq!(msg(&[0xff, 0xff, 0, 0]), "invalid binary vector: negative dimensions -1");
+        assert_eq!(msg(&[0, 1, 0, 1, 0, 0, 0, 0]), "invalid binary vector: expected unused to be 0, not 1");
+        assert_eq!(
+            msg(&[0, 2, 0, 0, 0, 0, 0, 0]),
+            "invalid binary vector: 2 dimensions need 8 bytes of elements, got 4"
+        );
+        assert_eq!(msg(&[0, 1, 0, 0, 0x7f, 0xc0, 0, 0]), "NaN not allowed in vector (element 1)");
+    }
+
+    #[test]
+    fn arithmetic_checks_dims_and_overflow() {
+        assert_eq!(add(&[1.0, 2.0], &[3.0, 4.0]).unwrap(), vec![4.0, 6.0]);
+        assert_eq!(sub(&[1.0, 2.0], &[3.0, 4.0]).unwrap(), vec![-2.0, -2.0]);
+        assert_eq!(add(&[1.0], &[1.0, 2.0]), Err(VectorError::DimensionMismatch(1, 2)));
+        assert_eq!(add(&[f32::MAX], &[f32::MAX]), Err(VectorError::Overflow { index: 1 }));
+        assert_eq!(l2_normalize(&[3.0, 4.0]), vec![0.6, 0.8]);
+        assert_eq!(l2_normalize(&[0.0, 0.0]), vec![0.0, 0.0]);
+        assert!(compare(&[1.0, 2.0], &[1.0, 3.0]).is_lt());
+        assert!(compare(&[1.0, 2.0], &[1.0]).is_gt());
+        assert!(compare(&[1.0, 2.0], &[1.0, 2.0]).is_eq());
+    }
+
+    proptest! {
+        #[test]
+        fn binary_decoder_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+            let _ = decode_binary(&bytes);
+        }
+
+        #[test]
+        fn text_round_trips_exactly(values in prop::collection::vec(
+            any::<f32>().prop_filter("finite", |v| v.is_finite()), 1..64)) {
+            let text = format(&values);
+            let back = parse(&text).unwrap();
+            prop_assert_eq!(back.len(), values.len());
+            for (a, b) in back.iter().zip(&values) {
+                prop_assert_eq!(a.to_bits(), b.to_bits(), "{} in {}", b, text);
+            }
+        }
+
+        #[test]
+        fn parser_never_panics(s in ".{0,64}") {
+            let _ = parse(&s);
+        }
+    }
+}

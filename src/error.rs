@@ -1,0 +1,41 @@
+//! Turning the core's errors into Postgres errors.
+//!
+//! The core never calls Postgres; it returns typed errors. This is the one
+//! place that raises them, with the SQLSTATE, message and detail the core
+//! chose, so every error a user sees reads the same way.
+
+use milvus_core::vector::{SqlState, VectorError};
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+
+/// Raises `err` as an `ERROR`; never returns.
+pub fn raise_vector_error(err: VectorError) -> ! {
+    let code = match err.sqlstate() {
+        SqlState::InvalidTextRepresentation => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+        SqlState::ProgramLimitExceeded => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        SqlState::DataException => PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
+        SqlState::InvalidBinaryRepresentation => {
+            PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION
+        }
+        SqlState::NumericValueOutOfRange => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        SqlState::InvalidParameterValue => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+    };
+    let mut report = ErrorReport::new(code, err.to_string(), "pg_milvus");
+    if let Some(detail) = err.detail() {
+        report = report.set_detail(detail);
+    }
+    report.report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
+/// Unwraps a core result, raising its error in Postgres.
+pub trait OrRaise<T> {
+    fn or_raise(self) -> T;
+}
+
+impl<T> OrRaise<T> for Result<T, VectorError> {
+    #[inline]
+    fn or_raise(self) -> T {
+        self.unwrap_or_else(|e| raise_vector_error(e))
+    }
+}

@@ -1,0 +1,144 @@
+//! The `vector` type's I/O: text in/out, the `vector(n)` modifier, binary
+//! send/recv (pgvector's wire format) and the casts to and from arrays.
+//!
+//! Parsing and checking live in `milvus_core::vector`; these functions only
+//! move values between Postgres and the core, and apply the column's typmod.
+
+use std::ffi::{CStr, CString};
+
+use milvus_core::vector as vector_core;
+use pgrx::datum::Internal;
+use pgrx::prelude::*;
+use pgrx::AnyNumeric;
+
+use super::PgVector;
+use crate::error::{OrRaise, raise_vector_error};
+
+/// The declared dimensions of a typmod, `None` for a bare `vector`.
+fn declared_dims(typmod: i32) -> Option<usize> {
+    (typmod > 0).then_some(typmod as usize)
+}
+
+/// Checks `values` and builds the datum, enforcing the typmod.
+fn build(values: &[f32], typmod: i32) -> PgVector {
+    vector_core::check_elements(values).or_raise();
+    vector_core::check_typmod(declared_dims(typmod), values.len()).or_raise();
+    PgVector::from_slice(values)
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
+fn vector_in(input: &CStr, _typioparam: pg_sys::Oid, typmod: i32) -> PgVector {
+    let text = input.to_str().unwrap_or_else(|_| {
+        raise_vector_error(vector_core::VectorError::Syntax {
+            input: input.to_string_lossy().into_owned(),
+            detail: "Input is not valid UTF-8.".into(),
+        })
+    });
+    build(&vector_core::parse(text).or_raise(), typmod)
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
+fn vector_out(vector: PgVector) -> CString {
+    CString::new(vector_core::format(vector.as_slice())).expect("vector text has no NUL")
+}
+
+#[pg_extern(immutable, strict, parallel_safe)]
+fn vector_typmod_in(list: Array<&CStr>) -> i32 {
+    let items: Vec<&str> = list
+        .iter()
+        .map(|item| item.and_then(|c| c.to_str().ok()).unwrap_or(""))
+        .collect();
+    vector_core::typmod_in(&items).or_raise() as i32
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
+fn vector_recv(buf: Internal, _typioparam: pg_sys::Oid, typmod: i32) -> PgVector {
+    // SAFETY: Postgres passes a StringInfo positioned at this value's bytes.
+    let values = unsafe {
+        let buf = buf.unwrap().expect("recv gets a buffer").cast_mut_ptr::<pg_sys::StringInfoData>();
+        let start = (*buf).cursor as usize;
+        let len = (*buf).len as usize - start;
+        let bytes = std::slice::from_raw_parts((*buf).data.add(start).cast::<u8>(), len);
+        let values = vector_core::decode_binary(bytes).or_raise();
+        (*buf).cursor = (*buf).len;
+        values
+    };
+    build(&values, typmod)
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
+fn vector_send(vector: PgVector) -> Vec<u8> {
+    vector_core::encode_binary(vector.as_slice())
+}
+
+/// The typmod coercion, `'[1,2]'::vector(2)` and assignment to `vector(n)`.
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
+fn vector(vector: PgVector, typmod: i32, _explicit: bool) -> PgVector {
+    vector_core::check_typmod(declared_dims(typmod), vector.dims()).or_raise();
+    vector
+}
+
+/// Collects array elements, refusing NULLs with the element named.
+fn collect_array(items: impl Iterator<Item = Option<f32>>) -> Vec<f32> {
+    items
+        .enumerate()
+        .map(|(i, item)| {
+            item.unwrap_or_else(|| {
+                ereport!(
+                    ERROR,
+                    PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                    "array must not contain nulls",
+                    format!("Element {} is NULL.", i + 1)
+                );
+            })
+        })
+        .collect()
+}
+
+#[pg_extern(name = "array_to_vector", immutable, strict, parallel_safe, requires = ["vector_shell"])]
+fn array_to_vector_real(array: Array<f32>, typmod: i32, _explicit: bool) -> PgVector {
+    build(&collect_array(array.iter()), typmod)
+}
+
+#[pg_extern(name = "array_to_vector", immutable, strict, parallel_safe, requires = ["vector_shell"])]
+fn array_to_vector_double(array: Array<f64>, typmod: i32, _explicit: bool) -> PgVector {
+    build(&collect_array(array.iter().map(|v| v.map(|v| v as f32))), typmod)
+}
+
+#[pg_extern(name = "array_to_vector", immutable, strict, parallel_safe, requires = ["vector_shell"])]
+fn array_to_vector_integer(array: Array<i32>, typmod: i32, _explicit: bool) -> PgVector {
+    build(&collect_array(array.iter().map(|v| v.map(|v| v as f32))), typmod)
+}
+
+#[pg_extern(name = "array_to_vector", immutable, strict, parallel_safe, requires = ["vector_shell"])]
+fn array_to_vector_numeric(array: Array<AnyNumeric>, typmod: i32, _explicit: bool) -> PgVector {
+    // A numeric beyond f32's range becomes an infinity, which `build` refuses
+    // with the element named.
+    let items = array
+        .iter()
+        .map(|v| v.map(|v| f32::try_from(v).unwrap_or(f32::INFINITY)));
+    build(&collect_array(items), typmod)
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
+fn vector_to_float4(vector: PgVector, _typmod: i32, _explicit: bool) -> Vec<f32> {
+    vector.as_slice().to_vec()
+}
+
+extension_sql_file!(
+    "../../sql/vector_type.sql",
+    name = "vector_type",
+    requires = [
+        vector_in,
+        vector_out,
+        vector_typmod_in,
+        vector_recv,
+        vector_send,
+        vector,
+        array_to_vector_real,
+        array_to_vector_double,
+        array_to_vector_integer,
+        array_to_vector_numeric,
+        vector_to_float4
+    ]
+);

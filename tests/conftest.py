@@ -1,0 +1,53 @@
+"""End-to-end tier: drives a real PostgreSQL cluster with pg_milvus preloaded.
+
+The cluster is started fresh (scripts/cluster.sh) once per test session; the
+extension must already be installed (`make test` installs it first).
+"""
+
+import os
+import subprocess
+from pathlib import Path
+
+import psycopg
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER = ROOT / "scripts" / "cluster.sh"
+
+
+class Cluster:
+    def __init__(self, name: str):
+        self.name = name
+        self.port = int(subprocess.check_output([CLUSTER, "start", name], text=True).strip())
+        self.host = subprocess.check_output([CLUSTER, "host", name], text=True).strip()
+
+    def connect(self, dbname: str = "postgres", **kwargs) -> psycopg.Connection:
+        return psycopg.connect(
+            host=self.host, port=self.port, user="postgres", dbname=dbname,
+            autocommit=True, **kwargs,
+        )
+
+    def stop(self):
+        subprocess.run([CLUSTER, "stop", self.name], check=True)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    c = Cluster(os.environ.get("PG_MILVUS_E2E_CLUSTER", "e2e"))
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def db(cluster, request):
+    """A fresh database with the extension created, dropped afterwards."""
+    name = "t_" + request.node.name.lower()[:50].replace("[", "_").replace("]", "").replace("-", "_")
+    with cluster.connect() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    conn = cluster.connect(name)
+    conn.execute("CREATE EXTENSION pg_milvus")
+    yield conn
+    conn.close()
+    with cluster.connect() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

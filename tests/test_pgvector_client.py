@@ -1,0 +1,94 @@
+"""pgvector's own Python client works unchanged against pg_milvus' vector type.
+
+`pgvector.psycopg.register_vector` looks the `vector` type up by name and uses
+its binary send/recv format; numpy arrays must round-trip bit for bit, in
+text and binary, in parameters, results and binary COPY.
+"""
+
+import numpy as np
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+
+
+@pytest.fixture
+def conn(db):
+    register_vector(db)
+    db.execute("CREATE TABLE items (id bigint PRIMARY KEY, embedding vector(8))")
+    return db
+
+
+def sample(n, dim=8, seed=42):
+    rng = np.random.default_rng(seed)
+    data = rng.standard_normal((n, dim)).astype(np.float32)
+    data[0] = [np.finfo(np.float32).max, np.finfo(np.float32).tiny, -0.0, 1e-30, 1e30, 3.4e-38, -1.5, 0.1]
+    return data
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_numpy_round_trip(conn, binary):
+    data = sample(50)
+    with conn.cursor(binary=binary) as cur:
+        cur.executemany(
+            "INSERT INTO items VALUES (%s, %s)",
+            [(i, v) for i, v in enumerate(data)],
+        )
+        cur.execute("SELECT id, embedding FROM items ORDER BY id")
+        rows = cur.fetchall()
+    assert len(rows) == len(data)
+    for (i, got), want in zip(rows, data):
+        assert isinstance(got, np.ndarray) and got.dtype == np.float32
+        assert got.tobytes() == want.tobytes(), f"row {i}: {got} != {want}"
+
+
+def test_binary_copy_round_trip(conn):
+    data = sample(200, seed=7)
+    with conn.cursor() as cur:
+        with cur.copy("COPY items (id, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "vector"])
+            for i, v in enumerate(data):
+                copy.write_row((i, v))
+        with cur.copy("COPY items (id, embedding) TO STDOUT WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "vector"])
+            back = {row[0]: row[1] for row in copy.rows()}
+    assert sorted(back) == list(range(len(data)))
+    for i, want in enumerate(data):
+        assert back[i].tobytes() == want.tobytes()
+
+
+def test_distance_operators_agree_with_numpy(conn):
+    data = sample(20, seed=3)[1:]
+    q = data[0]
+    with conn.cursor() as cur:
+        for i, v in enumerate(data):
+            cur.execute("INSERT INTO items VALUES (%s, %s)", (i, v))
+        cur.execute(
+            "SELECT id, embedding <-> %s, embedding <#> %s, embedding <=> %s FROM items ORDER BY id",
+            (q, q, q),
+        )
+        for i, l2, nip, cos in cur.fetchall():
+            v = data[i].astype(np.float64)
+            q64 = q.astype(np.float64)
+            assert l2 == pytest.approx(np.linalg.norm(v - q64), rel=1e-5, abs=1e-5)
+            assert nip == pytest.approx(-v.dot(q64), rel=1e-5, abs=1e-5)
+            want = 1 - v.dot(q64) / (np.linalg.norm(v) * np.linalg.norm(q64))
+            assert cos == pytest.approx(want, rel=1e-5, abs=1e-5)
+
+
+def test_errors_reach_the_client_with_detail(conn):
+    with pytest.raises(psycopg.errors.InvalidTextRepresentation) as e:
+        conn.execute("SELECT '[1,x]'::vector")
+    assert e.value.diag.message_primary == 'invalid input syntax for type vector: "[1,x]"'
+    assert e.value.diag.message_detail == 'Element 2 "x" is not a number.'
+
+    with pytest.raises(psycopg.errors.DataException, match="expected 8 dimensions, not 3"):
+        conn.execute("INSERT INTO items VALUES (1, %s)", (np.array([1, 2, 3], dtype=np.float32),))
+
+    with pytest.raises(psycopg.errors.DataException, match=r"NaN not allowed in vector \(element 2\)"):
+        conn.execute("INSERT INTO items VALUES (1, %s)", (np.array([1, np.nan] + [0] * 6, dtype=np.float32),))
+    with pytest.raises(psycopg.errors.DataException, match="NaN not allowed"):
+        conn.cursor(binary=True).execute(
+            "INSERT INTO items VALUES (1, %s)", (np.array([1, np.nan] + [0] * 6, dtype=np.float32),)
+        )
+    # Nothing of the failed statements was written.
+    assert conn.execute("SELECT count(*) FROM items").fetchone()[0] == 0
