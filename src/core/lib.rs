@@ -11,6 +11,8 @@
 //! its work run on other threads of a backend (invariant 7 of DESIGN.md).
 
 pub mod distance;
+pub mod policy;
+pub mod segment;
 pub mod synthetic;
 pub mod vector;
 

@@ -1,0 +1,112 @@
+//! When the growing segment seals.
+//!
+//! As in Milvus' `segment_allocation_policy.go`, each rule is a small named
+//! function that answers `Some(reason)` when it fires; [`SealPolicy::check`]
+//! asks them in order. An empty segment never seals: there is nothing to flush.
+
+use crate::segment::SealReason;
+
+/// What the seal rules look at: the growing segment's counters and times
+/// (Unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrowingStats {
+    pub rows: u64,
+    pub bytes: u64,
+    pub created_at: u64,
+    pub last_insert_at: u64,
+}
+
+/// The thresholds, from the index's reloptions and GUCs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SealPolicy {
+    /// `segment_max_rows` (reloption).
+    pub max_rows: u64,
+    /// Byte budget of a segment's vectors.
+    pub max_bytes: u64,
+    /// `milvus.seal_idle_time`; `None` disables the rule.
+    pub idle_secs: Option<u64>,
+    /// Longest a segment stays growing; `None` disables the rule.
+    pub lifetime_secs: Option<u64>,
+}
+
+impl Default for SealPolicy {
+    fn default() -> Self {
+        SealPolicy {
+            max_rows: 100_000,
+            max_bytes: 512 << 20,
+            idle_secs: Some(60),
+            lifetime_secs: Some(3600),
+        }
+    }
+}
+
+pub fn seal_by_rows(s: &GrowingStats, p: &SealPolicy) -> Option<SealReason> {
+    (s.rows >= p.max_rows).then_some(SealReason::Rows { rows: s.rows, max_rows: p.max_rows })
+}
+
+pub fn seal_by_bytes(s: &GrowingStats, p: &SealPolicy) -> Option<SealReason> {
+    (s.bytes >= p.max_bytes).then_some(SealReason::Bytes { bytes: s.bytes, max_bytes: p.max_bytes })
+}
+
+pub fn seal_by_lifetime(s: &GrowingStats, p: &SealPolicy, now: u64) -> Option<SealReason> {
+    let age = now.saturating_sub(s.created_at);
+    p.lifetime_secs
+        .filter(|limit| age >= *limit)
+        .map(|_| SealReason::Lifetime { age_secs: age })
+}
+
+pub fn seal_by_idle_time(s: &GrowingStats, p: &SealPolicy, now: u64) -> Option<SealReason> {
+    let idle = now.saturating_sub(s.last_insert_at);
+    p.idle_secs
+        .filter(|limit| idle >= *limit)
+        .map(|_| SealReason::Idle { idle_secs: idle })
+}
+
+impl SealPolicy {
+    /// The first rule that fires, size rules before time rules.
+    pub fn check(&self, s: &GrowingStats, now: u64) -> Option<SealReason> {
+        if s.rows == 0 {
+            return None;
+        }
+        seal_by_rows(s, self)
+            .or_else(|| seal_by_bytes(s, self))
+            .or_else(|| seal_by_lifetime(s, self, now))
+            .or_else(|| seal_by_idle_time(s, self, now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(rows: u64, bytes: u64, created_at: u64, last_insert_at: u64) -> GrowingStats {
+        GrowingStats { rows, bytes, created_at, last_insert_at }
+    }
+
+    const P: SealPolicy = SealPolicy { max_rows: 100, max_bytes: 1000, idle_secs: Some(10), lifetime_secs: Some(60) };
+
+    #[test]
+    fn each_rule_fires_with_its_reason() {
+        assert_eq!(P.check(&stats(100, 0, 0, 0), 0), Some(SealReason::Rows { rows: 100, max_rows: 100 }));
+        assert_eq!(P.check(&stats(1, 1000, 0, 0), 0), Some(SealReason::Bytes { bytes: 1000, max_bytes: 1000 }));
+        assert_eq!(P.check(&stats(1, 0, 0, 55), 60), Some(SealReason::Lifetime { age_secs: 60 }));
+        assert_eq!(P.check(&stats(1, 0, 0, 5), 15), Some(SealReason::Idle { idle_secs: 10 }));
+        assert_eq!(P.check(&stats(99, 999, 0, 5), 14), None);
+    }
+
+    #[test]
+    fn empty_segments_never_seal_and_disabled_rules_never_fire() {
+        assert_eq!(P.check(&stats(0, 0, 0, 0), 10_000), None);
+        let off = SealPolicy { idle_secs: None, lifetime_secs: None, ..P };
+        assert_eq!(off.check(&stats(1, 0, 0, 0), 10_000), None);
+        assert_eq!(
+            SealReason::Rows { rows: 100, max_rows: 100 }.to_string(),
+            "rows 100 >= segment_max_rows 100"
+        );
+    }
+
+    #[test]
+    fn clock_going_backwards_does_not_seal() {
+        assert_eq!(P.check(&stats(1, 0, 100, 100), 50), None);
+    }
+}
