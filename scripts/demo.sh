@@ -18,7 +18,7 @@ bold "create a demo collection: 5,000 deterministic 64-d vectors in 10 categorie
 sql -q <<'SQL'
 CREATE EXTENSION pg_milvus;
 CREATE TABLE items (id bigserial PRIMARY KEY, category int, embedding vector(64));
-SELECT setseed(0.42);
+SELECT setseed(0.42) \g /dev/null
 INSERT INTO items (category, embedding)
 SELECT i % 10, (SELECT array_agg(random() - 0.5)::vector(64) FROM generate_series(1, 64) WHERE i > 0)
   FROM generate_series(1, 5000) i;

@@ -36,6 +36,19 @@ impl Metric {
         }
     }
 
+    /// The byte that stands for this metric in object headers.
+    pub fn code(self) -> u8 {
+        match self {
+            Metric::L2 => 1,
+            Metric::InnerProduct => 2,
+            Metric::Cosine => 3,
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.code() == code)
+    }
+
     /// The SQL operator this metric orders by.
     pub fn operator(self) -> &'static str {
         match self {

@@ -11,6 +11,7 @@
 //! its work run on other threads of a backend (invariant 7 of DESIGN.md).
 
 pub mod distance;
+pub mod format;
 pub mod policy;
 pub mod segment;
 pub mod synthetic;

@@ -23,9 +23,11 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 /// A segment's id: unique within an index and never reused, so an object key
 /// or a tombstone naming a segment can never be mistaken for another one's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct SegmentId(pub u64);
 
 impl fmt::Display for SegmentId {
@@ -59,7 +61,7 @@ impl SegmentIdAllocator {
 }
 
 /// Where a segment is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum SegmentState {
     /// Takes new rows; lives in WAL-logged index pages. One per index.
     Growing,
@@ -124,7 +126,7 @@ impl fmt::Display for SegmentState {
 }
 
 /// The state of a flushed segment's HNSW index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum IndexState {
     /// No index yet: searches of the segment are brute force.
     None,
@@ -158,7 +160,7 @@ impl fmt::Display for IndexState {
 
 /// Why a segment was sealed; kept with the segment and shown by
 /// `milvus_segments()` and in log lines.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SealReason {
     /// Reached `segment_max_rows`.
     Rows { rows: u64, max_rows: u64 },
@@ -197,7 +199,7 @@ pub enum LifecycleError {
 }
 
 /// What the manifest knows of one segment, without its object keys.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SegmentMeta {
     pub id: SegmentId,
     pub state: SegmentState,

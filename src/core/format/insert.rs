@@ -1,0 +1,232 @@
+//! The insert binlog: one sealed segment's rows, columnar, read in place.
+//!
+//! ```text
+//! offset size  field
+//!      0    8  magic "PGMVINS\0"
+//!      8    2  format version (1)
+//!     10    1  metric code (1 = L2, 2 = inner product, 3 = cosine)
+//!     11    1  reserved, 0
+//!     12    4  dims
+//!     16    8  rows
+//!     24    8  segment id
+//!     32    4  CRC-32C of the body
+//!     36   24  reserved, 0
+//!     60    4  CRC-32C of bytes 0..60
+//!     64       body: keys   u64 x rows      (the row's heap TID, packed)
+//!              then vectors f32 x rows*dims (row-major)
+//! ```
+//!
+//! The body starts 64 bytes in and the keys are 8 bytes each, so both
+//! columns are aligned whenever the object is (a page-aligned mmap, or an
+//! aligned buffer): [`InsertBinlog::decode`] then borrows them without a copy.
+
+use std::borrow::Cow;
+
+use super::{FormatError, FormatErrorKind, Reader, Writer, check_body, check_header, finish_header};
+use crate::distance::Metric;
+use crate::segment::SegmentId;
+use crate::vector::MAX_DIM;
+
+pub const MAGIC: &[u8; 8] = b"PGMVINS\0";
+pub const VERSION: u16 = 1;
+pub const HEADER_LEN: usize = 64;
+
+/// A decoded insert binlog, borrowing the object's bytes where aligned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InsertBinlog<'a> {
+    pub segment: SegmentId,
+    pub metric: Metric,
+    pub dims: usize,
+    keys: Cow<'a, [u64]>,
+    vectors: Cow<'a, [f32]>,
+}
+
+/// Encodes rows as an insert binlog. `vectors` is row-major, `keys.len() * dims` long.
+pub fn encode(segment: SegmentId, metric: Metric, dims: usize, keys: &[u64], vectors: &[f32]) -> Vec<u8> {
+    assert_eq!(vectors.len(), keys.len() * dims, "vectors must be keys x dims");
+    let mut body = Vec::with_capacity(keys.len() * 8 + vectors.len() * 4);
+    for k in keys {
+        body.extend_from_slice(&k.to_le_bytes());
+    }
+    for v in vectors {
+        body.extend_from_slice(&v.to_le_bytes());
+    }
+    let mut w = Writer(Vec::with_capacity(HEADER_LEN + body.len()));
+    w.bytes(MAGIC).u16(VERSION).u8(metric.code()).u8(0).u32(dims as u32);
+    w.u64(keys.len() as u64).u64(segment.0).u32(crc32c::crc32c(&body));
+    let mut out = finish_header(w, HEADER_LEN);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Borrows `bytes` as `[T]` when aligned, copies otherwise.
+fn column<'a, T: Copy + Default>(bytes: &'a [u8], from_le: impl Fn(&[u8]) -> T) -> Cow<'a, [T]> {
+    let size = std::mem::size_of::<T>();
+    // SAFETY: T is u64 or f32 here, for which every bit pattern is valid, and
+    // the formats are little-endian like every supported host.
+    let (head, mid, tail) = unsafe { bytes.align_to::<T>() };
+    if head.is_empty() && tail.is_empty() {
+        Cow::Borrowed(mid)
+    } else {
+        Cow::Owned(bytes.chunks_exact(size).map(from_le).collect())
+    }
+}
+
+impl<'a> InsertBinlog<'a> {
+    /// Verifies and decodes an insert binlog; `object` names it in errors.
+    pub fn decode(object: &str, bytes: &'a [u8]) -> Result<Self, FormatError> {
+        check_header(object, bytes, HEADER_LEN, MAGIC, "insert binlog", VERSION)?;
+        let invalid = |msg: String| FormatError::new(object, FormatErrorKind::Invalid(msg));
+        let mut r = Reader::new(&bytes[10..]);
+        let metric_code = r.u8();
+        let _reserved = r.u8();
+        let dims = r.u32() as usize;
+        let rows = r.u64();
+        let segment = SegmentId(r.u64());
+        let body_crc = r.u32();
+        let metric = Metric::from_code(metric_code).ok_or_else(|| invalid(format!("unknown metric code {metric_code}")))?;
+        if dims == 0 || dims > MAX_DIM {
+            return Err(invalid(format!("dimensions {dims} out of range 1..={MAX_DIM}")));
+        }
+        let body_len = rows
+            .checked_mul(8 + 4 * dims as u64)
+            .ok_or_else(|| invalid(format!("{rows} rows of {dims} dimensions overflow")))?;
+        let body = &bytes[HEADER_LEN..];
+        check_body(object, body, body_len, body_crc)?;
+        let (keys, vectors) = body.split_at(rows as usize * 8);
+        Ok(InsertBinlog {
+            segment,
+            metric,
+            dims,
+            keys: column(keys, |c| u64::from_le_bytes(c.try_into().expect("chunk of 8"))),
+            vectors: column(vectors, |c| f32::from_le_bytes(c.try_into().expect("chunk of 4"))),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    pub fn keys(&self) -> &[u64] {
+        &self.keys
+    }
+
+    /// All vectors, row-major.
+    pub fn vectors(&self) -> &[f32] {
+        &self.vectors
+    }
+
+    /// Row `i`'s vector.
+    pub fn vector(&self, i: usize) -> &[f32] {
+        &self.vectors[i * self.dims..(i + 1) * self.dims]
+    }
+
+    /// Whether the columns borrow the input (no copy was made).
+    pub fn is_borrowed(&self) -> bool {
+        matches!((&self.keys, &self.vectors), (Cow::Borrowed(_), Cow::Borrowed(_)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::testing::*;
+    use crate::synthetic::Rng;
+    use proptest::prelude::*;
+
+    fn sample(rows: usize, dims: usize) -> (Vec<u64>, Vec<f32>) {
+        let mut rng = Rng::new(rows as u64);
+        ((0..rows as u64).map(|i| i * 7 + 1).collect(), rng.vector(rows * dims))
+    }
+
+    /// An 8-aligned copy, as an mmap or an aligned download gives.
+    fn aligned(bytes: &[u8]) -> Vec<u64> {
+        let mut buf = vec![0u64; bytes.len().div_ceil(8)];
+        // SAFETY: u64 storage viewed as bytes, within its length.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.as_mut_ptr().cast::<u8>(), bytes.len()) };
+        buf
+    }
+
+    #[test]
+    fn round_trip_borrows_when_aligned_and_copies_when_not() {
+        let (keys, vectors) = sample(10, 3);
+        let bytes = encode(SegmentId(42), Metric::Cosine, 3, &keys, &vectors);
+        let storage = aligned(&bytes);
+        // SAFETY: the first bytes.len() bytes of storage are the object.
+        let view = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
+        let b = InsertBinlog::decode("seg/42/insert", view).unwrap();
+        assert!(b.is_borrowed());
+        assert_eq!((b.segment, b.metric, b.dims, b.len()), (SegmentId(42), Metric::Cosine, 3, 10));
+        assert_eq!(b.keys(), &keys[..]);
+        assert_eq!(b.vector(9), &vectors[27..30]);
+
+        let mut shifted = vec![0u8];
+        shifted.extend_from_slice(&bytes);
+        let c = InsertBinlog::decode("x", &shifted[1..]).unwrap();
+        assert!(!c.is_borrowed());
+        assert_eq!((c.keys(), c.vectors()), (&keys[..], &vectors[..]));
+    }
+
+    #[test]
+    fn corruption_is_refused_and_names_the_object() {
+        let (keys, vectors) = sample(3, 2);
+        let bytes = encode(SegmentId(1), Metric::L2, 2, &keys, &vectors);
+        every_bit_flip_is_refused(&bytes, |b| InsertBinlog::decode("o", b).map(drop));
+        every_truncation_is_refused(&bytes, |b| InsertBinlog::decode("o", b).map(drop));
+
+        let mut body_flip = bytes.clone();
+        *body_flip.last_mut().unwrap() ^= 1;
+        let e = InsertBinlog::decode("db/1/idx/2/seg/1/insert", &body_flip).unwrap_err();
+        assert!(e.to_string().starts_with("object db/1/idx/2/seg/1/insert: body checksum mismatch: stored "), "{e}");
+
+        let mut trailing = bytes.clone();
+        trailing.push(0);
+        assert_eq!(
+            InsertBinlog::decode("o", &trailing).unwrap_err().kind,
+            FormatErrorKind::Invalid("1 trailing bytes after a body of 48".into())
+        );
+    }
+
+    #[test]
+    fn wrong_version_and_kind_are_named() {
+        let (keys, vectors) = sample(1, 1);
+        let mut bytes = encode(SegmentId(1), Metric::L2, 1, &keys, &vectors);
+        bytes[8] = 2;
+        let crc = crc32c::crc32c(&bytes[..60]);
+        bytes[60..64].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            InsertBinlog::decode("o", &bytes).unwrap_err().to_string(),
+            "object o: format version 2 is not supported (this build reads up to 1)"
+        );
+        let delta = crate::format::delta::encode(SegmentId(1), &[1, 2]);
+        let e = InsertBinlog::decode("o", &delta).unwrap_err();
+        assert!(matches!(e.kind, FormatErrorKind::BadMagic { expected: "insert binlog", .. }), "{e}");
+    }
+
+    #[test]
+    fn an_empty_segment_round_trips() {
+        let bytes = encode(SegmentId(5), Metric::L2, 4, &[], &[]);
+        let b = InsertBinlog::decode("o", &bytes).unwrap();
+        assert!(b.is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn decoder_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            let _ = InsertBinlog::decode("o", &bytes);
+        }
+
+        #[test]
+        fn decoder_never_panics_on_valid_header_and_random_body(rows in 0u64..1000, dims in any::<u32>(), body in prop::collection::vec(any::<u8>(), 0..100)) {
+            let mut w = Writer(Vec::new());
+            w.bytes(MAGIC).u16(VERSION).u8(1).u8(0).u32(dims).u64(rows).u64(1).u32(crc32c::crc32c(&body));
+            let mut bytes = finish_header(w, HEADER_LEN);
+            bytes.extend_from_slice(&body);
+            let _ = InsertBinlog::decode("o", &bytes);
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! The formats of the objects pg_milvus writes to object storage.
+//!
+//! Every object starts with a fixed header: an 8-byte magic naming its kind, a
+//! format version, the fields a reader needs before the body, a CRC-32C of the
+//! body and a CRC-32C of the header itself. All integers are little-endian.
+//! Objects are immutable once written; a reader verifies both checksums before
+//! it believes a single field, so a flipped bit, a truncated download or an
+//! object of another kind is a [`FormatError`] naming the object, never a
+//! panic and never a wrong answer (invariant 4).
+//!
+//! The byte layouts are documented in docs/format.md; keep the two in step.
+
+pub mod delta;
+pub mod insert;
+pub mod manifest;
+
+#[cfg(target_endian = "big")]
+compile_error!("the binlog formats are little-endian and read in place; big-endian hosts are not supported");
+
+/// Why an object could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("object {object}: {kind}")]
+pub struct FormatError {
+    /// The object's key (or a description, for bytes not from storage).
+    pub object: String,
+    pub kind: FormatErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatErrorKind {
+    #[error("truncated: {need} bytes needed, {have} present")]
+    Truncated { need: u64, have: u64 },
+    #[error("not a {expected} object (magic {found:02x?})")]
+    BadMagic { expected: &'static str, found: [u8; 8] },
+    #[error("format version {found} is not supported (this build reads up to {supported})")]
+    UnsupportedVersion { found: u16, supported: u16 },
+    #[error("{part} checksum mismatch: stored {stored:08x}, computed {computed:08x}")]
+    ChecksumMismatch { part: &'static str, stored: u32, computed: u32 },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl FormatError {
+    pub(crate) fn new(object: &str, kind: FormatErrorKind) -> Self {
+        FormatError { object: object.to_owned(), kind }
+    }
+}
+
+/// A little-endian writer for headers.
+pub(crate) struct Writer(pub Vec<u8>);
+
+impl Writer {
+    pub fn u8(&mut self, v: u8) -> &mut Self {
+        self.0.push(v);
+        self
+    }
+    pub fn u16(&mut self, v: u16) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        self.0.extend_from_slice(v);
+        self
+    }
+}
+
+/// A bounds-checked little-endian reader over a header.
+pub(crate) struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Reader { bytes, at: 0 }
+    }
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        // Callers check the header length first; a short header is a bug here.
+        let out: [u8; N] = self.bytes[self.at..self.at + N].try_into().expect("header length checked");
+        self.at += N;
+        out
+    }
+    pub fn u8(&mut self) -> u8 {
+        self.take::<1>()[0]
+    }
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take())
+    }
+    pub fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take())
+    }
+}
+
+/// The checks every header shares: length, magic, version, header checksum.
+/// `header` is the fixed-size header whose last 4 bytes are its own CRC-32C.
+pub(crate) fn check_header(
+    object: &str,
+    bytes: &[u8],
+    header_len: usize,
+    magic: &[u8; 8],
+    kind: &'static str,
+    max_version: u16,
+) -> Result<u16, FormatError> {
+    let err = |k| FormatError::new(object, k);
+    if bytes.len() < header_len {
+        return Err(err(FormatErrorKind::Truncated { need: header_len as u64, have: bytes.len() as u64 }));
+    }
+    let found: [u8; 8] = bytes[..8].try_into().expect("length checked");
+    if &found != magic {
+        return Err(err(FormatErrorKind::BadMagic { expected: kind, found }));
+    }
+    let stored = u32::from_le_bytes(bytes[header_len - 4..header_len].try_into().expect("length checked"));
+    let computed = crc32c::crc32c(&bytes[..header_len - 4]);
+    if stored != computed {
+        return Err(err(FormatErrorKind::ChecksumMismatch { part: "header", stored, computed }));
+    }
+    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+    if version == 0 || version > max_version {
+        return Err(err(FormatErrorKind::UnsupportedVersion { found: version, supported: max_version }));
+    }
+    Ok(version)
+}
+
+/// Checks that the body has exactly `expected` bytes and the stored CRC.
+pub(crate) fn check_body(object: &str, body: &[u8], expected: u64, stored_crc: u32) -> Result<(), FormatError> {
+    let err = |k| FormatError::new(object, k);
+    if (body.len() as u64) < expected {
+        return Err(err(FormatErrorKind::Truncated { need: expected, have: body.len() as u64 }));
+    }
+    if body.len() as u64 > expected {
+        return Err(err(FormatErrorKind::Invalid(format!(
+            "{} trailing bytes after a body of {expected}",
+            body.len() as u64 - expected
+        ))));
+    }
+    let computed = crc32c::crc32c(body);
+    if computed != stored_crc {
+        return Err(err(FormatErrorKind::ChecksumMismatch { part: "body", stored: stored_crc, computed }));
+    }
+    Ok(())
+}
+
+/// Seals a header: appends the CRC-32C of everything written so far, after
+/// padding to `header_len - 4` bytes.
+pub(crate) fn finish_header(mut w: Writer, header_len: usize) -> Vec<u8> {
+    w.0.resize(header_len - 4, 0);
+    let crc = crc32c::crc32c(&w.0);
+    w.u32(crc);
+    w.0
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Corruption helpers shared by the format tests.
+
+    /// Every single-bit flip of `bytes` must be refused by `decode`.
+    pub fn every_bit_flip_is_refused<E>(bytes: &[u8], decode: impl Fn(&[u8]) -> Result<(), E>) {
+        for i in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut copy = bytes.to_vec();
+                copy[i] ^= 1 << bit;
+                assert!(decode(&copy).is_err(), "flip of bit {bit} in byte {i} was accepted");
+            }
+        }
+    }
+
+    /// Every truncation of `bytes` must be refused by `decode`.
+    pub fn every_truncation_is_refused<E>(bytes: &[u8], decode: impl Fn(&[u8]) -> Result<(), E>) {
+        for len in 0..bytes.len() {
+            assert!(decode(&bytes[..len]).is_err(), "truncation to {len} bytes was accepted");
+        }
+    }
+}
