@@ -12,8 +12,10 @@
 
 pub mod distance;
 pub mod format;
+pub mod hnsw;
 pub mod policy;
 pub mod segment;
+pub mod storage;
 pub mod synthetic;
 pub mod vector;
 

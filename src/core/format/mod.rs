@@ -11,6 +11,7 @@
 //! The byte layouts are documented in docs/format.md; keep the two in step.
 
 pub mod delta;
+pub mod index;
 pub mod insert;
 pub mod manifest;
 

@@ -1,0 +1,386 @@
+//! One HNSW graph per sealed segment, with hnsw_rs.
+//!
+//! - **Build** from a segment's insert binlog: each row's id in the graph is
+//!   its position in the binlog, so tombstones (positions) filter it directly.
+//!   Rows go in chunks on a rayon pool of a bounded size, and a cancel flag is
+//!   checked between chunks, so a build stays interruptible.
+//! - **Search** with `ef_search` and a filter that skips tombstoned rows,
+//!   returning rows in the graph's order; the segment search re-ranks them by
+//!   exact distance (the simsimd kernels) from the segment's binlog.
+//! - **Inner product** is not a distance (it can be negative, and hnsw_rs
+//!   requires distances >= 0), so it is reduced to L2 the standard way: with
+//!   `M` the largest norm in the segment, row `x` is indexed as
+//!   `[x, sqrt(M² - |x|²)]` and a query `q` searched as `[q, 0]`; then
+//!   `|[q,0] - [x,..]|² = |q|² + M² - 2 q·x`, which orders rows exactly by
+//!   inner product. A segment is immutable, so `M` is known when it is built.
+//! - **Store** as one object ([`crate::format::index`]): hnsw_rs dumps two
+//!   files into a scratch directory, which are packaged with one checksum.
+//! - **Load** from that object: the two files are unpacked into a directory
+//!   of the local cache and reloaded with the vector data memory-mapped.
+//!
+//! hnsw_rs ties a reloaded graph's lifetime to its loader (`HnswIo`); a
+//! [`SegmentIndex`] owns both and drops the graph first.
+
+use std::mem::ManuallyDrop;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use hnsw_rs::api::AnnT;
+use hnsw_rs::hnswio::{HnswIo, ReloadOptions};
+use hnsw_rs::prelude::{Distance, Hnsw};
+
+use crate::distance::Metric;
+use crate::format::index::{self, IndexFile};
+use crate::format::insert::InsertBinlog;
+use crate::format::FormatError;
+use crate::segment::SegmentId;
+
+/// The graph's distance, by metric code in the type (hnsw_rs only
+/// memory-maps a reloaded graph's data for a distance that is `Default`):
+/// 1 = L2, 3 = cosine; inner product graphs use L2 (see the module doc).
+/// A NaN (cosine with a zero vector) would break the graph's ordering, so it
+/// counts as the farthest possible.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimdDistance<const CODE: u8>;
+
+const fn metric_of(code: u8) -> Metric {
+    match code {
+        1 => Metric::L2,
+        _ => Metric::Cosine,
+    }
+}
+
+impl<const CODE: u8> Distance<f32> for SimdDistance<CODE> {
+    #[inline]
+    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
+        let d = const { metric_of(CODE) }.distance(a, b);
+        if d.is_nan() { f32::MAX } else { d }
+    }
+}
+
+/// A graph of one of the three metrics.
+enum Graph {
+    L2(Hnsw<'static, f32, SimdDistance<1>>),
+    /// Over the augmented vectors `[x, sqrt(M² - |x|²)]`, under L2.
+    InnerProduct(Hnsw<'static, f32, SimdDistance<1>>),
+    Cosine(Hnsw<'static, f32, SimdDistance<3>>),
+}
+
+/// Runs `$body` with `$h` bound to the graph, whatever its metric.
+macro_rules! with_graph {
+    ($graph:expr, $h:ident => $body:expr) => {
+        match $graph {
+            Graph::L2($h) => $body,
+            Graph::InnerProduct($h) => $body,
+            Graph::Cosine($h) => $body,
+        }
+    };
+}
+
+/// Graph parameters (the index's reloptions `m` and `ef_construction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HnswParams {
+    /// Neighbours per node per layer (pgvector's `m`), 2..=100.
+    pub m: usize,
+    /// Candidate list size while building, at least `2 * m`.
+    pub ef_construction: usize,
+    /// Threads a build may use.
+    pub threads: usize,
+}
+
+impl Default for HnswParams {
+    fn default() -> Self {
+        HnswParams { m: 16, ef_construction: 64, threads: 2 }
+    }
+}
+
+impl HnswParams {
+    /// Checks the parameters, with the reason when they are refused.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(2..=100).contains(&self.m) {
+            return Err(format!("m must be between 2 and 100, not {}", self.m));
+        }
+        if self.ef_construction < 2 * self.m || self.ef_construction > 1000 {
+            return Err(format!(
+                "ef_construction must be between 2 * m ({}) and 1000, not {}",
+                2 * self.m,
+                self.ef_construction
+            ));
+        }
+        if self.threads == 0 {
+            return Err("threads must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("invalid HNSW parameters: {0}")]
+    Params(String),
+    #[error("index build cancelled")]
+    Cancelled,
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error("index file of segment {segment}: {message}")]
+    Io { segment: SegmentId, message: String },
+}
+
+/// Rows inserted between two looks at the cancel flag.
+const BUILD_CHUNK: usize = 2048;
+
+/// A segment's HNSW graph, built here or loaded from its index file.
+pub struct SegmentIndex {
+    /// Declared before `_io` and dropped explicitly first: a loaded graph
+    /// borrows from `_io` (its lifetime is widened to 'static below).
+    hnsw: ManuallyDrop<Graph>,
+    _io: Option<Box<HnswIo>>,
+    pub segment: SegmentId,
+    pub metric: Metric,
+    rows: usize,
+}
+
+impl Drop for SegmentIndex {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here, before `_io` which it may borrow.
+        unsafe { ManuallyDrop::drop(&mut self.hnsw) }
+    }
+}
+
+impl SegmentIndex {
+    /// Builds the graph of a segment. `cancel` is checked between chunks.
+    pub fn build(binlog: &InsertBinlog<'_>, params: HnswParams, cancel: &AtomicBool) -> Result<Self, IndexError> {
+        params.validate().map_err(IndexError::Params)?;
+        let graph = match binlog.metric {
+            Metric::L2 => Graph::L2(build_graph(binlog.dims, binlog.vectors(), params, cancel)?),
+            Metric::InnerProduct => {
+                let augmented = augment_for_inner_product(binlog.dims, binlog.vectors());
+                Graph::InnerProduct(build_graph(binlog.dims + 1, &augmented, params, cancel)?)
+            }
+            Metric::Cosine => Graph::Cosine(build_graph(binlog.dims, binlog.vectors(), params, cancel)?),
+        };
+        Ok(SegmentIndex {
+            hnsw: ManuallyDrop::new(graph),
+            _io: None,
+            segment: binlog.segment,
+            metric: binlog.metric,
+            rows: binlog.len(),
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Up to `k` rows (positions) near `query`, in the graph's order,
+    /// skipping rows for which `deleted` is true. Graph distances are not the
+    /// metric's for inner product: callers rank by exact distance.
+    pub fn search(&self, query: &[f32], k: usize, ef_search: usize, deleted: &dyn Fn(usize) -> bool) -> Vec<u32> {
+        if self.rows == 0 || k == 0 {
+            return Vec::new();
+        }
+        let keep = |id: &usize| !deleted(*id);
+        let ef = ef_search.max(k);
+        let found = match &*self.hnsw {
+            Graph::InnerProduct(h) => {
+                let mut q = Vec::with_capacity(query.len() + 1);
+                q.extend_from_slice(query);
+                q.push(0.0);
+                h.search_filter(&q, k, ef, Some(&keep))
+            }
+            other => with_graph!(other, h => h.search_filter(query, k, ef, Some(&keep))),
+        };
+        found.into_iter().map(|n| n.d_id as u32).collect()
+    }
+
+    /// Packages the graph as one index-file object, using `scratch` for
+    /// hnsw_rs' two dump files (removed afterwards).
+    pub fn to_index_file(&self, scratch: &Path) -> Result<Vec<u8>, IndexError> {
+        let io_err = |message: String| IndexError::Io { segment: self.segment, message };
+        let dir = tempfile::Builder::new()
+            .prefix("milvus-dump-")
+            .tempdir_in(scratch)
+            .map_err(|e| io_err(format!("cannot create a scratch directory in {}: {e}", scratch.display())))?;
+        let base = with_graph!(&*self.hnsw, h => h.file_dump(dir.path(), "segment"))
+            .map_err(|e| io_err(format!("dump failed: {e}")))?;
+        let read = |ext: &str| {
+            let path = dir.path().join(format!("{base}.hnsw.{ext}"));
+            std::fs::read(&path).map_err(|e| io_err(format!("cannot read {}: {e}", path.display())))
+        };
+        Ok(index::encode(self.segment, self.rows as u64, &read("graph")?, &read("data")?))
+    }
+
+    /// Loads a segment's graph from its index file, unpacked into `dir` (a
+    /// directory of the local cache, owned by this index from now on); the
+    /// vector data is memory-mapped from there.
+    pub fn from_index_file(object: &str, bytes: &[u8], metric: Metric, dir: &Path) -> Result<Self, IndexError> {
+        let file = IndexFile::decode(object, bytes)?;
+        let io_err = |message: String| IndexError::Io { segment: file.segment, message };
+        std::fs::create_dir_all(dir).map_err(|e| io_err(format!("cannot create {}: {e}", dir.display())))?;
+        for (ext, body) in [("graph", file.graph), ("data", file.data)] {
+            let path = dir.join(format!("segment.hnsw.{ext}"));
+            std::fs::write(&path, body).map_err(|e| io_err(format!("cannot write {}: {e}", path.display())))?;
+        }
+        let mut io = Box::new(HnswIo::new_with_options(dir, "segment", ReloadOptions::new(true)));
+        let graph = match metric {
+            Metric::L2 => load_graph(&mut io).map(Graph::L2),
+            Metric::InnerProduct => load_graph(&mut io).map(Graph::InnerProduct),
+            Metric::Cosine => load_graph(&mut io).map(Graph::Cosine),
+        };
+        let hnsw = ManuallyDrop::new(graph.map_err(|e| io_err(format!("hnsw_rs could not reload it: {e}")))?);
+        let rows = with_graph!(&*hnsw, h => h.get_nb_point());
+        if rows as u64 != file.rows {
+            return Err(io_err(format!("header says {} rows, graph has {rows}", file.rows)));
+        }
+        Ok(SegmentIndex { hnsw, _io: Some(io), segment: file.segment, metric, rows })
+    }
+}
+
+/// `[x, sqrt(M² - |x|²)]` for every row `x` (row-major, `dims` each), with
+/// `M` the largest norm: the inner-product-to-L2 reduction.
+fn augment_for_inner_product(dims: usize, vectors: &[f32]) -> Vec<f32> {
+    let norms2: Vec<f32> = vectors.chunks_exact(dims).map(|x| crate::distance::inner_product(x, x)).collect();
+    let max2 = norms2.iter().copied().fold(0.0f32, f32::max);
+    let mut out = Vec::with_capacity(vectors.len() + norms2.len());
+    for (x, n2) in vectors.chunks_exact(dims).zip(norms2) {
+        out.extend_from_slice(x);
+        out.push((max2 - n2).max(0.0).sqrt());
+    }
+    out
+}
+
+/// Inserts rows (row-major, `dims` each; row `i` gets id `i`) in chunks on
+/// a bounded pool.
+fn build_graph<const CODE: u8>(
+    dims: usize,
+    vectors: &[f32],
+    params: HnswParams,
+    cancel: &AtomicBool,
+) -> Result<Hnsw<'static, f32, SimdDistance<CODE>>, IndexError> {
+    let rows = vectors.len() / dims;
+    let max_layer = 16;
+    let mut hnsw = Hnsw::new(params.m, rows.max(1), max_layer, params.ef_construction, SimdDistance::<CODE>);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(params.threads)
+        .thread_name(|i| format!("milvus-hnsw-{i}"))
+        .build()
+        .map_err(|e| IndexError::Params(format!("cannot start {} build threads: {e}", params.threads)))?;
+    let mut start = 0;
+    while start < rows {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(IndexError::Cancelled);
+        }
+        let end = (start + BUILD_CHUNK).min(rows);
+        let chunk: Vec<(&[f32], usize)> = (start..end).map(|i| (&vectors[i * dims..(i + 1) * dims], i)).collect();
+        pool.install(|| hnsw.parallel_insert_slice(&chunk));
+        start = end;
+    }
+    hnsw.set_searching_mode(true);
+    Ok(hnsw)
+}
+
+/// Reloads a dumped graph, its data memory-mapped from the dump directory.
+fn load_graph<const CODE: u8>(io: &mut Box<HnswIo>) -> Result<Hnsw<'static, f32, SimdDistance<CODE>>, String> {
+    let hnsw: Hnsw<'_, f32, SimdDistance<CODE>> = io.load_hnsw().map_err(|e| e.to_string())?;
+    // SAFETY: the graph borrows the boxed `HnswIo`, a heap allocation that
+    // `SegmentIndex` keeps alive and never moves or touches again; its `Drop`
+    // drops the graph first.
+    Ok(unsafe { std::mem::transmute::<Hnsw<'_, f32, SimdDistance<CODE>>, Hnsw<'static, f32, SimdDistance<CODE>>>(hnsw) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::insert;
+    use crate::synthetic::Rng;
+
+    fn binlog_bytes(rows: usize, dims: usize, metric: Metric) -> Vec<u8> {
+        let mut rng = Rng::new(11);
+        let keys: Vec<u64> = (0..rows as u64).collect();
+        insert::encode(SegmentId(3), metric, dims, &keys, &rng.vector(rows * dims))
+    }
+
+    fn exact(b: &InsertBinlog<'_>, q: &[f32], k: usize, deleted: &dyn Fn(usize) -> bool) -> Vec<u32> {
+        let mut all: Vec<(f32, u32)> =
+            (0..b.len()).filter(|i| !deleted(*i)).map(|i| (b.metric.distance(q, b.vector(i)), i as u32)).collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        all.into_iter().take(k).map(|(_, i)| i).collect()
+    }
+
+    fn recall(index: &SegmentIndex, b: &InsertBinlog<'_>, deleted: &dyn Fn(usize) -> bool) -> f64 {
+        let mut rng = Rng::new(99);
+        let (mut hit, mut total) = (0, 0);
+        for _ in 0..50 {
+            let q = rng.vector(b.dims);
+            let want = exact(b, &q, 10, deleted);
+            let got = index.search(&q, 10, 64, deleted);
+            assert!(got.iter().all(|i| !deleted(*i as usize)), "a deleted row was returned");
+            hit += got.iter().filter(|i| want.contains(i)).count();
+            total += want.len();
+        }
+        hit as f64 / total as f64
+    }
+
+    #[test]
+    fn builds_searches_with_tombstones_and_reloads_for_every_metric() {
+        for metric in Metric::ALL {
+            let bytes = binlog_bytes(3000, 16, metric);
+            let b = InsertBinlog::decode("o", &bytes).unwrap();
+            let index = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+            let none = |_: usize| false;
+            let r = recall(&index, &b, &none);
+            assert!(r >= 0.95, "{metric:?}: recall {r}");
+
+            let every_third = |i: usize| i % 3 == 0;
+            let r = recall(&index, &b, &every_third);
+            assert!(r >= 0.9, "{metric:?}: recall with tombstones {r}");
+
+            let q = b.vector(5).to_vec();
+            let hits = index.search(&q, 3, 40, &none);
+            if metric != Metric::InnerProduct {
+                assert_eq!(hits[0], 5, "{metric:?}: a row is its own nearest neighbour");
+            }
+
+            let scratch = tempfile::tempdir().unwrap();
+            let file = index.to_index_file(scratch.path()).unwrap();
+            assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0, "dump files cleaned up");
+            let cache = tempfile::tempdir().unwrap();
+            let loaded = SegmentIndex::from_index_file("seg/3/index", &file, metric, &cache.path().join("3")).unwrap();
+            assert_eq!((loaded.segment, loaded.rows()), (SegmentId(3), 3000));
+            assert_eq!(loaded.search(&q, 3, 40, &none), hits, "{metric:?}: reloaded graph answers the same");
+        }
+    }
+
+    #[test]
+    fn a_corrupt_index_file_is_an_error_naming_it() {
+        let bytes = binlog_bytes(100, 4, Metric::L2);
+        let b = InsertBinlog::decode("o", &bytes).unwrap();
+        let index = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let mut file = index.to_index_file(scratch.path()).unwrap();
+        let last = file.len() - 1;
+        file[last] ^= 0x40;
+        let e = SegmentIndex::from_index_file("db/1/seg/3/index-1.hnsw", &file, Metric::L2, &scratch.path().join("x"));
+        let text = e.err().unwrap().to_string();
+        assert!(text.starts_with("object db/1/seg/3/index-1.hnsw: body checksum mismatch"), "{text}");
+    }
+
+    #[test]
+    fn a_build_can_be_cancelled_and_parameters_are_checked() {
+        let bytes = binlog_bytes(100, 4, Metric::L2);
+        let b = InsertBinlog::decode("o", &bytes).unwrap();
+        assert!(matches!(SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(true)), Err(IndexError::Cancelled)));
+        let bad = HnswParams { m: 1, ..Default::default() };
+        assert_eq!(bad.validate().unwrap_err(), "m must be between 2 and 100, not 1");
+        let bad = HnswParams { m: 16, ef_construction: 10, threads: 1 };
+        assert_eq!(bad.validate().unwrap_err(), "ef_construction must be between 2 * m (32) and 1000, not 10");
+    }
+
+    #[test]
+    fn an_empty_segment_builds_and_finds_nothing() {
+        let bytes = insert::encode(SegmentId(1), Metric::L2, 4, &[], &[]);
+        let b = InsertBinlog::decode("o", &bytes).unwrap();
+        let index = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+        assert!(index.search(&[0.0; 4], 5, 40, &|_| false).is_empty());
+    }
+}

@@ -1,0 +1,510 @@
+//! Object storage: where sealed segments live.
+//!
+//! A [`Storage`] is opened from a URL:
+//! - `file:///absolute/dir`: a local directory, the embedded default;
+//! - `s3://bucket/prefix`: any S3-compatible service, configured by
+//!   [`S3Options`] or, where those are unset, the standard AWS environment;
+//! - `memory://`: in-process, for tests.
+//!
+//! Every object has a typed [`ObjectKey`] whose path is built from numbers
+//! only (database OID, index OID, segment id, a nonce), never from a user's
+//! string, so no key can leave the storage prefix:
+//!
+//! ```text
+//! <prefix>/<database>/<index>/<segment:020>/insert-<nonce:016x>.bin
+//! <prefix>/<database>/<index>/<segment:020>/index-<nonce:016x>.hnsw
+//! <prefix>/<database>/<index>/<segment:020>/delta-<nonce:016x>.bin
+//! ```
+//!
+//! The nonce makes every write a new object: a flush retried after a crash
+//! between upload and manifest commit never overwrites what another attempt
+//! wrote; the loser is an orphan for [`Storage::collect_garbage`]. Writes are
+//! published only by the manifest (data first, metadata last), so a reader
+//! never sees a partial object.
+//!
+//! The API is blocking: each call drives object_store's future on a
+//! current-thread tokio runtime owned by the `Storage`, on the caller's
+//! thread. Transient failures are retried with exponential backoff up to a
+//! cap ([`RetryPolicy`]); object_store's own retries are switched off so the
+//! policy is ours alone and testable.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
+
+use crate::segment::SegmentId;
+
+/// Why a storage operation failed. Messages name the storage (its URL, with
+/// no credentials) and the object, and say what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    #[error("invalid storage URL \"{url}\": {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error("storage {storage}: object {key} not found")]
+    NotFound { storage: String, key: String },
+    #[error("storage {storage}: {op} {key} failed after {attempts} attempt(s): {cause}")]
+    Failed { storage: String, op: &'static str, key: String, attempts: u32, cause: String },
+}
+
+impl StorageError {
+    /// Worth retrying later (the service may come back), as opposed to a
+    /// configuration error or a missing object.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StorageError::Failed { .. })
+    }
+}
+
+/// S3 settings; `None` falls back to the standard AWS environment variables
+/// (`AWS_ENDPOINT`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, ...).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct S3Options {
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub session_token: Option<String>,
+    pub allow_http: Option<bool>,
+    /// Path-style requests (`endpoint/bucket/key`), as MinIO and moto want.
+    pub path_style: Option<bool>,
+}
+
+impl fmt::Debug for S3Options {
+    /// Never prints credentials.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let set = |o: &Option<String>| if o.is_some() { "<set>" } else { "<unset>" };
+        f.debug_struct("S3Options")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &set(&self.access_key_id))
+            .field("secret_access_key", &set(&self.secret_access_key))
+            .field("session_token", &set(&self.session_token))
+            .field("allow_http", &self.allow_http)
+            .field("path_style", &self.path_style)
+            .finish()
+    }
+}
+
+/// Exponential backoff with a cap on attempts and on each wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (1 = no retry).
+    pub max_attempts: u32,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    /// Bound on one request (S3 only; local I/O is not timed).
+    pub request_timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 4,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before attempt `attempt + 1` (attempt counts from 1).
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
+        self.initial_backoff.saturating_mul(factor).min(self.max_backoff)
+    }
+}
+
+/// What kind of object a key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjectKind {
+    InsertBinlog,
+    IndexFile,
+    DeltaBinlog,
+}
+
+/// A typed object key: every path is derived from these numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    pub database: u32,
+    pub index: u32,
+    pub segment: SegmentId,
+    pub kind: ObjectKind,
+    /// Unique per write attempt (see the module doc).
+    pub nonce: u64,
+}
+
+impl ObjectKey {
+    /// The key relative to the storage prefix.
+    pub fn path(&self) -> String {
+        let (stem, ext) = match self.kind {
+            ObjectKind::InsertBinlog => ("insert", "bin"),
+            ObjectKind::IndexFile => ("index", "hnsw"),
+            ObjectKind::DeltaBinlog => ("delta", "bin"),
+        };
+        format!("{}/{}/{:020}/{stem}-{:016x}.{ext}", self.database, self.index, self.segment.0, self.nonce)
+    }
+
+    /// The prefix under which all of one index's objects live.
+    pub fn index_prefix(database: u32, index: u32) -> String {
+        format!("{database}/{index}/")
+    }
+}
+
+/// A fresh nonce: time and process id mixed, unique across restarts and
+/// across backends writing at the same instant.
+pub fn new_nonce() -> u64 {
+    let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let mut x = nanos ^ ((std::process::id() as u64) << 40);
+    // splitmix64 finaliser, so close timestamps give unrelated nonces
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// An object as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub key: String,
+    pub size: u64,
+    pub last_modified: SystemTime,
+}
+
+/// What a garbage collection did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    pub deleted: Vec<String>,
+    pub kept_referenced: usize,
+    /// Unreferenced but younger than the grace period (maybe an upload whose
+    /// manifest commit is still to come).
+    pub kept_young: usize,
+}
+
+/// An opened object store.
+pub struct Storage {
+    store: Arc<dyn ObjectStore>,
+    prefix: Path,
+    /// The URL, for messages (it never contains credentials).
+    url: String,
+    retry: RetryPolicy,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl fmt::Debug for Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Storage").field("url", &self.url).field("retry", &self.retry).finish()
+    }
+}
+
+impl Storage {
+    /// Opens the storage at `url`. Checks the URL's form only: reaching the
+    /// service is left to the first operation, so a server that is down does
+    /// not stop anything that does not need it.
+    pub fn open(url: &str, s3: &S3Options, retry: RetryPolicy) -> Result<Self, StorageError> {
+        let invalid = |reason: &str| StorageError::InvalidUrl { url: url.to_owned(), reason: reason.to_owned() };
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("expected scheme://..., e.g. file:///var/lib/milvus or s3://bucket/prefix"))?;
+        let (store, prefix): (Arc<dyn ObjectStore>, String) = match scheme {
+            "memory" => {
+                if !rest.is_empty() {
+                    return Err(invalid("memory:// takes no path"));
+                }
+                (Arc::new(InMemory::new()), String::new())
+            }
+            "file" => {
+                if !rest.starts_with('/') {
+                    return Err(invalid("file:// needs an absolute path, e.g. file:///var/lib/milvus"));
+                }
+                std::fs::create_dir_all(rest).map_err(|e| invalid(&format!("cannot create directory {rest}: {e}")))?;
+                let fs = LocalFileSystem::new_with_prefix(rest).map_err(|e| invalid(&e.to_string()))?;
+                (Arc::new(fs), String::new())
+            }
+            "s3" => {
+                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+                if bucket.is_empty() {
+                    return Err(invalid("s3:// needs a bucket, e.g. s3://bucket/prefix"));
+                }
+                if !bucket.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.') {
+                    return Err(invalid("bucket names use lowercase letters, digits, '-' and '.'"));
+                }
+                let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+                if let Some(v) = &s3.endpoint {
+                    b = b.with_endpoint(v);
+                }
+                if let Some(v) = &s3.region {
+                    b = b.with_region(v);
+                }
+                if let Some(v) = &s3.access_key_id {
+                    b = b.with_access_key_id(v);
+                }
+                if let Some(v) = &s3.secret_access_key {
+                    b = b.with_secret_access_key(v);
+                }
+                if let Some(v) = &s3.session_token {
+                    b = b.with_token(v);
+                }
+                if let Some(v) = s3.allow_http {
+                    b = b.with_allow_http(v);
+                }
+                if let Some(v) = s3.path_style {
+                    b = b.with_virtual_hosted_style_request(!v);
+                }
+                let client = ClientOptions::new()
+                    .with_timeout(retry.request_timeout)
+                    .with_connect_timeout(retry.request_timeout.min(Duration::from_secs(5)));
+                let no_retries = RetryConfig { max_retries: 0, ..Default::default() };
+                let s3 = b.with_client_options(client).with_retry(no_retries).build().map_err(|e| invalid(&e.to_string()))?;
+                (Arc::new(s3), prefix.trim_matches('/').to_owned())
+            }
+            other => return Err(invalid(&format!("unsupported scheme \"{other}\" (use file, s3 or memory)"))),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| invalid(&format!("cannot start the I/O runtime: {e}")))?;
+        Ok(Storage { store, prefix: Path::from(prefix), url: url.to_owned(), retry, runtime })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn full(&self, key: &str) -> Path {
+        if self.prefix.as_ref().is_empty() {
+            Path::from(key)
+        } else {
+            Path::from(format!("{}/{key}", self.prefix))
+        }
+    }
+
+    /// Runs `op` with the retry policy; `NotFound` is final at once.
+    fn with_retry<T, F, Fut>(&self, op: &'static str, key: &str, f: F) -> Result<T, StorageError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = object_store::Result<T>>,
+    {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.runtime.block_on(f()) {
+                Ok(v) => return Ok(v),
+                Err(object_store::Error::NotFound { .. }) => {
+                    return Err(StorageError::NotFound { storage: self.url.clone(), key: key.to_owned() });
+                }
+                Err(e) if attempt >= self.retry.max_attempts || !is_transient(&e) => {
+                    return Err(StorageError::Failed {
+                        storage: self.url.clone(),
+                        op,
+                        key: key.to_owned(),
+                        attempts: attempt,
+                        cause: error_cause(&e),
+                    });
+                }
+                Err(_) => std::thread::sleep(self.retry.backoff(attempt)),
+            }
+        }
+    }
+
+    /// Writes an object (a new key each time; see the module doc).
+    pub fn put(&self, key: &str, bytes: Bytes) -> Result<(), StorageError> {
+        let path = self.full(key);
+        self.with_retry("put", key, || self.store.put(&path, PutPayload::from_bytes(bytes.clone()))).map(drop)
+    }
+
+    /// Reads a whole object.
+    pub fn get(&self, key: &str) -> Result<Bytes, StorageError> {
+        let path = self.full(key);
+        self.with_retry("get", key, || async { self.store.get(&path).await?.bytes().await })
+    }
+
+    /// Deletes an object; deleting a missing object is not an error.
+    pub fn delete(&self, key: &str) -> Result<(), StorageError> {
+        let path = self.full(key);
+        match self.with_retry("delete", key, || self.store.delete(&path)) {
+            Err(StorageError::NotFound { .. }) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Lists the objects under `prefix` (relative to the storage prefix).
+    pub fn list(&self, prefix: &str) -> Result<Vec<Listed>, StorageError> {
+        let path = self.full(prefix.trim_end_matches('/'));
+        let strip = self.prefix.parts().count();
+        let mut out: Vec<Listed> = self
+            .with_retry("list", prefix, || self.store.list(Some(&path)).try_collect::<Vec<_>>())?
+            .into_iter()
+            .map(|m| Listed {
+                key: m.location.parts().skip(strip).map(|p| p.as_ref().to_owned()).collect::<Vec<_>>().join("/"),
+                size: m.size,
+                last_modified: m.last_modified.into(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    /// Deletes the objects under `prefix` that `referenced` does not name and
+    /// that are older than `grace` (invariant 5: a referenced object is never
+    /// deleted; an unreferenced one is collected after the grace period).
+    pub fn collect_garbage(
+        &self,
+        prefix: &str,
+        referenced: &HashSet<String>,
+        grace: Duration,
+        now: SystemTime,
+    ) -> Result<GcReport, StorageError> {
+        let mut report = GcReport::default();
+        for obj in self.list(prefix)? {
+            if referenced.contains(&obj.key) {
+                report.kept_referenced += 1;
+            } else if now.duration_since(obj.last_modified).unwrap_or_default() < grace {
+                report.kept_young += 1;
+            } else {
+                self.delete(&obj.key)?;
+                report.deleted.push(obj.key);
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// Errors that a later attempt may not see: network, timeouts, 5xx. A
+/// refused request (permissions, bad configuration) is not retried.
+fn is_transient(e: &object_store::Error) -> bool {
+    match e {
+        object_store::Error::Generic { .. } => {
+            let text = error_cause(e).to_ascii_lowercase();
+            !(text.contains("403") || text.contains("forbidden") || text.contains("access denied") || text.contains("nosuchbucket"))
+        }
+        object_store::Error::JoinError { .. } => true,
+        _ => false,
+    }
+}
+
+/// The error with its sources, on one line.
+fn error_cause(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(segment: u64, kind: ObjectKind, nonce: u64) -> ObjectKey {
+        ObjectKey { database: 5, index: 16384, segment: SegmentId(segment), kind, nonce }
+    }
+
+    #[test]
+    fn keys_are_built_from_numbers_only() {
+        assert_eq!(key(7, ObjectKind::InsertBinlog, 0xab).path(), "5/16384/00000000000000000007/insert-00000000000000ab.bin");
+        assert_eq!(key(7, ObjectKind::IndexFile, 1).path(), "5/16384/00000000000000000007/index-0000000000000001.hnsw");
+        assert_eq!(key(7, ObjectKind::DeltaBinlog, 2).path(), "5/16384/00000000000000000007/delta-0000000000000002.bin");
+        assert_eq!(ObjectKey::index_prefix(5, 16384), "5/16384/");
+        assert_ne!(new_nonce(), new_nonce());
+    }
+
+    #[test]
+    fn urls_are_checked_with_a_reason() {
+        let open = |u: &str| Storage::open(u, &S3Options::default(), RetryPolicy::default()).map(drop);
+        let msg = |u: &str| open(u).unwrap_err().to_string();
+        assert_eq!(msg("/tmp/x"), "invalid storage URL \"/tmp/x\": expected scheme://..., e.g. file:///var/lib/milvus or s3://bucket/prefix");
+        assert_eq!(msg("file://relative"), "invalid storage URL \"file://relative\": file:// needs an absolute path, e.g. file:///var/lib/milvus");
+        assert_eq!(msg("gs://b"), "invalid storage URL \"gs://b\": unsupported scheme \"gs\" (use file, s3 or memory)");
+        assert_eq!(msg("s3:///p"), "invalid storage URL \"s3:///p\": s3:// needs a bucket, e.g. s3://bucket/prefix");
+        assert_eq!(msg("s3://Bad_Bucket"), "invalid storage URL \"s3://Bad_Bucket\": bucket names use lowercase letters, digits, '-' and '.'");
+        assert!(open("memory://").is_ok());
+        assert!(open("s3://bucket/some/prefix").is_ok(), "opening does not contact the service");
+    }
+
+    #[test]
+    fn credentials_never_print() {
+        let o = S3Options { secret_access_key: Some("hunter2".into()), access_key_id: Some("AKIA".into()), ..Default::default() };
+        let text = format!("{o:?}");
+        assert!(!text.contains("hunter2") && !text.contains("AKIA"), "{text}");
+    }
+
+    #[test]
+    fn backoff_grows_exponentially_to_a_cap() {
+        let p = RetryPolicy { max_attempts: 10, initial_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(1), request_timeout: Duration::from_secs(1) };
+        let waits: Vec<u64> = (1..=6).map(|a| p.backoff(a).as_millis() as u64).collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(p.backoff(100), Duration::from_secs(1));
+    }
+
+    fn round_trip_and_gc(storage: &Storage) {
+        let a = key(1, ObjectKind::InsertBinlog, 1).path();
+        let b = key(1, ObjectKind::IndexFile, 2).path();
+        let orphan = key(2, ObjectKind::InsertBinlog, 3).path();
+        for k in [&a, &b, &orphan] {
+            storage.put(k, Bytes::from(k.clone().into_bytes())).unwrap();
+        }
+        assert_eq!(storage.get(&a).unwrap(), Bytes::from(a.clone().into_bytes()));
+        let listed: Vec<String> = storage.list(&ObjectKey::index_prefix(5, 16384)).unwrap().into_iter().map(|l| l.key).collect();
+        assert_eq!(listed, vec![b.clone(), a.clone(), orphan.clone()], "sorted by key");
+
+        let missing = storage.get("5/16384/none").unwrap_err();
+        assert_eq!(missing, StorageError::NotFound { storage: storage.url().into(), key: "5/16384/none".into() });
+        assert!(!missing.is_transient());
+
+        let referenced: HashSet<String> = [a.clone(), b.clone()].into();
+        let prefix = ObjectKey::index_prefix(5, 16384);
+        let young = storage.collect_garbage(&prefix, &referenced, Duration::from_secs(3600), SystemTime::now()).unwrap();
+        assert_eq!((young.deleted.len(), young.kept_referenced, young.kept_young), (0, 2, 1));
+        let later = SystemTime::now() + Duration::from_secs(7200);
+        let old = storage.collect_garbage(&prefix, &referenced, Duration::from_secs(3600), later).unwrap();
+        assert_eq!(old.deleted, vec![orphan.clone()]);
+        assert!(storage.get(&a).is_ok() && storage.get(&b).is_ok(), "referenced objects are never deleted");
+        assert!(matches!(storage.get(&orphan), Err(StorageError::NotFound { .. })));
+        storage.delete(&orphan).unwrap();
+    }
+
+    #[test]
+    fn memory_store_round_trip_and_gc() {
+        round_trip_and_gc(&Storage::open("memory://", &S3Options::default(), RetryPolicy::default()).unwrap());
+    }
+
+    #[test]
+    fn file_store_round_trip_and_gc() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().join("store").display());
+        round_trip_and_gc(&Storage::open(&url, &S3Options::default(), RetryPolicy::default()).unwrap());
+    }
+
+    #[test]
+    fn unreachable_s3_fails_with_the_storage_and_cause_named_after_retries() {
+        // Nothing listens on port 9 of loopback: connection refused at once.
+        let s3 = S3Options {
+            endpoint: Some("http://127.0.0.1:9".into()),
+            region: Some("us-east-1".into()),
+            access_key_id: Some("k".into()),
+            secret_access_key: Some("s".into()),
+            allow_http: Some(true),
+            path_style: Some(true),
+            ..Default::default()
+        };
+        let retry = RetryPolicy { max_attempts: 3, initial_backoff: Duration::from_millis(1), max_backoff: Duration::from_millis(2), request_timeout: Duration::from_secs(2) };
+        let storage = Storage::open("s3://bucket/pfx", &s3, retry).unwrap();
+        let e = storage.put("1/2/x", Bytes::from_static(b"x")).unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("storage s3://bucket/pfx: put 1/2/x failed after 3 attempt(s): "), "{text}");
+        assert!(e.is_transient());
+        assert!(!text.contains(" s\"") && !text.contains("secret"), "{text}");
+    }
+}
