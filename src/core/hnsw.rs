@@ -135,6 +135,8 @@ pub struct SegmentIndex {
     /// borrows from `_io` (its lifetime is widened to 'static below).
     hnsw: ManuallyDrop<Graph>,
     _io: Option<Box<HnswIo>>,
+    /// Where a loaded graph was unpacked; removed with the index.
+    unpacked: Option<std::path::PathBuf>,
     pub segment: SegmentId,
     pub metric: Metric,
     rows: usize,
@@ -144,6 +146,11 @@ impl Drop for SegmentIndex {
     fn drop(&mut self) {
         // SAFETY: dropped once, here, before `_io` which it may borrow.
         unsafe { ManuallyDrop::drop(&mut self.hnsw) }
+        if let Some(dir) = &self.unpacked {
+            // The data file may still be mapped until `_io` drops; unlinking a
+            // mapped file is safe, its pages stay valid.
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -162,6 +169,7 @@ impl SegmentIndex {
         Ok(SegmentIndex {
             hnsw: ManuallyDrop::new(graph),
             _io: None,
+            unpacked: None,
             segment: binlog.segment,
             metric: binlog.metric,
             rows: binlog.len(),
@@ -232,7 +240,7 @@ impl SegmentIndex {
         if rows as u64 != file.rows {
             return Err(io_err(format!("header says {} rows, graph has {rows}", file.rows)));
         }
-        Ok(SegmentIndex { hnsw, _io: Some(io), segment: file.segment, metric, rows })
+        Ok(SegmentIndex { hnsw, _io: Some(io), unpacked: Some(dir.to_path_buf()), segment: file.segment, metric, rows })
     }
 }
 
@@ -348,6 +356,8 @@ mod tests {
             let loaded = SegmentIndex::from_index_file("seg/3/index", &file, metric, &cache.path().join("3")).unwrap();
             assert_eq!((loaded.segment, loaded.rows()), (SegmentId(3), 3000));
             assert_eq!(loaded.search(&q, 3, 40, &none), hits, "{metric:?}: reloaded graph answers the same");
+            drop(loaded);
+            assert!(!cache.path().join("3").exists(), "the unpacked graph goes with the index");
         }
     }
 

@@ -10,10 +10,13 @@
 //! crate may call into Postgres: no palloc, no elog, no locks. That is what lets
 //! its work run on other threads of a backend (invariant 7 of DESIGN.md).
 
+pub mod cache;
 pub mod distance;
 pub mod format;
 pub mod hnsw;
+pub mod jobs;
 pub mod policy;
+pub mod search;
 pub mod segment;
 pub mod storage;
 pub mod synthetic;

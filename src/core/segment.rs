@@ -172,8 +172,10 @@ pub enum SealReason {
     Lifetime { age_secs: u64 },
     /// `milvus_flush()` asked for it.
     Manual,
-    /// Written sealed by `CREATE INDEX` on a populated table, or by compaction.
+    /// Written sealed by `CREATE INDEX` on a populated table.
     Build,
+    /// Written by compaction, replacing the segments it names.
+    Compaction { inputs: Vec<SegmentId> },
 }
 
 impl fmt::Display for SealReason {
@@ -185,6 +187,10 @@ impl fmt::Display for SealReason {
             SealReason::Lifetime { age_secs } => write!(f, "open for {age_secs}s"),
             SealReason::Manual => f.write_str("manual flush"),
             SealReason::Build => f.write_str("index build"),
+            SealReason::Compaction { inputs } => {
+                let ids: Vec<String> = inputs.iter().map(|s| s.to_string()).collect();
+                write!(f, "compaction of [{}]", ids.join(", "))
+            }
         }
     }
 }

@@ -24,10 +24,31 @@ impl Rng {
         (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
     }
 
+    /// Standard normal (Box-Muller).
+    pub fn next_gaussian(&mut self) -> f32 {
+        let u1 = ((self.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+        let u2 = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
+    }
+
     /// A vector of `dim` elements uniform in [-1, 1).
     pub fn vector(&mut self, dim: usize) -> Vec<f32> {
         (0..dim).map(|_| self.next_f32()).collect()
     }
+}
+
+/// `n` points of a Gaussian mixture, row-major: `clusters` centres uniform
+/// in [-1, 1)^dim, each point a centre plus N(0, spread²) noise per element.
+/// Embeddings of real data look more like this than like uniform noise.
+pub fn gaussian_mixture(n: usize, dim: usize, clusters: usize, spread: f32, seed: u64) -> Vec<f32> {
+    let mut rng = Rng::new(seed);
+    let centres: Vec<Vec<f32>> = (0..clusters.max(1)).map(|_| rng.vector(dim)).collect();
+    let mut out = Vec::with_capacity(n * dim);
+    for _ in 0..n {
+        let c = &centres[rng.next_u64() as usize % centres.len()];
+        out.extend(c.iter().map(|x| x + spread * rng.next_gaussian()));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -40,5 +61,15 @@ mod tests {
         assert_eq!(a, Rng::new(7).vector(1000));
         assert_ne!(a, Rng::new(8).vector(1000));
         assert!(a.iter().all(|x| (-1.0..1.0).contains(x)));
+    }
+
+    #[test]
+    fn gaussian_has_unit_variance() {
+        let mut rng = Rng::new(1);
+        let xs: Vec<f64> = (0..100_000).map(|_| rng.next_gaussian() as f64).collect();
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64;
+        assert!(mean.abs() < 0.02 && (var - 1.0).abs() < 0.02, "mean {mean} var {var}");
+        assert_eq!(gaussian_mixture(10, 3, 2, 0.1, 5).len(), 30);
     }
 }

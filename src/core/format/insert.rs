@@ -125,6 +125,17 @@ impl<'a> InsertBinlog<'a> {
         &self.vectors[i * self.dims..(i + 1) * self.dims]
     }
 
+    /// A copy that owns its columns, free of the input's lifetime.
+    pub fn into_owned(self) -> InsertBinlog<'static> {
+        InsertBinlog {
+            segment: self.segment,
+            metric: self.metric,
+            dims: self.dims,
+            keys: Cow::Owned(self.keys.into_owned()),
+            vectors: Cow::Owned(self.vectors.into_owned()),
+        }
+    }
+
     /// Whether the columns borrow the input (no copy was made).
     pub fn is_borrowed(&self) -> bool {
         matches!((&self.keys, &self.vectors), (Cow::Borrowed(_), Cow::Borrowed(_)))

@@ -24,7 +24,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{FormatError, FormatErrorKind, Reader, Writer, check_body, check_header, finish_header};
-use crate::segment::{SegmentId, SegmentMeta, SegmentState};
+use crate::segment::{IndexState, LifecycleError, SealReason, SegmentId, SegmentMeta, SegmentState};
 
 pub const MAGIC: &[u8; 8] = b"PGMVMAN\0";
 pub const VERSION: u16 = 1;
@@ -44,6 +44,27 @@ impl ObjectRef {
     pub fn of(key: impl Into<String>, bytes: &[u8]) -> Self {
         ObjectRef { key: key.into(), size: bytes.len() as u64, crc32c: crc32c::crc32c(bytes) }
     }
+}
+
+/// What a flush (or a compaction) wrote, for the manifest to publish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flushed {
+    pub segment: SegmentId,
+    pub rows: u64,
+    pub insert_binlog: ObjectRef,
+    /// None for segments small enough that brute force beats a graph.
+    pub index_file: Option<ObjectRef>,
+    /// Bytes written, both objects.
+    pub bytes: u64,
+}
+
+/// A manifest change that does not fit the segments it names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    #[error("segment {0} is not in the manifest")]
+    UnknownSegment(SegmentId),
+    #[error(transparent)]
+    Lifecycle(#[from] LifecycleError),
 }
 
 /// One segment: its metadata and the objects that hold it.
@@ -88,6 +109,76 @@ impl Manifest {
         self.segments.iter().find(|s| s.meta.id == id)
     }
 
+    fn segment_mut(&mut self, id: SegmentId) -> Result<&mut SegmentEntry, ManifestError> {
+        self.segments.iter_mut().find(|s| s.meta.id == id).ok_or(ManifestError::UnknownSegment(id))
+    }
+
+    fn allocate(&mut self) -> SegmentId {
+        let id = SegmentId(self.next_segment_id);
+        self.next_segment_id += 1;
+        id
+    }
+
+    /// Adds a new, empty growing segment.
+    pub fn add_growing(&mut self, now: u64) -> SegmentId {
+        let id = self.allocate();
+        self.segments.push(SegmentEntry { meta: SegmentMeta::growing(id, now), insert_binlog: None, index_file: None, delta_binlogs: vec![] });
+        self.generation += 1;
+        id
+    }
+
+    /// Seals a growing segment holding `rows` rows.
+    pub fn seal(&mut self, id: SegmentId, rows: u64, reason: SealReason, now: u64) -> Result<(), ManifestError> {
+        let entry = self.segment_mut(id)?;
+        entry.meta.seal(reason, now)?;
+        entry.meta.rows = rows;
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Publishes a flush of a sealed (or flushing) segment.
+    pub fn publish_flush(&mut self, flushed: Flushed, now: u64) -> Result<(), ManifestError> {
+        let entry = self.segment_mut(flushed.segment)?;
+        if entry.meta.state == SegmentState::Sealed {
+            entry.meta.start_flush()?;
+        }
+        publish(entry, flushed, now)?;
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Records a delta binlog of `count` new tombstones for a flushed segment.
+    pub fn add_tombstones(&mut self, id: SegmentId, delta: ObjectRef, count: u64) -> Result<(), ManifestError> {
+        let entry = self.segment_mut(id)?;
+        entry.meta.deleted_rows = (entry.meta.deleted_rows + count).min(entry.meta.rows);
+        entry.delta_binlogs.push(delta);
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Swaps compaction inputs for its output in one change: the inputs
+    /// become dropped (their objects garbage after the grace period).
+    pub fn publish_compaction(&mut self, inputs: &[SegmentId], output: Flushed, now: u64) -> Result<(), ManifestError> {
+        for id in inputs {
+            self.segment_mut(*id)?.meta.drop_()?;
+        }
+        let mut meta = SegmentMeta::growing(output.segment, now);
+        meta.seal(SealReason::Compaction { inputs: inputs.to_vec() }, now)?;
+        meta.start_flush()?;
+        let mut entry = SegmentEntry { meta, insert_binlog: None, index_file: None, delta_binlogs: vec![] };
+        publish(&mut entry, output, now)?;
+        self.segments.push(entry);
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// A fresh id for a compaction's output (ids are never reused).
+    pub fn allocate_segment_id(&mut self) -> SegmentId {
+        let id = self.allocate();
+        self.generation += 1;
+        id
+    }
+
     /// Every object key a non-dropped segment references: what GC must keep.
     pub fn referenced_keys(&self) -> impl Iterator<Item = &str> {
         self.segments
@@ -130,11 +221,23 @@ impl Manifest {
     }
 }
 
+/// Moves a flushing segment to flushed with the objects the job wrote.
+fn publish(entry: &mut SegmentEntry, flushed: Flushed, now: u64) -> Result<(), LifecycleError> {
+    entry.meta.rows = flushed.rows;
+    entry.meta.flushed(flushed.bytes, now)?;
+    if flushed.index_file.is_some() {
+        entry.meta.set_index_state(IndexState::Building)?;
+        entry.meta.set_index_state(IndexState::Ready)?;
+    }
+    entry.insert_binlog = Some(flushed.insert_binlog);
+    entry.index_file = flushed.index_file;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::format::testing::*;
-    use crate::segment::{IndexState, SealReason};
     use proptest::prelude::*;
 
     fn sample() -> Manifest {
@@ -169,6 +272,31 @@ mod tests {
         assert_eq!(Manifest::decode("o", &m.encode()).unwrap(), m);
         assert_eq!(m.referenced_keys().collect::<Vec<_>>(), ["i/1/seg/1/insert", "i/1/seg/1/delta-1"]);
         assert_eq!(m.live_segments().count(), 2);
+    }
+
+    #[test]
+    fn changes_follow_the_lifecycle_and_bump_the_generation() {
+        let mut m = Manifest::new(4, crate::Metric::L2);
+        let a = m.add_growing(1);
+        m.seal(a, 10, SealReason::Manual, 2).unwrap();
+        let flushed = |segment, rows| Flushed {
+            segment,
+            rows,
+            insert_binlog: ObjectRef::of(format!("i/{segment}"), b"x"),
+            index_file: Some(ObjectRef::of(format!("h/{segment}"), b"y")),
+            bytes: 2,
+        };
+        m.publish_flush(flushed(a, 10), 3).unwrap();
+        assert_eq!((m.segment(a).unwrap().meta.state, m.segment(a).unwrap().meta.index_state), (SegmentState::Flushed, IndexState::Ready));
+        m.add_tombstones(a, ObjectRef::of("d/1", b"z"), 4).unwrap();
+        let out = m.allocate_segment_id();
+        m.publish_compaction(&[a], flushed(out, 6), 4).unwrap();
+        assert_eq!(m.segment(a).unwrap().meta.state, SegmentState::Dropped);
+        assert_eq!(m.segment(out).unwrap().meta.seal_reason.as_ref().unwrap().to_string(), "compaction of [1]");
+        assert_eq!(m.referenced_keys().collect::<Vec<_>>(), [format!("i/{out}"), format!("h/{out}")]);
+        assert_eq!(m.generation, 6);
+        assert_eq!(m.publish_flush(flushed(a, 1), 5).unwrap_err().to_string(), "segment 1: illegal state change dropped -> flushed");
+        assert_eq!(m.seal(SegmentId(99), 1, SealReason::Manual, 5).unwrap_err(), ManifestError::UnknownSegment(SegmentId(99)));
     }
 
     #[test]

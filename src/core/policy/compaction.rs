@@ -99,13 +99,13 @@ fn plan_of(kind: PlanKind, inputs: &[&SegmentMeta]) -> CompactionPlan {
 
 /// The compactions worth doing now. `busy` holds segments that a running job
 /// (flush, build, another compaction) owns; they are left alone.
-pub fn plan(
-    segments: &[SegmentMeta],
+pub fn plan<'a>(
+    segments: impl IntoIterator<Item = &'a SegmentMeta>,
     busy: &HashSet<SegmentId>,
     policy: &CompactionPolicy,
 ) -> Vec<CompactionPlan> {
     let mut eligible: Vec<&SegmentMeta> = segments
-        .iter()
+        .into_iter()
         .filter(|s| s.state == SegmentState::Flushed && !busy.contains(&s.id))
         .collect();
     eligible.sort_by_key(|s| s.id);
