@@ -1,7 +1,7 @@
 # pg_milvus: every entry point. `make demo` and `make test` work on a fresh
 # machine: each starts with scripts/setup.sh, which installs what is missing.
 
-.PHONY: demo test stop setup install install-debug test-core test-pg test-regress test-e2e bench-core clean
+.PHONY: demo test stop setup install install-debug test-core test-pg test-regress test-e2e bench-core bench-hnsw clean
 
 demo:
 	bash scripts/demo.sh
@@ -33,8 +33,14 @@ test-regress:
 test-e2e:
 	.venv/bin/python -m pytest -q tests
 
+# Criterion benches of the core: distance kernels, binlog formats, merge,
+# brute force against HNSW per segment size.
 bench-core:
-	cargo bench -p milvus-core --bench distance
+	cargo bench -p milvus-core --bench distance --bench segment
+
+# One 100k x 128 segment: build time, recall@10, QPS, p50/p99 per ef_search.
+bench-hnsw:
+	cargo bench -p milvus-core --bench hnsw_recall
 
 clean:
 	bash scripts/cluster.sh stop-all

@@ -44,18 +44,20 @@ pub struct InsertBinlog<'a> {
 /// Encodes rows as an insert binlog. `vectors` is row-major, `keys.len() * dims` long.
 pub fn encode(segment: SegmentId, metric: Metric, dims: usize, keys: &[u64], vectors: &[f32]) -> Vec<u8> {
     assert_eq!(vectors.len(), keys.len() * dims, "vectors must be keys x dims");
-    let mut body = Vec::with_capacity(keys.len() * 8 + vectors.len() * 4);
-    for k in keys {
-        body.extend_from_slice(&k.to_le_bytes());
+    // One buffer: the body is written in place after a header-sized gap,
+    // then the header (which carries the body's checksum) fills the gap.
+    let mut out = vec![0u8; HEADER_LEN];
+    out.reserve_exact(std::mem::size_of_val(keys) + std::mem::size_of_val(vectors));
+    // SAFETY: u64 and f32 have no padding and the host is little-endian (a
+    // compile-time requirement of this module), so their bytes are the format.
+    unsafe {
+        out.extend_from_slice(std::slice::from_raw_parts(keys.as_ptr().cast::<u8>(), std::mem::size_of_val(keys)));
+        out.extend_from_slice(std::slice::from_raw_parts(vectors.as_ptr().cast::<u8>(), std::mem::size_of_val(vectors)));
     }
-    for v in vectors {
-        body.extend_from_slice(&v.to_le_bytes());
-    }
-    let mut w = Writer(Vec::with_capacity(HEADER_LEN + body.len()));
+    let mut w = Writer(Vec::with_capacity(HEADER_LEN));
     w.bytes(MAGIC).u16(VERSION).u8(metric.code()).u8(0).u32(dims as u32);
-    w.u64(keys.len() as u64).u64(segment.0).u32(crc32c::crc32c(&body));
-    let mut out = finish_header(w, HEADER_LEN);
-    out.extend_from_slice(&body);
+    w.u64(keys.len() as u64).u64(segment.0).u32(crc32c::crc32c(&out[HEADER_LEN..]));
+    out[..HEADER_LEN].copy_from_slice(&finish_header(w, HEADER_LEN));
     out
 }
 

@@ -1,0 +1,72 @@
+//! HNSW on one segment of 100,000 × 128 vectors (a Gaussian mixture): build
+//! time, then recall@10 against exact search beside single-client QPS and
+//! p50/p99 latency at several `ef_search`. A plain harness: one build is
+//! tens of seconds, too long for Criterion's repeated sampling.
+//!
+//! `cargo bench -p milvus-core --bench hnsw_recall [-- ROWS QUERIES]`
+
+use std::collections::HashSet;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use milvus_core::format::insert::{self, InsertBinlog};
+use milvus_core::hnsw::{HnswParams, SegmentIndex};
+use milvus_core::segment::SegmentId;
+use milvus_core::synthetic::gaussian_mixture;
+use milvus_core::Metric;
+
+const DIMS: usize = 128;
+
+fn main() {
+    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let rows = args.first().copied().unwrap_or(100_000);
+    let queries = args.get(1).copied().unwrap_or(500);
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let data = gaussian_mixture(rows + queries, DIMS, 1000, 0.1, 42);
+    let (base, held_out) = data.split_at(rows * DIMS);
+    let keys: Vec<u64> = (0..rows as u64).collect();
+    let bytes = insert::encode(SegmentId(1), Metric::L2, DIMS, &keys, base);
+    let binlog = InsertBinlog::decode("bench", &bytes).unwrap();
+
+    let params = HnswParams { m: 16, ef_construction: 64, threads };
+    let t = Instant::now();
+    let index = SegmentIndex::build(&binlog, params, &AtomicBool::new(false)).unwrap();
+    let build = t.elapsed().as_secs_f64();
+    println!("rows {rows}, dims {DIMS}, m {}, ef_construction {}, build threads {threads}", params.m, params.ef_construction);
+    println!("build: {build:.1} s ({:.0} rows/s)", rows as f64 / build);
+
+    // Exact top-10 of each held-out query (brute force, the ground truth).
+    let truth: Vec<HashSet<u32>> = held_out
+        .chunks_exact(DIMS)
+        .map(|q| {
+            let mut d: Vec<(f32, u32)> = (0..rows).map(|i| (Metric::L2.distance(q, binlog.vector(i)), i as u32)).collect();
+            d.select_nth_unstable_by(10, |a, b| a.0.total_cmp(&b.0));
+            d[..10].iter().map(|e| e.1).collect()
+        })
+        .collect();
+    let t = Instant::now();
+    for q in held_out.chunks_exact(DIMS) {
+        std::hint::black_box((0..rows).map(|i| Metric::L2.distance(q, binlog.vector(i))).fold(f32::MAX, f32::min));
+    }
+    let brute_qps = queries as f64 / t.elapsed().as_secs_f64();
+
+    println!();
+    println!("| ef_search | recall@10 | QPS (1 client) | p50 (ms) | p99 (ms) |");
+    println!("|---:|---:|---:|---:|---:|");
+    for ef in [20usize, 40, 100, 200] {
+        let mut latencies = Vec::with_capacity(queries);
+        let mut hits = 0;
+        let start = Instant::now();
+        for (q, truth) in held_out.chunks_exact(DIMS).zip(&truth) {
+            let t = Instant::now();
+            let got = index.search(q, 10, ef, &|_| false);
+            latencies.push(t.elapsed().as_secs_f64() * 1e3);
+            hits += got.iter().filter(|r| truth.contains(r)).count();
+        }
+        let qps = queries as f64 / start.elapsed().as_secs_f64();
+        latencies.sort_by(f64::total_cmp);
+        let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+        println!("| {ef} | {:.3} | {qps:.0} | {:.3} | {:.3} |", hits as f64 / (queries * 10) as f64, pct(0.5), pct(0.99));
+    }
+    println!("| exact (brute force) | 1.000 | {brute_qps:.0} | | |");
+}
