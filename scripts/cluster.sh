@@ -4,6 +4,9 @@
 #
 #   cluster.sh start NAME [extra postgresql.conf lines...]   fresh initdb + start
 #   cluster.sh stop NAME | stop-all
+#   cluster.sh crash NAME      kill -9 the postmaster and every backend (a power cut
+#                              for the server, not for the OS page cache)
+#   cluster.sh restart NAME    start an existing cluster again (crash recovery)
 #   cluster.sh port NAME | host NAME | psql NAME [psql args]
 #
 # Clusters live under $PG_MILVUS_RUN (default /tmp/pg_milvus). `start` always
@@ -16,7 +19,9 @@ BIN=$(pg_config --bindir)
 # are beside initdb.
 [ -x "$BIN/initdb" ] || BIN=/usr/lib/postgresql/15/bin
 
-as_pg() { runuser -u postgres -- "$@"; }
+# RUST_BACKTRACE in the caller's environment would make the server attach
+# Rust backtraces to error messages clients see; servers run without it.
+as_pg() { env -u RUST_BACKTRACE runuser -u postgres -- "$@"; }
 
 free_port() {
   local p=$1
@@ -65,6 +70,22 @@ case "${1:-}" in
     echo "$port"
     ;;
   stop) stop "${2:?cluster name}" ;;
+  crash)
+    d=$(dir_of "${2:?cluster name}")
+    pid=$(head -1 "$d/data/postmaster.pid")
+    children=$(pgrep -P "$pid" || true)
+    kill -9 "$pid" $children 2>/dev/null || true
+    # Wait until every process of the cluster is gone, so shared memory is free.
+    for _ in $(seq 100); do
+      kill -0 "$pid" $children 2>/dev/null || break
+      sleep 0.1
+    done
+    ;;
+  restart)
+    d=$(dir_of "${2:?cluster name}")
+    as_pg "$BIN/pg_ctl" -D "$d/data" -l "$d/server.log" -w -t 120 start >/dev/null ||
+      { tail -30 "$d/server.log"; exit 1; }
+    ;;
   stop-all)
     [ -d "$RUN" ] || exit 0
     for d in "$RUN"/*/; do [ -d "$d" ] && stop "$(basename "$d")"; done

@@ -14,7 +14,7 @@ port=$(scripts/cluster.sh start demo)
 host=$(scripts/cluster.sh host demo)
 sql() { scripts/cluster.sh psql demo -v ON_ERROR_STOP=1 "$@"; }
 
-bold "create a demo collection: 5,000 deterministic 64-d vectors in 10 categories"
+bold "create a demo collection: 5,000 deterministic 64-d vectors in 10 categories, and its milvus index"
 sql -q <<'SQL'
 CREATE EXTENSION pg_milvus;
 CREATE TABLE items (id bigserial PRIMARY KEY, category int, embedding vector(64));
@@ -22,14 +22,24 @@ SELECT setseed(0.42) \g /dev/null
 INSERT INTO items (category, embedding)
 SELECT i % 10, (SELECT array_agg(random() - 0.5)::vector(64) FROM generate_series(1, 64) WHERE i > 0)
   FROM generate_series(1, 5000) i;
+CREATE INDEX items_embedding_idx ON items USING milvus (embedding vector_l2_ops);
 ANALYZE items;
 SQL
 sql -c "SELECT count(*) AS rows, min(vector_dims(embedding)) AS dims FROM items"
 
-bold "search: the 5 nearest neighbours of item 1, by L2, inner product and cosine"
+bold "the plan: ORDER BY distance LIMIT uses the milvus index"
+sql -c "EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY embedding <-> (SELECT embedding FROM items WHERE id = 1) LIMIT 5"
+
+bold "search: the 5 nearest neighbours of item 1 (through the index), and of category 3 only"
 sql <<'SQL'
 SELECT id, category, round((embedding <-> (SELECT embedding FROM items WHERE id = 1))::numeric, 4) AS l2
   FROM items ORDER BY embedding <-> (SELECT embedding FROM items WHERE id = 1) LIMIT 5;
+SELECT id, category, round((embedding <-> (SELECT embedding FROM items WHERE id = 1))::numeric, 4) AS l2
+  FROM items WHERE category = 3 ORDER BY embedding <-> (SELECT embedding FROM items WHERE id = 1) LIMIT 5;
+SQL
+
+bold "inner product and cosine (sequential scans: the index is an L2 index)"
+sql <<'SQL'
 SELECT id, round((embedding <#> (SELECT embedding FROM items WHERE id = 1))::numeric, 4) AS neg_inner_product
   FROM items ORDER BY embedding <#> (SELECT embedding FROM items WHERE id = 1) LIMIT 5;
 SELECT id, round((embedding <=> (SELECT embedding FROM items WHERE id = 1))::numeric, 4) AS cosine

@@ -5,10 +5,20 @@
 //! background workers. Algorithms and formats live in the pure core,
 //! `milvus_core` (src/core), which never calls Postgres.
 
+pub mod am;
 mod error;
+mod gucs;
 pub mod vector;
 
 ::pgrx::pg_module_magic!(name, version);
+
+/// Called when the library is loaded: at server start when preloaded, or
+/// by the first backend that uses the extension.
+#[pgrx::pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    gucs::init();
+    am::options::init();
+}
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;

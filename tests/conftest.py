@@ -30,6 +30,14 @@ class Cluster:
     def stop(self):
         subprocess.run([CLUSTER, "stop", self.name], check=True)
 
+    def crash(self):
+        """kill -9 of the postmaster and all its backends."""
+        subprocess.run([CLUSTER, "crash", self.name], check=True)
+
+    def restart(self):
+        """Starts the cluster again; crash recovery replays the WAL."""
+        subprocess.run([CLUSTER, "restart", self.name], check=True)
+
 
 @pytest.fixture(scope="session")
 def cluster():

@@ -18,6 +18,7 @@
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use crate::distance::Metric;
 use crate::format::insert::InsertBinlog;
@@ -67,14 +68,24 @@ fn top_k(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
 }
 
 /// Rows held in index pages, with their vectors row-major.
-#[derive(Debug, Clone, Copy)]
-pub struct PageRows<'a> {
+#[derive(Debug, Clone, Default)]
+pub struct PageRows {
     pub dims: usize,
-    pub keys: &'a [u64],
-    pub vectors: &'a [f32],
+    pub keys: Vec<u64>,
+    pub vectors: Vec<f32>,
 }
 
-impl PageRows<'_> {
+impl PageRows {
+    pub fn new(dims: usize) -> Self {
+        PageRows { dims, keys: Vec::new(), vectors: Vec::new() }
+    }
+
+    pub fn push(&mut self, key: u64, vector: &[f32]) {
+        debug_assert_eq!(vector.len(), self.dims);
+        self.keys.push(key);
+        self.vectors.extend_from_slice(vector);
+    }
+
     fn search(&self, metric: Metric, query: &[f32], k: usize, skip: &dyn Fn(Source, u32) -> bool) -> Vec<Hit> {
         let hits = self
             .keys
@@ -208,12 +219,14 @@ impl Default for SearchOptions {
     }
 }
 
-/// Rows in order of distance from every source, produced on demand.
-pub struct Search<'a> {
+/// Rows in order of distance from every source, produced on demand. It owns
+/// what it searches (segments are shared with the backend's cache), so an
+/// index scan can keep it between fetches.
+pub struct Search {
     metric: Metric,
     query: Vec<f32>,
-    pages: PageRows<'a>,
-    segments: &'a [LoadedSegment],
+    pages: PageRows,
+    segments: Vec<Arc<LoadedSegment>>,
     options: SearchOptions,
     k: usize,
     offered: HashSet<(Source, u32)>,
@@ -221,12 +234,12 @@ pub struct Search<'a> {
     exhausted: bool,
 }
 
-impl<'a> Search<'a> {
+impl Search {
     pub fn new(
         metric: Metric,
         query: Vec<f32>,
-        pages: PageRows<'a>,
-        segments: &'a [LoadedSegment],
+        pages: PageRows,
+        segments: Vec<Arc<LoadedSegment>>,
         options: SearchOptions,
     ) -> Self {
         Search {
@@ -244,7 +257,7 @@ impl<'a> Search<'a> {
 
     /// Live rows across all sources.
     fn total_rows(&self) -> usize {
-        self.pages.keys.len() + self.segments.iter().map(LoadedSegment::live_rows).sum::<usize>()
+        self.pages.keys.len() + self.segments.iter().map(|s| s.live_rows()).sum::<usize>()
     }
 
     /// One round: the k nearest not yet offered, from every source.
@@ -272,7 +285,7 @@ impl<'a> Search<'a> {
     }
 }
 
-impl Iterator for Search<'_> {
+impl Iterator for Search {
     type Item = Hit;
 
     fn next(&mut self) -> Option<Hit> {
@@ -314,16 +327,14 @@ mod tests {
     #[test]
     fn every_row_is_offered_once_in_order_and_tombstones_never() {
         let segs = vec![
-            segment(1, 5000, 0, true, (0..5000).step_by(10).collect()),
-            segment(2, 500, 10_000, false, vec![1, 2, 3]),
+            Arc::new(segment(1, 5000, 0, true, (0..5000).step_by(10).collect())),
+            Arc::new(segment(2, 500, 10_000, false, vec![1, 2, 3])),
         ];
         let mut rng = Rng::new(5);
-        let page_vectors = rng.vector(50 * DIMS);
-        let page_keys: Vec<u64> = (20_000..20_050).collect();
-        let pages = PageRows { dims: DIMS, keys: &page_keys, vectors: &page_vectors };
+        let pages = PageRows { dims: DIMS, keys: (20_000..20_050).collect(), vectors: rng.vector(50 * DIMS) };
         let query = rng.vector(DIMS);
         let options = SearchOptions { ef_search: 40, first_k: 10, max_candidates: usize::MAX };
-        let all: Vec<Hit> = Search::new(Metric::L2, query.clone(), pages, &segs, options).collect();
+        let all: Vec<Hit> = Search::new(Metric::L2, query.clone(), pages, segs, options).collect();
 
         let live = 5000 - 500 + 500 - 3 + 50;
         assert_eq!(all.len(), live, "every live row offered exactly once");
@@ -343,18 +354,15 @@ mod tests {
 
     #[test]
     fn max_candidates_bounds_the_search() {
-        let segs = vec![segment(1, 100, 0, false, vec![])];
-        let pages = PageRows { dims: DIMS, keys: &[], vectors: &[] };
+        let segs = vec![Arc::new(segment(1, 100, 0, false, vec![]))];
         let options = SearchOptions { ef_search: 40, first_k: 7, max_candidates: 30 };
-        assert_eq!(Search::new(Metric::L2, vec![0.0; DIMS], pages, &segs, options).count(), 30);
+        assert_eq!(Search::new(Metric::L2, vec![0.0; DIMS], PageRows::new(DIMS), segs, options).count(), 30);
     }
 
     #[test]
     fn nan_distances_sort_last() {
-        let keys = [1u64, 2, 3];
-        let vectors = [0.0, 0.0, 1.0, 0.0, 0.0, 1.0];
-        let pages = PageRows { dims: 2, keys: &keys, vectors: &vectors };
-        let hits: Vec<u64> = Search::new(Metric::Cosine, vec![1.0, 0.0], pages, &[], SearchOptions::default()).map(|h| h.key).collect();
+        let pages = PageRows { dims: 2, keys: vec![1, 2, 3], vectors: vec![0.0, 0.0, 1.0, 0.0, 0.0, 1.0] };
+        let hits: Vec<u64> = Search::new(Metric::Cosine, vec![1.0, 0.0], pages, vec![], SearchOptions::default()).map(|h| h.key).collect();
         assert_eq!(hits, vec![2, 3, 1]);
     }
 }

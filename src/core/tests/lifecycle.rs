@@ -3,6 +3,7 @@
 //! Run on `memory://` and on `file://` (a real directory).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
@@ -32,13 +33,13 @@ fn is_deleted(key: u64) -> bool {
     key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32 < (u32::MAX as u64) / 10
 }
 
-fn load_all(storage: &Storage, cache: &SegmentCache, m: &Manifest) -> Vec<LoadedSegment> {
-    m.live_segments().map(|e| jobs::load(storage, cache, e, Metric::L2).expect("segment loads")).collect()
+fn load_all(storage: &Storage, cache: &SegmentCache, m: &Manifest) -> Vec<Arc<LoadedSegment>> {
+    m.live_segments().map(|e| Arc::new(jobs::load(storage, cache, e, Metric::L2).expect("segment loads"))).collect()
 }
 
 /// recall@10 of the index search against exact search over live rows, and
 /// a check that no dead row is ever returned.
-fn check_search(segments: &[LoadedSegment], data: &[f32], deleted: &dyn Fn(u64) -> bool) -> f64 {
+fn check_search(segments: &[Arc<LoadedSegment>], data: &[f32], deleted: &dyn Fn(u64) -> bool) -> f64 {
     let mut rng = Rng::new(7);
     let n = data.len() / DIMS;
     let (mut hits, mut total) = (0, 0);
@@ -50,8 +51,8 @@ fn check_search(segments: &[LoadedSegment], data: &[f32], deleted: &dyn Fn(u64) 
             .collect();
         exact.sort_by(|a, b| a.0.total_cmp(&b.0));
         let truth: HashSet<u64> = exact.iter().take(10).map(|e| e.1).collect();
-        let pages = PageRows { dims: DIMS, keys: &[], vectors: &[] };
-        let got: Vec<u64> = Search::new(Metric::L2, q, pages, segments, SearchOptions::default()).take(10).map(|h| h.key).collect();
+        let got: Vec<u64> =
+            Search::new(Metric::L2, q, PageRows::new(DIMS), segments.to_vec(), SearchOptions::default()).take(10).map(|h| h.key).collect();
         assert_eq!(got.len(), 10);
         assert!(got.iter().all(|k| !deleted(*k)), "a dead row was returned");
         hits += got.iter().filter(|k| truth.contains(k)).count();
@@ -105,7 +106,7 @@ fn lifecycle(url: &str) {
     let live = (SEGMENTS * ROWS_PER_SEGMENT) as u64 - dead;
     assert_eq!((plans[0].kind, plans[0].inputs.len(), plans[0].output_rows, plans[0].removed_rows), (PlanKind::Merge, 5, live, dead));
     let old_keys: HashSet<String> = m.referenced_keys().map(str::to_owned).collect();
-    let inputs: Vec<&LoadedSegment> = before.iter().filter(|s| plans[0].inputs.contains(&s.id)).collect();
+    let inputs: Vec<&LoadedSegment> = before.iter().filter(|s| plans[0].inputs.contains(&s.id)).map(|s| &**s).collect();
     let out = m.allocate_segment_id();
     let flushed = jobs::compact(&storage, ID, &inputs, out, Metric::L2, DIMS, params, scratch.path(), &cancel).unwrap();
     assert_eq!(flushed.rows, live, "dead rows are not carried over");

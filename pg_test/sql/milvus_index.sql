@@ -1,0 +1,95 @@
+-- The milvus access method: creation and its errors, inserts, ordered
+-- scans for each metric, filtered queries, NULLs, deletes, plans.
+CREATE EXTENSION pg_milvus;
+\set VERBOSITY default
+SELECT setseed(0.5) \g /dev/null
+
+CREATE TABLE items (id int PRIMARY KEY, category int, embedding vector(3));
+INSERT INTO items
+SELECT i, i % 4, ARRAY[(i * 7 % 101) / 101.0, (i * 13 % 103) / 103.0, (i * 29 % 107) / 107.0]
+  FROM generate_series(1, 300) i;
+INSERT INTO items VALUES (301, 0, NULL);
+
+-- Creation on a populated table, with defaults and with options.
+CREATE INDEX items_l2 ON items USING milvus (embedding vector_l2_ops);
+CREATE INDEX items_ip ON items USING milvus (embedding vector_ip_ops) WITH (m = 8, ef_construction = 32);
+CREATE INDEX items_cos ON items USING milvus (embedding vector_cosine_ops) WITH (segment_max_rows = 1000);
+SELECT amname FROM pg_am WHERE amname = 'milvus';
+SELECT c.relname, c.reloptions FROM pg_class c WHERE c.relname LIKE 'items\_%' ORDER BY 1;
+
+-- Option and column errors.
+CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (m = 1);
+CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (m = 101);
+CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (ef_construction = 20);
+CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 10);
+CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (nonsense = 1);
+CREATE INDEX bad ON items USING milvus (embedding);
+CREATE INDEX bad ON items USING milvus (id);
+CREATE TABLE nodims (v vector);
+CREATE INDEX bad ON nodims USING milvus (v vector_l2_ops);
+CREATE TABLE huge (v vector(4000));
+CREATE INDEX bad ON huge USING milvus (v vector_l2_ops);
+DROP TABLE nodims, huge;
+
+-- Inserts after creation; NULLs are not indexed; bad vectors are refused.
+INSERT INTO items VALUES (302, 1, '[0.5,0.5,0.5]'), (303, 2, NULL);
+INSERT INTO items VALUES (304, 1, '[1,2]');
+INSERT INTO items VALUES (304, 1, '[1,NaN,2]');
+ANALYZE items;
+
+-- Ordered scans use the index for ORDER BY distance LIMIT, nothing else.
+EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY embedding <-> '[0.5,0.5,0.5]' LIMIT 5;
+EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY embedding <#> '[0.5,0.5,0.5]' LIMIT 5;
+EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY embedding <=> '[0.5,0.5,0.5]' LIMIT 5;
+EXPLAIN (COSTS OFF) SELECT id FROM items WHERE embedding = '[0.5,0.5,0.5]';
+EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY id LIMIT 5;
+
+-- Index results equal a sequential scan's, for each metric.
+SELECT id, round((embedding <-> '[0.5,0.5,0.5]')::numeric, 5) AS d FROM items ORDER BY embedding <-> '[0.5,0.5,0.5]' LIMIT 5;
+SELECT id, round((embedding <#> '[0.5,0.5,0.5]')::numeric, 5) AS d FROM items ORDER BY embedding <#> '[0.5,0.5,0.5]' LIMIT 5;
+SELECT id, round((embedding <=> '[0.5,0.2,0.5]')::numeric, 5) AS d FROM items ORDER BY embedding <=> '[0.5,0.2,0.5]' LIMIT 5;
+SET enable_indexscan = off;
+SELECT id, round((embedding <-> '[0.5,0.5,0.5]')::numeric, 5) AS d FROM items ORDER BY embedding <-> '[0.5,0.5,0.5]' LIMIT 5;
+SELECT id, round((embedding <#> '[0.5,0.5,0.5]')::numeric, 5) AS d FROM items ORDER BY embedding <#> '[0.5,0.5,0.5]' LIMIT 5;
+SELECT id, round((embedding <=> '[0.5,0.2,0.5]')::numeric, 5) AS d FROM items ORDER BY embedding <=> '[0.5,0.2,0.5]' LIMIT 5;
+RESET enable_indexscan;
+
+-- A filter that rejects most rows still fills the LIMIT.
+SELECT count(*) FROM (SELECT id FROM items WHERE category = 3 ORDER BY embedding <-> '[0.1,0.9,0.1]' LIMIT 20) s;
+-- Every indexed row is reachable; NULLs never are. (A LIMIT above the
+-- table's size makes a sequential scan as cheap: force the index.)
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 1000;
+SET milvus.max_scan_tuples = 100000;
+SELECT count(*), count(DISTINCT id) FROM (SELECT id FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 1000) s;
+-- milvus.max_scan_tuples bounds a scan.
+SET milvus.max_scan_tuples = 50;
+SELECT count(*) FROM (SELECT id FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 1000) s;
+RESET milvus.max_scan_tuples;
+SET milvus.ef_search = 0;
+SHOW milvus.ef_search;
+-- A query vector of the wrong size, and a NULL one.
+SELECT id FROM items ORDER BY embedding <-> '[1,2]' LIMIT 1;
+SELECT count(*) FROM (SELECT id FROM items ORDER BY embedding <-> NULL LIMIT 5) s;
+
+-- Deletes: VACUUM removes dead rows from the index; none is returned.
+DELETE FROM items WHERE id % 3 = 0;
+VACUUM items;
+SELECT count(*) FROM (SELECT id FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 1000) s;
+SELECT count(*) FROM (SELECT id FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 1000) s WHERE id % 3 = 0;
+RESET enable_seqscan;
+
+-- Unlogged tables, TRUNCATE and REINDEX keep a working index.
+CREATE UNLOGGED TABLE u (id int, v vector(2));
+CREATE INDEX ON u USING milvus (v vector_l2_ops);
+INSERT INTO u VALUES (1, '[1,1]'), (2, '[2,2]');
+SELECT id FROM u ORDER BY v <-> '[2.1,2.1]' LIMIT 1;
+TRUNCATE u;
+INSERT INTO u VALUES (3, '[3,3]');
+SELECT id FROM u ORDER BY v <-> '[2.1,2.1]' LIMIT 1;
+REINDEX TABLE u;
+SELECT id FROM u ORDER BY v <-> '[2.1,2.1]' LIMIT 1;
+
+DROP TABLE u;
+DROP TABLE items;
+DROP EXTENSION pg_milvus;

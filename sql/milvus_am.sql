@@ -1,0 +1,16 @@
+-- Operator classes of the milvus access method, one per metric. The
+-- support function is the distance the index orders by.
+CREATE OPERATOR CLASS vector_l2_ops
+    FOR TYPE vector USING milvus AS
+    OPERATOR 1 <-> (vector, vector) FOR ORDER BY float_ops,
+    FUNCTION 1 l2_distance(vector, vector);
+
+CREATE OPERATOR CLASS vector_ip_ops
+    FOR TYPE vector USING milvus AS
+    OPERATOR 1 <#> (vector, vector) FOR ORDER BY float_ops,
+    FUNCTION 1 vector_negative_inner_product(vector, vector);
+
+CREATE OPERATOR CLASS vector_cosine_ops
+    FOR TYPE vector USING milvus AS
+    OPERATOR 1 <=> (vector, vector) FOR ORDER BY float_ops,
+    FUNCTION 1 cosine_distance(vector, vector);

@@ -1,0 +1,135 @@
+//! CREATE INDEX: lay out the meta page and the growing segment, then index
+//! the table's existing rows.
+//!
+//! Phase 1 writes the meta page (format, dimensions, metric, segment ids)
+//! and the first row page of the growing segment, in one WAL record.
+//! Phase 2 scans the heap (`table_index_build_scan`, which reports progress
+//! in `pg_stat_progress_create_index`) and appends each row as `aminsert`
+//! does. Options are validated before anything is written.
+
+use std::ffi::c_void;
+
+use milvus_core::hnsw::HnswParams;
+use pgrx::prelude::*;
+use pgrx::FromDatum;
+
+use super::page::{self, INVALID_BLOCK, META_BLOCK, Meta, Xlog};
+use super::{dims_of, insert, metric_of, options};
+use crate::vector::PgVector;
+
+struct BuildState {
+    index: pg_sys::Relation,
+    rows: f64,
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn ambuild(
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    index_info: *mut pg_sys::IndexInfo,
+) -> *mut pg_sys::IndexBuildResult {
+    unsafe {
+        if pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) != 0 {
+            error!("index \"{}\" already contains data", super::relation_name(index));
+        }
+        validate_options(index);
+        init_index(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+
+        let mut state = BuildState { index, rows: 0.0 };
+        let heap_rows = pg_sys::table_index_build_scan(
+            heap,
+            index,
+            index_info,
+            true,
+            true,
+            Some(build_callback),
+            (&mut state as *mut BuildState).cast(),
+            std::ptr::null_mut(),
+        );
+        let mut result = PgBox::<pg_sys::IndexBuildResult>::alloc0();
+        result.heap_tuples = heap_rows;
+        result.index_tuples = state.rows;
+        result.into_pg()
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn build_callback(
+    _index: pg_sys::Relation,
+    tid: pg_sys::ItemPointer,
+    values: *mut pg_sys::Datum,
+    isnull: *mut bool,
+    _alive: bool,
+    state: *mut c_void,
+) {
+    unsafe {
+        let state = &mut *state.cast::<BuildState>();
+        if *isnull {
+            return;
+        }
+        let vector = PgVector::from_datum(*values, false).expect("not null");
+        insert::insert_row(state.index, page::pack_tid(&*tid), vector.as_slice());
+        state.rows += 1.0;
+    }
+}
+
+/// For unlogged tables: the init fork gets an empty index.
+#[pg_guard]
+pub unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
+    unsafe { init_index(index, pg_sys::ForkNumber::INIT_FORKNUM) }
+}
+
+/// Checks the options together (each is range-checked on its own by reloptions).
+unsafe fn validate_options(index: pg_sys::Relation) {
+    let o = unsafe { options::of(index) };
+    let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: 1 };
+    if let Err(reason) = params.validate() {
+        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("invalid milvus index options: {reason}"));
+    }
+}
+
+/// Writes the meta page and the growing segment's first page into `fork`.
+unsafe fn init_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type) {
+    unsafe {
+        let dims = dims_of(index) as u32;
+        let metric = metric_of(index).code();
+        let new_page = |fork| {
+            let buffer = pg_sys::ReadBufferExtended(index, fork, page::P_NEW, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut());
+            page::lock(buffer, true);
+            buffer
+        };
+        let meta_buffer = new_page(fork);
+        let row_buffer = new_page(fork);
+        assert_eq!(pg_sys::BufferGetBlockNumber(meta_buffer), META_BLOCK);
+        let first_row_block = pg_sys::BufferGetBlockNumber(row_buffer);
+        let growing_segment = 1;
+        let mut xlog = Xlog::start(index);
+        let meta_page = xlog.register(meta_buffer, true);
+        let row_page = xlog.register(row_buffer, true);
+        page::init_meta(
+            meta_page,
+            Meta {
+                magic: page::META_MAGIC,
+                version: page::META_VERSION,
+                dims,
+                metric,
+                _reserved: [0; 3],
+                growing_segment,
+                growing_head: first_row_block,
+                growing_tail: first_row_block,
+                next_segment_id: growing_segment + 1,
+            },
+        );
+        page::init_row_page(row_page, growing_segment);
+        debug_assert_eq!((*page::opaque(row_page)).next, INVALID_BLOCK);
+        xlog.finish();
+        if fork == pg_sys::ForkNumber::INIT_FORKNUM {
+            // GenericXLog writes no WAL for an unlogged index, but its init
+            // fork must survive a crash: log the pages whole.
+            pg_sys::log_newpage_buffer(meta_buffer, true);
+            pg_sys::log_newpage_buffer(row_buffer, true);
+        }
+        pg_sys::UnlockReleaseBuffer(row_buffer);
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
+    }
+}

@@ -1,0 +1,285 @@
+//! The index's pages: where the growing segment lives, WAL-logged.
+//!
+//! Every change to a page goes through [`Xlog`], a guard over Postgres'
+//! generic WAL records (GenericXLog): pages are registered, changed in the
+//! copy GenericXLog hands out, and the record is written when the guard
+//! finishes (or abandoned when it is dropped unfinished, on error). Crash
+//! recovery and physical standbys replay these records like any index's, so
+//! the growing segment needs no log of its own (DESIGN.md: "the log is
+//! Postgres' WAL").
+//!
+//! Layout (docs/format.md, "Index pages"):
+//! - block 0, the **meta page**: format magic and version, dimensions,
+//!   metric, the growing segment's id and its page chain (head, tail), the
+//!   next segment id;
+//! - **row pages**: standard slotted pages (line pointers) whose items are
+//!   `[heap TID packed in u64][f32 × dims]`, chained by `next` in the page's
+//!   special space, which also names the segment the page belongs to. A row
+//!   deleted by VACUUM has its line pointer marked dead.
+
+use std::mem::size_of;
+
+use pgrx::pg_sys;
+
+/// "MVMP": a pg_milvus meta page.
+pub const META_MAGIC: u32 = 0x4d56_4d50;
+pub const META_VERSION: u32 = 1;
+pub const META_BLOCK: pg_sys::BlockNumber = 0;
+pub const INVALID_BLOCK: pg_sys::BlockNumber = pg_sys::InvalidBlockNumber;
+/// `P_NEW` of bufmgr.h: asks ReadBuffer for a new block at the end.
+pub const P_NEW: pg_sys::BlockNumber = pg_sys::InvalidBlockNumber;
+
+/// The meta page's contents.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Meta {
+    pub magic: u32,
+    pub version: u32,
+    pub dims: u32,
+    /// `milvus_core::Metric::code()`.
+    pub metric: u8,
+    pub _reserved: [u8; 3],
+    pub growing_segment: u64,
+    pub growing_head: pg_sys::BlockNumber,
+    pub growing_tail: pg_sys::BlockNumber,
+    pub next_segment_id: u64,
+}
+
+/// The special space of a row page.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RowPageOpaque {
+    pub next: pg_sys::BlockNumber,
+    /// "MV" + page kind, so a stray page is recognised.
+    pub page_id: u16,
+    pub _reserved: u16,
+    pub segment: u64,
+}
+
+pub const ROW_PAGE_ID: u16 = 0x4d52;
+
+/// Packs a heap TID into the u64 key the core stores: block << 16 | offset.
+pub fn pack_tid(tid: &pg_sys::ItemPointerData) -> u64 {
+    let block = ((tid.ip_blkid.bi_hi as u64) << 16) | tid.ip_blkid.bi_lo as u64;
+    (block << 16) | tid.ip_posid as u64
+}
+
+pub fn unpack_tid(key: u64) -> pg_sys::ItemPointerData {
+    let block = (key >> 16) as u32;
+    pg_sys::ItemPointerData {
+        ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: (block & 0xffff) as u16 },
+        ip_posid: (key & 0xffff) as u16,
+    }
+}
+
+/// The bytes of one row item.
+pub fn row_item_size(dims: usize) -> usize {
+    size_of::<u64>() + dims * size_of::<f32>()
+}
+
+/// Largest vector a row page holds (one row per page at the most).
+pub fn max_dims_per_page() -> usize {
+    let usable = pg_sys::BLCKSZ as usize
+        - size_of::<pg_sys::PageHeaderData>()
+        - size_of::<pg_sys::ItemIdData>()
+        - maxalign(size_of::<RowPageOpaque>());
+    (usable - size_of::<u64>()) / size_of::<f32>()
+}
+
+fn maxalign(n: usize) -> usize {
+    let a = pg_sys::MAXIMUM_ALIGNOF as usize;
+    n.div_ceil(a) * a
+}
+
+/// A GenericXLog record under construction; abandoned if dropped unfinished.
+pub struct Xlog {
+    state: *mut pg_sys::GenericXLogState,
+}
+
+impl Xlog {
+    pub fn start(index: pg_sys::Relation) -> Self {
+        // SAFETY: a valid, open index relation.
+        Xlog { state: unsafe { pg_sys::GenericXLogStart(index) } }
+    }
+
+    /// Registers a locked buffer; returns the page to change. `fresh` for a
+    /// page being (re)initialised, which is logged as a full image.
+    pub fn register(&mut self, buffer: pg_sys::Buffer, fresh: bool) -> pg_sys::Page {
+        let flags = if fresh { pg_sys::GENERIC_XLOG_FULL_IMAGE as i32 } else { 0 };
+        // SAFETY: the buffer is pinned and exclusively locked by the caller.
+        unsafe { pg_sys::GenericXLogRegisterBuffer(self.state, buffer, flags) }
+    }
+
+    pub fn finish(mut self) {
+        // SAFETY: started and not yet finished or aborted.
+        unsafe { pg_sys::GenericXLogFinish(self.state) };
+        self.state = std::ptr::null_mut();
+    }
+}
+
+impl Drop for Xlog {
+    fn drop(&mut self) {
+        if !self.state.is_null() {
+            // SAFETY: started, neither finished nor aborted.
+            unsafe { pg_sys::GenericXLogAbort(self.state) };
+        }
+    }
+}
+
+/// Reads and pins a block.
+pub unsafe fn read_buffer(index: pg_sys::Relation, block: pg_sys::BlockNumber) -> pg_sys::Buffer {
+    unsafe {
+        pg_sys::ReadBufferExtended(index, pg_sys::ForkNumber::MAIN_FORKNUM, block, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut())
+    }
+}
+
+pub unsafe fn lock(buffer: pg_sys::Buffer, exclusive: bool) {
+    let mode = if exclusive { pg_sys::BUFFER_LOCK_EXCLUSIVE } else { pg_sys::BUFFER_LOCK_SHARE };
+    unsafe { pg_sys::LockBuffer(buffer, mode as i32) }
+}
+
+/// A new page for the index, exclusively locked: a free one recorded in the
+/// free space map, or a new block at the end of the relation.
+pub unsafe fn new_buffer(index: pg_sys::Relation) -> pg_sys::Buffer {
+    unsafe {
+        loop {
+            let free = pg_sys::GetFreeIndexPage(index);
+            if free == INVALID_BLOCK {
+                break;
+            }
+            let buffer = read_buffer(index, free);
+            if pg_sys::ConditionalLockBuffer(buffer) {
+                let page = pg_sys::BufferGetPage(buffer);
+                if pgrx::pg_sys::PageIsNew(page) || pgrx::pg_sys::PageIsEmpty(page) {
+                    return buffer;
+                }
+                pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+            }
+            pg_sys::ReleaseBuffer(buffer);
+        }
+        pg_sys::LockRelationForExtension(index, pg_sys::ExclusiveLock as i32);
+        let buffer = read_buffer(index, P_NEW);
+        lock(buffer, true);
+        pg_sys::UnlockRelationForExtension(index, pg_sys::ExclusiveLock as i32);
+        buffer
+    }
+}
+
+pub unsafe fn meta(page: pg_sys::Page) -> *mut Meta {
+    unsafe { pg_sys::PageGetContents(page).cast::<Meta>() }
+}
+
+/// Initialises `page` as the meta page.
+pub unsafe fn init_meta(page: pg_sys::Page, meta_value: Meta) {
+    unsafe {
+        pg_sys::PageInit(page, pg_sys::BLCKSZ as usize, 0);
+        *meta(page) = meta_value;
+        let header = page.cast::<pg_sys::PageHeaderData>();
+        (*header).pd_lower = (pg_sys::PageGetContents(page) as usize + size_of::<Meta>() - page as usize) as u16;
+    }
+}
+
+/// Reads the meta page, checking it is one of ours.
+pub unsafe fn read_meta(index: pg_sys::Relation) -> Meta {
+    unsafe {
+        let buffer = read_buffer(index, META_BLOCK);
+        lock(buffer, false);
+        let m = *meta(pg_sys::BufferGetPage(buffer));
+        pg_sys::UnlockReleaseBuffer(buffer);
+        check_meta(index, &m);
+        m
+    }
+}
+
+pub unsafe fn check_meta(index: pg_sys::Relation, m: &Meta) {
+    if m.magic != META_MAGIC || m.version != META_VERSION {
+        let name = unsafe { std::ffi::CStr::from_ptr((*(*index).rd_rel).relname.data.as_ptr()) };
+        pgrx::ereport!(
+            ERROR,
+            pgrx::PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+            format!("index \"{}\" is not a pg_milvus index of this version", name.to_string_lossy()),
+            format!("meta page magic {:#x}, version {}", m.magic, m.version)
+        );
+    }
+}
+
+pub unsafe fn opaque(page: pg_sys::Page) -> *mut RowPageOpaque {
+    unsafe { pg_sys::PageGetSpecialPointer(page).cast::<RowPageOpaque>() }
+}
+
+/// Initialises `page` as an empty row page of `segment`.
+pub unsafe fn init_row_page(page: pg_sys::Page, segment: u64) {
+    unsafe {
+        pg_sys::PageInit(page, pg_sys::BLCKSZ as usize, size_of::<RowPageOpaque>());
+        *opaque(page) = RowPageOpaque { next: INVALID_BLOCK, page_id: ROW_PAGE_ID, _reserved: 0, segment };
+    }
+}
+
+/// Adds a row to `page`; false when it does not fit.
+pub unsafe fn add_row(page: pg_sys::Page, key: u64, vector: &[f32]) -> bool {
+    let mut item = Vec::with_capacity(row_item_size(vector.len()));
+    item.extend_from_slice(&key.to_ne_bytes());
+    for v in vector {
+        item.extend_from_slice(&v.to_ne_bytes());
+    }
+    unsafe {
+        let offset = pg_sys::PageAddItemExtended(page, item.as_ptr().cast_mut().cast(), item.len(), pg_sys::InvalidOffsetNumber, 0);
+        offset != pg_sys::InvalidOffsetNumber
+    }
+}
+
+/// Calls `f(offset, key, vector)` for every live row of `page`.
+pub unsafe fn for_each_row(page: pg_sys::Page, dims: usize, mut f: impl FnMut(pg_sys::OffsetNumber, u64, &[f32])) {
+    unsafe {
+        let max = pg_sys::PageGetMaxOffsetNumber(page);
+        for offset in 1..=max {
+            let item_id = pg_sys::PageGetItemId(page, offset);
+            if (*item_id).lp_flags() != pg_sys::LP_NORMAL {
+                continue;
+            }
+            let item = pg_sys::PageGetItem(page, item_id).cast::<u8>();
+            let key = u64::from_ne_bytes(std::slice::from_raw_parts(item, 8).try_into().expect("8 bytes"));
+            // Items are MAXALIGNed, so the floats after the 8-byte key are aligned.
+            let vector = std::slice::from_raw_parts(item.add(8).cast::<f32>(), dims);
+            f(offset, key, vector);
+        }
+    }
+}
+
+/// Walks a page chain from `head`, share-locking one page at a time, and
+/// calls `f(block, page)` on each.
+pub unsafe fn walk_chain(index: pg_sys::Relation, head: pg_sys::BlockNumber, mut f: impl FnMut(pg_sys::BlockNumber, pg_sys::Page)) {
+    let mut block = head;
+    while block != INVALID_BLOCK {
+        unsafe {
+            let buffer = read_buffer(index, block);
+            lock(buffer, false);
+            let page = pg_sys::BufferGetPage(buffer);
+            f(block, page);
+            let next = (*opaque(page)).next;
+            pg_sys::UnlockReleaseBuffer(buffer);
+            block = next;
+        }
+        pgrx::check_for_interrupts!();
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use super::*;
+    use pgrx::prelude::*;
+
+    #[pg_test]
+    fn tids_pack_and_unpack() {
+        for (block, offset) in [(0u32, 1u16), (1, 2), (0xdead_beef, 0xffff), (u32::MAX - 1, 291)] {
+            let tid = pg_sys::ItemPointerData {
+                ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: block as u16 },
+                ip_posid: offset,
+            };
+            let back = unpack_tid(pack_tid(&tid));
+            assert_eq!((back.ip_blkid.bi_hi, back.ip_blkid.bi_lo, back.ip_posid), (tid.ip_blkid.bi_hi, tid.ip_blkid.bi_lo, offset));
+        }
+        assert!(max_dims_per_page() >= 2000, "a 2000-d vector fits a page: {}", max_dims_per_page());
+    }
+}
