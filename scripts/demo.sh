@@ -27,10 +27,17 @@ ANALYZE items;
 SQL
 sql -c "SELECT count(*) AS rows, min(vector_dims(embedding)) AS dims FROM items"
 
+bold "flush: seal the growing segment, write binlog + HNSW to object storage, publish in the manifest"
+sql -c "SELECT * FROM milvus_flush('items_embedding_idx')"
+sql -q -c "INSERT INTO items (category, embedding) SELECT i % 10, (SELECT array_agg(random() - 0.5)::vector(64) FROM generate_series(1, 64) WHERE i > 0) FROM generate_series(1, 500) i"
+sql -c "SELECT segment_id, state, index_state, rows, deleted_rows, bytes, seal_reason FROM milvus_segments('items_embedding_idx')"
+echo "objects in storage:"
+find "$host/data/pg_milvus/objects" -type f -printf '  %P  %s bytes\n' | sort
+
 bold "the plan: ORDER BY distance LIMIT uses the milvus index"
 sql -c "EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY embedding <-> (SELECT embedding FROM items WHERE id = 1) LIMIT 5"
 
-bold "search: the 5 nearest neighbours of item 1 (through the index), and of category 3 only"
+bold "search (flushed segment + growing segment, merged): the 5 nearest neighbours of item 1, and of category 3 only"
 sql <<'SQL'
 SELECT id, category, round((embedding <-> (SELECT embedding FROM items WHERE id = 1))::numeric, 4) AS l2
   FROM items ORDER BY embedding <-> (SELECT embedding FROM items WHERE id = 1) LIMIT 5;

@@ -1,12 +1,16 @@
 //! Every `milvus.*` setting, in one place: private statics, one `init()`,
 //! typed accessors. Each description states the range.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 static EF_SEARCH: GucSetting<i32> = GucSetting::<i32>::new(40);
 static MAX_SCAN_TUPLES: GucSetting<i32> = GucSetting::<i32>::new(20_000);
+static STORAGE_URL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static CACHE_SIZE_MB: GucSetting<i32> = GucSetting::<i32>::new(1024);
+static DEBUG_FLUSH_PAUSE_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 
 /// Registers the settings; called from `_PG_init`.
 pub fn init() {
@@ -30,6 +34,42 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_string_guc(
+        c"milvus.storage_url",
+        c"Where sealed segments are stored: file:///absolute/dir or s3://bucket/prefix.",
+        c"Empty (the default) means file://<data directory>/pg_milvus/objects. Superuser only.",
+        &STORAGE_URL,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"milvus.cache_dir",
+        c"Local directory where downloaded segments are cached.",
+        c"Empty (the default) means <data directory>/pg_milvus/cache. Superuser only.",
+        &CACHE_DIR,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"milvus.cache_size",
+        c"Bound of the local segment cache, in megabytes.",
+        c"Least recently used segments are evicted beyond it. Range 16 to 2147483647; default 1024.",
+        &CACHE_SIZE_MB,
+        16,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"milvus.debug_flush_pause",
+        c"Test hook: milliseconds a flush waits between its upload and its manifest commit.",
+        c"For crash tests only (kill -9 inside that window). Range 0 to 600000; default 0. Superuser only.",
+        &DEBUG_FLUSH_PAUSE_MS,
+        0,
+        600_000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     // SAFETY: called once from _PG_init, in the postmaster or a backend.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(PREFIX.as_ptr()) };
 }
@@ -42,4 +82,35 @@ pub fn ef_search() -> usize {
 
 pub fn max_scan_tuples() -> usize {
     MAX_SCAN_TUPLES.get() as usize
+}
+
+/// The data directory, where the embedded defaults live.
+fn data_dir() -> String {
+    // SAFETY: DataDir is set before any backend runs SQL.
+    unsafe { CStr::from_ptr(pgrx::pg_sys::DataDir).to_string_lossy().into_owned() }
+}
+
+fn non_empty(s: Option<CString>) -> Option<String> {
+    s.map(|c| c.to_string_lossy().into_owned()).filter(|s| !s.is_empty())
+}
+
+pub fn storage_url() -> String {
+    non_empty(STORAGE_URL.get()).unwrap_or_else(|| format!("file://{}/pg_milvus/objects", data_dir()))
+}
+
+pub fn cache_dir() -> String {
+    non_empty(CACHE_DIR.get()).unwrap_or_else(|| format!("{}/pg_milvus/cache", data_dir()))
+}
+
+/// Where HNSW builds write their dump files before upload.
+pub fn scratch_dir() -> String {
+    format!("{}/pg_milvus/tmp", data_dir())
+}
+
+pub fn cache_size_bytes() -> u64 {
+    CACHE_SIZE_MB.get() as u64 * 1024 * 1024
+}
+
+pub fn debug_flush_pause() -> std::time::Duration {
+    std::time::Duration::from_millis(DEBUG_FLUSH_PAUSE_MS.get() as u64)
 }

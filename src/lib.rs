@@ -8,6 +8,7 @@
 pub mod am;
 mod error;
 mod gucs;
+mod storage;
 pub mod vector;
 
 ::pgrx::pg_module_magic!(name, version);

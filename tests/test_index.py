@@ -33,16 +33,16 @@ def index_ids(conn, op, q, limit, where=""):
         f"SELECT id FROM items {where} ORDER BY embedding {op} %s LIMIT {limit}", (q,)).fetchall()]
 
 
-def all_index_ids(conn):
+def all_index_ids(conn, op="<->"):
     """Every row the index can reach, through an exhaustive index scan."""
     with conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")
         conn.execute("SET LOCAL milvus.max_scan_tuples = 2147483647")
         plan = "\n".join(r[0] for r in conn.execute(
-            "EXPLAIN SELECT id FROM items ORDER BY embedding <-> %s LIMIT 100000000", (np.zeros(DIMS, np.float32),)))
+            f"EXPLAIN SELECT id FROM items ORDER BY embedding {op} %s LIMIT 100000000", (np.ones(DIMS, np.float32),)))
         assert "Index Scan using items_idx" in plan, plan
         return [r[0] for r in conn.execute(
-            "SELECT id FROM items ORDER BY embedding <-> %s LIMIT 100000000", (np.zeros(DIMS, np.float32),))]
+            f"SELECT id FROM items ORDER BY embedding {op} %s LIMIT 100000000", (np.ones(DIMS, np.float32),))]
 
 
 @pytest.fixture

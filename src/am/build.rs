@@ -1,8 +1,9 @@
 //! CREATE INDEX: lay out the meta page and the growing segment, then index
 //! the table's existing rows.
 //!
-//! Phase 1 writes the meta page (format, dimensions, metric, segment ids)
-//! and the first row page of the growing segment, in one WAL record.
+//! Phase 1 writes the manifest (one growing segment, id 1), then the meta
+//! page (format, dimensions, metric, where the manifest is) and the growing
+//! segment's first row page in one WAL record.
 //! Phase 2 scans the heap (`table_index_build_scan`, which reports progress
 //! in `pg_stat_progress_create_index`) and appends each row as `aminsert`
 //! does. Options are validated before anything is written.
@@ -13,7 +14,9 @@ use milvus_core::hnsw::HnswParams;
 use pgrx::prelude::*;
 use pgrx::FromDatum;
 
-use super::page::{self, INVALID_BLOCK, META_BLOCK, Meta, Xlog};
+use milvus_core::format::manifest::Manifest;
+
+use super::page::{self, INVALID_BLOCK, META_BLOCK, Meta, SealedChain, Xlog};
 use super::{dims_of, insert, metric_of, options};
 use crate::vector::PgVector;
 
@@ -88,21 +91,28 @@ unsafe fn validate_options(index: pg_sys::Relation) {
     }
 }
 
-/// Writes the meta page and the growing segment's first page into `fork`.
+/// Writes the meta page, the growing segment's first page and the manifest
+/// into `fork`.
 unsafe fn init_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type) {
     unsafe {
-        let dims = dims_of(index) as u32;
-        let metric = metric_of(index).code();
-        let new_page = |fork| {
+        let dims = dims_of(index);
+        let metric = metric_of(index);
+        let mut manifest = Manifest::new(dims as u32, metric);
+        let growing_segment = manifest.add_growing(super::flush::now());
+        let manifest_bytes = manifest.encode();
+
+        let new_page = || {
             let buffer = pg_sys::ReadBufferExtended(index, fork, page::P_NEW, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut());
             page::lock(buffer, true);
             buffer
         };
-        let meta_buffer = new_page(fork);
-        let row_buffer = new_page(fork);
+        let meta_buffer = new_page();
+        let row_buffer = new_page();
+        let manifest_buffers: Vec<pg_sys::Buffer> = (0..page::manifest_pages(manifest_bytes.len())).map(|_| new_page()).collect();
         assert_eq!(pg_sys::BufferGetBlockNumber(meta_buffer), META_BLOCK);
+        page::fill_manifest_pages(index, &manifest_buffers, &manifest_bytes);
+
         let first_row_block = pg_sys::BufferGetBlockNumber(row_buffer);
-        let growing_segment = 1;
         let mut xlog = Xlog::start(index);
         let meta_page = xlog.register(meta_buffer, true);
         let row_page = xlog.register(row_buffer, true);
@@ -111,25 +121,32 @@ unsafe fn init_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type) {
             Meta {
                 magic: page::META_MAGIC,
                 version: page::META_VERSION,
-                dims,
-                metric,
+                dims: dims as u32,
+                metric: metric.code(),
                 _reserved: [0; 3],
-                growing_segment,
+                growing_segment: growing_segment.0,
                 growing_head: first_row_block,
                 growing_tail: first_row_block,
-                next_segment_id: growing_segment + 1,
+                manifest_head: pg_sys::BufferGetBlockNumber(manifest_buffers[0]),
+                manifest_len: manifest_bytes.len() as u32,
+                sealed_count: 0,
+                _reserved2: 0,
+                sealed: [SealedChain::default(); page::MAX_SEALED],
             },
         );
-        page::init_row_page(row_page, growing_segment);
+        page::init_row_page(row_page, growing_segment.0);
         debug_assert_eq!((*page::opaque(row_page)).next, INVALID_BLOCK);
         xlog.finish();
+        let all: Vec<pg_sys::Buffer> = [meta_buffer, row_buffer].into_iter().chain(manifest_buffers).collect();
         if fork == pg_sys::ForkNumber::INIT_FORKNUM {
             // GenericXLog writes no WAL for an unlogged index, but its init
             // fork must survive a crash: log the pages whole.
-            pg_sys::log_newpage_buffer(meta_buffer, true);
-            pg_sys::log_newpage_buffer(row_buffer, true);
+            for b in &all {
+                pg_sys::log_newpage_buffer(*b, true);
+            }
         }
-        pg_sys::UnlockReleaseBuffer(row_buffer);
-        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        for b in all {
+            pg_sys::UnlockReleaseBuffer(b);
+        }
     }
 }

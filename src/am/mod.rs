@@ -17,10 +17,11 @@
 
 mod build;
 mod cost;
+pub mod flush;
 mod insert;
 pub mod options;
 pub mod page;
-mod scan;
+pub mod scan;
 mod vacuum;
 
 use milvus_core::Metric;

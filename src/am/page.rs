@@ -11,7 +11,12 @@
 //! Layout (docs/format.md, "Index pages"):
 //! - block 0, the **meta page**: format magic and version, dimensions,
 //!   metric, the growing segment's id and its page chain (head, tail), the
-//!   next segment id;
+//!   page chains of sealed segments not yet flushed, and where the
+//!   **manifest** is;
+//! - **manifest pages**: the encoded manifest (`milvus_core::format::manifest`,
+//!   checksummed), written copy-on-write into new pages; switching the meta
+//!   page to them is one WAL record, so a change of the manifest is atomic
+//!   with the page-chain changes in the same record;
 //! - **row pages**: standard slotted pages (line pointers) whose items are
 //!   `[heap TID packed in u64][f32 × dims]`, chained by `next` in the page's
 //!   special space, which also names the segment the page belongs to. A row
@@ -42,7 +47,32 @@ pub struct Meta {
     pub growing_segment: u64,
     pub growing_head: pg_sys::BlockNumber,
     pub growing_tail: pg_sys::BlockNumber,
-    pub next_segment_id: u64,
+    /// First page of the manifest chain, and the manifest's length in bytes.
+    pub manifest_head: pg_sys::BlockNumber,
+    pub manifest_len: u32,
+    /// Sealed segments whose rows are still in pages (not yet flushed).
+    pub sealed_count: u32,
+    pub _reserved2: u32,
+    pub sealed: [SealedChain; MAX_SEALED],
+}
+
+/// The page chain of a sealed, not yet flushed, segment.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SealedChain {
+    pub segment: u64,
+    pub head: pg_sys::BlockNumber,
+    pub _reserved: u32,
+}
+
+/// Sealed segments that may wait for their flush at once; at the limit, the
+/// growing segment does not seal until a flush succeeds.
+pub const MAX_SEALED: usize = 64;
+
+impl Meta {
+    pub fn sealed(&self) -> &[SealedChain] {
+        &self.sealed[..self.sealed_count as usize]
+    }
 }
 
 /// The special space of a row page.
@@ -57,6 +87,7 @@ pub struct RowPageOpaque {
 }
 
 pub const ROW_PAGE_ID: u16 = 0x4d52;
+pub const MANIFEST_PAGE_ID: u16 = 0x4d4d;
 
 /// Packs a heap TID into the u64 key the core stores: block << 16 | offset.
 pub fn pack_tid(tid: &pg_sys::ItemPointerData) -> u64 {
@@ -242,6 +273,92 @@ pub unsafe fn for_each_row(page: pg_sys::Page, dims: usize, mut f: impl FnMut(pg
             // Items are MAXALIGNed, so the floats after the 8-byte key are aligned.
             let vector = std::slice::from_raw_parts(item.add(8).cast::<f32>(), dims);
             f(offset, key, vector);
+        }
+    }
+}
+
+/// Bytes of manifest one page carries.
+fn manifest_bytes_per_page() -> usize {
+    pg_sys::BLCKSZ as usize - maxalign(size_of::<pg_sys::PageHeaderData>()) - maxalign(size_of::<RowPageOpaque>())
+}
+
+/// Writes `bytes` into a new chain of manifest pages (one WAL record per up
+/// to three pages); returns its head. Unreachable until the meta page points
+/// at it, so a crash before that leaves only pages for VACUUM to reclaim.
+pub unsafe fn write_manifest_chain(index: pg_sys::Relation, bytes: &[u8]) -> pg_sys::BlockNumber {
+    unsafe {
+        let buffers: Vec<pg_sys::Buffer> = (0..manifest_pages(bytes.len())).map(|_| new_buffer(index)).collect();
+        fill_manifest_pages(index, &buffers, bytes);
+        let head = pg_sys::BufferGetBlockNumber(buffers[0]);
+        for b in buffers {
+            pg_sys::UnlockReleaseBuffer(b);
+        }
+        head
+    }
+}
+
+/// Pages a manifest of `len` bytes needs.
+pub fn manifest_pages(len: usize) -> usize {
+    len.div_ceil(manifest_bytes_per_page()).max(1)
+}
+
+/// Writes `bytes` into `buffers` (new, exclusively locked) as a chain.
+pub unsafe fn fill_manifest_pages(index: pg_sys::Relation, buffers: &[pg_sys::Buffer], bytes: &[u8]) {
+    unsafe {
+        let chunks: Vec<&[u8]> = bytes.chunks(manifest_bytes_per_page()).collect();
+        let blocks: Vec<pg_sys::BlockNumber> = buffers.iter().map(|b| pg_sys::BufferGetBlockNumber(*b)).collect();
+        for group in (0..chunks.len()).collect::<Vec<_>>().chunks(3) {
+            let mut xlog = Xlog::start(index);
+            for &i in group {
+                let p = xlog.register(buffers[i], true);
+                pg_sys::PageInit(p, pg_sys::BLCKSZ as usize, size_of::<RowPageOpaque>());
+                let next = blocks.get(i + 1).copied().unwrap_or(INVALID_BLOCK);
+                *opaque(p) = RowPageOpaque { next, page_id: MANIFEST_PAGE_ID, _reserved: 0, segment: 0 };
+                let contents = pg_sys::PageGetContents(p).cast::<u8>();
+                std::ptr::copy_nonoverlapping(chunks[i].as_ptr(), contents, chunks[i].len());
+                let header = p.cast::<pg_sys::PageHeaderData>();
+                (*header).pd_lower = (contents as usize + chunks[i].len() - p as usize) as u16;
+            }
+            xlog.finish();
+        }
+    }
+}
+
+/// Reads the manifest the meta page points at.
+pub unsafe fn read_manifest(index: pg_sys::Relation, meta: &Meta) -> milvus_core::format::manifest::Manifest {
+    let mut bytes = Vec::with_capacity(meta.manifest_len as usize);
+    unsafe {
+        walk_chain(index, meta.manifest_head, |_, p| {
+            let take = (meta.manifest_len as usize - bytes.len()).min(manifest_bytes_per_page());
+            bytes.extend_from_slice(std::slice::from_raw_parts(pg_sys::PageGetContents(p).cast::<u8>(), take));
+        });
+    }
+    let name = unsafe { super::relation_name(index) };
+    milvus_core::format::manifest::Manifest::decode(&format!("manifest of index \"{name}\""), &bytes).unwrap_or_else(|e| {
+        pgrx::ereport!(ERROR, pgrx::PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, e.to_string(), "REINDEX rebuilds the index from the table.");
+    })
+}
+
+/// The blocks of a chain, in order.
+pub unsafe fn chain_blocks(index: pg_sys::Relation, head: pg_sys::BlockNumber) -> Vec<pg_sys::BlockNumber> {
+    let mut blocks = Vec::new();
+    unsafe { walk_chain(index, head, |b, _| blocks.push(b)) };
+    blocks
+}
+
+/// Empties pages no chain references any more and records them in the free
+/// space map for reuse. Call only after the meta page stopped pointing at them.
+pub unsafe fn free_pages(index: pg_sys::Relation, blocks: &[pg_sys::BlockNumber]) {
+    unsafe {
+        for &block in blocks {
+            let buffer = read_buffer(index, block);
+            lock(buffer, true);
+            let mut xlog = Xlog::start(index);
+            let p = xlog.register(buffer, true);
+            pg_sys::PageInit(p, pg_sys::BLCKSZ as usize, 0);
+            xlog.finish();
+            pg_sys::UnlockReleaseBuffer(buffer);
+            pg_sys::RecordFreeIndexPage(index, block);
         }
     }
 }

@@ -1,9 +1,13 @@
 //! ORDER BY embedding <-> $1: the ordered index scan.
 //!
-//! `amrescan` takes the query vector; the first `amgettuple` reads the rows
-//! of the page-resident segments (share-locking one page at a time) and
-//! starts a `milvus_core::search::Search`, which yields rows nearest first
-//! with exact distances. Each further `amgettuple` returns the next row;
+//! `amrescan` takes the query vector; the first `amgettuple`, holding the
+//! meta page shared (so no seal or flush switches the manifest under it),
+//! reads the manifest and the rows of the page-resident segments (growing,
+//! and sealed ones not yet flushed), then loads the flushed segments, each
+//! once per backend and kept while its tombstones do not change, through the
+//! local cache, off the main thread. A `milvus_core::search::Search` then
+//! yields rows nearest first with exact distances: brute force on page rows,
+//! HNSW on flushed segments, merged. Each further `amgettuple` returns the next row;
 //! when a WHERE clause rejects rows the search widens by itself, up to
 //! `milvus.max_scan_tuples`. The executor checks every returned TID against
 //! the heap (MVCC), so rows of aborted or not-yet-visible transactions are
@@ -12,11 +16,20 @@
 //! The scan's state lives in the scan's memory context and is dropped with
 //! it, also when the query errors or is cancelled.
 
-use milvus_core::search::{PageRows, Search, SearchOptions};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use milvus_core::format::manifest::{Manifest, SegmentEntry};
+use milvus_core::jobs;
+use milvus_core::search::{LoadedSegment, Search, SearchOptions};
+use milvus_core::segment::SegmentState;
+use milvus_core::Metric;
 use pgrx::prelude::*;
 use pgrx::{FromDatum, PgMemoryContexts};
 
-use super::page::{self, Meta};
+use super::flush;
+use super::page::{self, META_BLOCK};
 use crate::error::OrRaise;
 use crate::gucs;
 use crate::vector::PgVector;
@@ -100,16 +113,66 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
             return None;
         }
         let query = PgVector::from_datum(key.sk_argument, false).expect("not null");
-        let meta: Meta = page::read_meta(index);
+        let meta_buffer = page::read_buffer(index, META_BLOCK);
+        page::lock(meta_buffer, false);
+        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
+        page::check_meta(index, &meta);
         milvus_core::vector::check_same_dims(meta.dims as usize, query.dims()).or_raise();
-        let metric = milvus_core::Metric::from_code(meta.metric).expect("meta page checked");
-
-        let dims = meta.dims as usize;
-        let mut rows = PageRows::new(dims);
-        page::walk_chain(index, meta.growing_head, |_, p| page::for_each_row(p, dims, |_, key, v| rows.push(key, v)));
+        let metric = Metric::from_code(meta.metric).expect("meta page checked");
+        let manifest = page::read_manifest(index, &meta);
+        let rows = flush::page_rows(index, &meta);
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        let segments = loaded_segments(index, &manifest, metric);
 
         let ef_search = gucs::ef_search();
         let options = SearchOptions { ef_search, first_k: ef_search, max_candidates: gucs::max_scan_tuples() };
-        Some(Search::new(metric, query.as_slice().to_vec(), rows, Vec::new(), options))
+        Some(Search::new(metric, query.as_slice().to_vec(), rows, segments, options))
     }
+}
+
+/// A flushed segment as loaded, and how many delta binlogs it had then.
+type Loaded = (usize, Arc<LoadedSegment>);
+
+thread_local! {
+    /// Flushed segments this backend has loaded, by (index, segment). A
+    /// segment is immutable but for its tombstones: reloaded when its count of
+    /// delta binlogs changes, dropped when it leaves the manifest.
+    static LOADED: RefCell<HashMap<(u32, u64), Loaded>> = RefCell::new(HashMap::new());
+}
+
+/// The flushed segments of `manifest`, from the backend's cache or loaded
+/// (downloaded through the local cache, verified) off the main thread.
+pub unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifest, metric: Metric) -> Vec<Arc<LoadedSegment>> {
+    let oid = unsafe { (*index).rd_id.to_u32() };
+    let flushed: Vec<&SegmentEntry> = manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).collect();
+    let missing: Vec<SegmentEntry> = LOADED.with_borrow_mut(|loaded| {
+        loaded.retain(|(o, s), _| *o != oid || flushed.iter().any(|e| e.meta.id.0 == *s));
+        flushed
+            .iter()
+            .filter(|e| loaded.get(&(oid, e.meta.id.0)).is_none_or(|(deltas, _)| *deltas != e.delta_binlogs.len()))
+            .map(|e| (*e).clone())
+            .collect()
+    });
+    if !missing.is_empty() {
+        let storage = crate::storage::storage();
+        let cache = crate::storage::cache();
+        let results = crate::storage::run_job("load", move |_| {
+            missing
+                .into_iter()
+                .map(|e| (e.meta.id, e.delta_binlogs.len(), jobs::load(&storage, &cache, &e, metric)))
+                .collect::<Vec<_>>()
+        });
+        for (id, deltas, result) in results {
+            let segment = result.unwrap_or_else(|e| {
+                ereport!(
+                    ERROR,
+                    PgSqlErrorCode::ERRCODE_IO_ERROR,
+                    format!("could not read segment {id} of index \"{}\": {e}", unsafe { super::relation_name(index) }),
+                    "Queries need every flushed segment; REINDEX rebuilds the index from the table if an object is lost."
+                );
+            });
+            LOADED.with_borrow_mut(|loaded| loaded.insert((oid, id.0), (deltas, Arc::new(segment))));
+        }
+    }
+    LOADED.with_borrow(|loaded| flushed.iter().map(|e| loaded[&(oid, e.meta.id.0)].1.clone()).collect())
 }

@@ -1,14 +1,31 @@
-//! VACUUM: forget rows whose heap tuples are dead.
+//! VACUUM: forget rows whose heap tuples are dead, in every kind of segment.
 //!
-//! Pass 1 (`ambulkdelete`): walk the growing segment's page chain; on each
-//! page ask VACUUM's callback about every row's TID and delete the dead rows
-//! from the page in one WAL record. After this pass no dead TID is left in
-//! the index, so the heap may reuse it.
+//! After `ambulkdelete` returns, no dead TID may remain reachable through
+//! the index, since the heap will reuse it. Each segment is handled under its
+//! job lock (`flush::lock_segment`), so a flush never uploads rows this pass
+//! removed, and a flush that ran first has moved them where pass 2 finds them.
+//!
+//! Pass 1, rows in pages (the growing segment, sealed segments not yet
+//! flushed): on each page, ask VACUUM's callback about every row's TID and
+//! delete the dead rows from the page in one WAL record.
+//!
+//! Pass 2, flushed segments: load the segment (its keys are the TIDs), find
+//! the positions of rows that just died, write them as a delta binlog to
+//! object storage, and publish it in the manifest. Searches skip tombstoned
+//! positions; compaction drops them. If storage is unreachable, VACUUM fails
+//! with the cause and the heap keeps its dead tuples (nothing is reused, so
+//! nothing is wrong); the next VACUUM tries again.
+//!
 //! `amvacuumcleanup` reports how many rows the index holds.
 
+use milvus_core::jobs;
+use milvus_core::segment::{SegmentId, SegmentState};
+use milvus_core::Metric;
 use pgrx::prelude::*;
 
-use super::page::{self, Xlog};
+use super::flush::{self, lock_segment};
+use super::page::{self, META_BLOCK, Xlog};
+use super::scan::loaded_segments;
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn ambulkdelete(
@@ -20,36 +37,116 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
     unsafe {
         let stats = if stats.is_null() { PgBox::<pg_sys::IndexBulkDeleteResult>::alloc0().into_pg() } else { stats };
         let index = (*info).index;
-        let meta = page::read_meta(index);
-        let dims = meta.dims as usize;
         let callback = callback.expect("VACUUM passes a callback");
-        let mut block = meta.growing_head;
+        let is_dead = |key: u64| {
+            let mut tid = page::unpack_tid(key);
+            callback(&mut tid, callback_state)
+        };
+
+        // Pass 1: rows in pages.
+        let meta = page::read_meta(index);
+        let in_pages = std::iter::once(meta.growing_segment).chain(meta.sealed().iter().map(|c| c.segment)).collect::<Vec<_>>();
         let mut live = 0.0;
+        for segment in in_pages {
+            lock_segment(index, segment);
+            let meta = page::read_meta(index);
+            let head = if meta.growing_segment == segment {
+                Some(meta.growing_head)
+            } else {
+                meta.sealed().iter().find(|c| c.segment == segment).map(|c| c.head)
+            };
+            if let Some(head) = head {
+                let (removed, kept) = delete_from_chain(index, head, meta.dims as usize, &is_dead);
+                (*stats).tuples_removed += removed as f64;
+                live += kept as f64;
+            }
+        }
+
+        // Pass 2: flushed segments.
+        let meta = page::read_meta(index);
+        let metric = Metric::from_code(meta.metric).expect("meta page checked");
+        let manifest = page::read_manifest(index, &meta);
+        for entry in manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed) {
+            lock_segment(index, entry.meta.id.0);
+            let meta = page::read_meta(index);
+            let manifest = page::read_manifest(index, &meta);
+            let Some(current) = manifest.segment(entry.meta.id).filter(|e| e.meta.state == SegmentState::Flushed) else {
+                continue;
+            };
+            let segment = loaded_segments(index, &manifest, metric).into_iter().find(|s| s.id == current.meta.id).expect("loaded");
+            let keys = segment.binlog().keys();
+            let mut dead = Vec::new();
+            for (row, key) in keys.iter().enumerate() {
+                if segment.is_deleted(row as u32) {
+                    continue;
+                }
+                if is_dead(*key) {
+                    dead.push(row as u32);
+                } else {
+                    live += 1.0;
+                }
+            }
+            if !dead.is_empty() {
+                pg_sys::vacuum_delay_point();
+                write_tombstones(index, segment.id, &dead);
+                (*stats).tuples_removed += dead.len() as f64;
+            }
+        }
+        (*stats).num_index_tuples = live;
+        stats
+    }
+}
+
+/// Deletes the dead rows of a page chain; returns (removed, kept).
+unsafe fn delete_from_chain(index: pg_sys::Relation, head: pg_sys::BlockNumber, dims: usize, is_dead: &dyn Fn(u64) -> bool) -> (usize, usize) {
+    let (mut removed, mut kept) = (0, 0);
+    let mut block = head;
+    unsafe {
         while block != page::INVALID_BLOCK {
             pg_sys::vacuum_delay_point();
             let buffer = page::read_buffer(index, block);
             page::lock(buffer, true);
             let mut dead: Vec<pg_sys::OffsetNumber> = Vec::new();
             page::for_each_row(pg_sys::BufferGetPage(buffer), dims, |offset, key, _| {
-                let mut tid = page::unpack_tid(key);
-                if callback(&mut tid, callback_state) {
-                    dead.push(offset);
-                } else {
-                    live += 1.0;
-                }
+                if is_dead(key) { dead.push(offset) } else { kept += 1 }
             });
             if !dead.is_empty() {
                 let mut xlog = Xlog::start(index);
                 let p = xlog.register(buffer, false);
                 pg_sys::PageIndexMultiDelete(p, dead.as_mut_ptr(), dead.len() as i32);
                 xlog.finish();
-                (*stats).tuples_removed += dead.len() as f64;
+                removed += dead.len();
             }
             block = (*page::opaque(pg_sys::BufferGetPage(buffer))).next;
             pg_sys::UnlockReleaseBuffer(buffer);
         }
-        (*stats).num_index_tuples = live;
-        stats
+    }
+    (removed, kept)
+}
+
+/// Writes tombstones to storage, then publishes them in the manifest.
+unsafe fn write_tombstones(index: pg_sys::Relation, segment: SegmentId, rows: &[u32]) {
+    unsafe {
+        let id = flush::index_id(index);
+        let storage = crate::storage::storage();
+        let rows_owned = rows.to_vec();
+        let delta = crate::storage::run_job("tombstones", move |_| jobs::write_tombstones(&storage, id, segment, &rows_owned))
+            .unwrap_or_else(|e| {
+                ereport!(
+                    ERROR,
+                    PgSqlErrorCode::ERRCODE_IO_ERROR,
+                    format!("could not write tombstones of segment {segment} of index \"{}\": {e}", super::relation_name(index)),
+                    "VACUUM keeps the dead tuples until it can record them; run it again once storage is back."
+                );
+            });
+        let meta_buffer = page::read_buffer(index, META_BLOCK);
+        page::lock(meta_buffer, true);
+        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
+        let mut manifest = page::read_manifest(index, &meta);
+        manifest.add_tombstones(segment, delta, rows.len() as u64).unwrap_or_else(|e| error!("{e}"));
+        let freed = flush::commit(index, meta_buffer, &manifest, |_, _| {});
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        page::free_pages(index, &freed);
     }
 }
 
@@ -66,9 +163,9 @@ pub unsafe extern "C-unwind" fn amvacuumcleanup(
         let stats = PgBox::<pg_sys::IndexBulkDeleteResult>::alloc0().into_pg();
         let index = (*info).index;
         let meta = page::read_meta(index);
-        let dims = meta.dims as usize;
-        let mut rows = 0.0;
-        page::walk_chain(index, meta.growing_head, |_, p| page::for_each_row(p, dims, |_, _, _| rows += 1.0));
+        let manifest = page::read_manifest(index, &meta);
+        let mut rows = flush::page_rows(index, &meta).keys.len() as f64;
+        rows += manifest.live_segments().filter(|e| e.meta.state == SegmentState::Flushed).map(|e| e.meta.live_rows() as f64).sum::<f64>();
         (*stats).num_index_tuples = rows;
         (*stats).num_pages = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
         stats

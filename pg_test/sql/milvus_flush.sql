@@ -1,0 +1,63 @@
+-- Seal and flush (Milvus' Flush), segments (GetSegmentInfo), deletes in
+-- flushed segments, and who may flush.
+CREATE EXTENSION pg_milvus;
+\set VERBOSITY default
+
+CREATE TABLE items (id int PRIMARY KEY, category int, embedding vector(4));
+CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops);
+INSERT INTO items
+SELECT i, i % 4, ARRAY[(i * 7 % 101) / 101.0, (i * 13 % 103) / 103.0, (i * 29 % 107) / 107.0, (i * 31 % 109) / 109.0]
+  FROM generate_series(1, 5000) i;
+
+-- One growing segment holds every row.
+SELECT segment_id, state, index_state, rows, deleted_rows, bytes, seal_reason, sealed_at, flushed_at
+  FROM milvus_segments('items_idx');
+
+-- Flush: seal at a barrier, write binlog and HNSW, publish; a new growing segment.
+SELECT * FROM milvus_flush('items_idx');
+SELECT segment_id, state, index_state, rows, deleted_rows, bytes > 0 AS stored, seal_reason,
+       sealed_at IS NOT NULL AS sealed, flushed_at >= sealed_at AS flushed_after_seal
+  FROM milvus_segments('items_idx');
+-- Nothing to seal: flushing again does nothing.
+SELECT * FROM milvus_flush('items_idx');
+
+-- Rows after the barrier are in the new growing segment; small segments
+-- (up to 4,096 rows) are flushed without a graph (brute force is as fast).
+INSERT INTO items SELECT i, i % 4, ARRAY[i / 6000.0, 0.5, 0.5, 0.5] FROM generate_series(5001, 5100) i;
+SELECT * FROM milvus_flush();
+SELECT segment_id, state, index_state, rows FROM milvus_segments('items_idx');
+
+-- Searches merge flushed segments and the growing one, like a sequential scan.
+INSERT INTO items VALUES (6000, 0, '[0.5,0.5,0.5,0.5]');
+SELECT id FROM items ORDER BY embedding <-> '[0.5,0.5,0.5,0.5]' LIMIT 5;
+SET enable_indexscan = off;
+SELECT id FROM items ORDER BY embedding <-> '[0.5,0.5,0.5,0.5]' LIMIT 5;
+RESET enable_indexscan;
+
+-- Deletes: VACUUM tombstones rows of flushed segments; none comes back.
+DELETE FROM items WHERE id % 5 = 0;
+VACUUM items;
+SELECT segment_id, state, rows, deleted_rows FROM milvus_segments('items_idx');
+SET enable_seqscan = off;
+SET milvus.max_scan_tuples = 100000;
+SELECT count(*), count(*) FILTER (WHERE id % 5 = 0) AS dead
+  FROM (SELECT id FROM items ORDER BY embedding <-> '[0,0,0,0]' LIMIT 100000) s;
+RESET milvus.max_scan_tuples;
+RESET enable_seqscan;
+SELECT count(*) FROM items WHERE embedding IS NOT NULL;
+
+-- Errors: not an index, not a milvus index, not the owner.
+SELECT * FROM milvus_flush('items');
+SELECT * FROM milvus_flush('items_pkey');
+SELECT * FROM milvus_segments('items_pkey');
+CREATE ROLE milvus_stranger;
+GRANT SELECT ON items TO milvus_stranger;
+SET ROLE milvus_stranger;
+SELECT * FROM milvus_flush('items_idx');
+SELECT count(*) FROM milvus_segments('items_idx');
+RESET ROLE;
+DROP OWNED BY milvus_stranger;
+DROP ROLE milvus_stranger;
+
+DROP TABLE items;
+DROP EXTENSION pg_milvus;

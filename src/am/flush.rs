@@ -1,0 +1,404 @@
+//! Seal and flush: Milvus' Flush, inside Postgres.
+//!
+//! **Seal.** Under the meta page's exclusive lock, which waits out every
+//! insert in flight (they hold it shared), the growing segment's page chain
+//! becomes a sealed chain and a new, empty growing segment takes its place.
+//! That is the barrier: every row appended before it is in the sealed
+//! segment, every row after it in the new one. The manifest records the seal
+//! in the same WAL record (it is switched at the meta page; see `commit`).
+//!
+//! **Flush.** A sealed segment's rows are read from its pages and handed to
+//! `milvus_core::jobs::flush` on a helper thread (binlog, HNSW build, upload;
+//! `storage::run_job`). Data first, metadata last: only once the objects are
+//! in storage does one WAL record publish them in the manifest and drop the
+//! sealed chain from the meta page, after which its pages are freed. A crash
+//! before that record leaves the rows sealed in pages (flushed again later)
+//! and the uploads unreferenced (garbage for GC); a crash after leaves them
+//! in the flushed segment only. Never both, never neither (invariant 2).
+//!
+//! **Jobs on a segment are exclusive.** Flushing a segment, and VACUUM on
+//! it, hold a transaction-scoped lock on (index, segment), so a flush never
+//! publishes rows that VACUUM removed meanwhile, and two flushes never
+//! upload the same segment.
+
+use std::time::SystemTime;
+
+use milvus_core::format::manifest::{Flushed, Manifest};
+use milvus_core::hnsw::HnswParams;
+use milvus_core::jobs::{self, IndexId};
+use milvus_core::search::PageRows;
+use milvus_core::segment::{SealReason, SegmentId, SegmentState};
+use milvus_core::Metric;
+use pgrx::prelude::*;
+
+use super::page::{self, Meta, META_BLOCK, SealedChain, Xlog};
+use super::{options, relation_name};
+use crate::storage;
+
+/// Unix time in seconds.
+pub fn now() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// The numbers object keys are built from.
+pub unsafe fn index_id(index: pg_sys::Relation) -> IndexId {
+    unsafe { IndexId { database: pg_sys::MyDatabaseId.to_u32(), index: (*index).rd_id.to_u32() } }
+}
+
+/// Takes the job lock of (index, segment) until the end of the transaction.
+pub unsafe fn lock_segment(index: pg_sys::Relation, segment: u64) {
+    unsafe {
+        let mut tag = pg_sys::LOCKTAG {
+            locktag_field1: pg_sys::MyDatabaseId.to_u32(),
+            locktag_field2: (*index).rd_id.to_u32(),
+            locktag_field3: segment as u32,
+            // "MV" in the field SQL-level advisory locks set to 1 or 2, so
+            // these never collide with a user's pg_advisory_lock.
+            locktag_field4: 0x4d56,
+            locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+            locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+        };
+        pg_sys::LockAcquire(&mut tag, pg_sys::ExclusiveLock as i32, false, false);
+    }
+}
+
+/// Under the meta page's exclusive lock: writes `manifest` as a new chain
+/// and, in one WAL record with whatever `change` does to the meta page (and
+/// to buffers it registers), points the meta page at it. Returns the old
+/// manifest's pages, to free once the meta lock is released.
+pub unsafe fn commit(
+    index: pg_sys::Relation,
+    meta_buffer: pg_sys::Buffer,
+    manifest: &Manifest,
+    change: impl FnOnce(&mut Xlog, &mut Meta),
+) -> Vec<pg_sys::BlockNumber> {
+    unsafe {
+        let old = *page::meta(pg_sys::BufferGetPage(meta_buffer));
+        let old_blocks = page::chain_blocks(index, old.manifest_head);
+        let bytes = manifest.encode();
+        let head = page::write_manifest_chain(index, &bytes);
+        let mut xlog = Xlog::start(index);
+        let meta_page = xlog.register(meta_buffer, false);
+        let meta = &mut *page::meta(meta_page);
+        change(&mut xlog, meta);
+        meta.manifest_head = head;
+        meta.manifest_len = bytes.len() as u32;
+        xlog.finish();
+        old_blocks
+    }
+}
+
+/// Seals the growing segment if it has rows; returns the sealed segment.
+pub unsafe fn seal(index: pg_sys::Relation, reason: SealReason) -> Option<SegmentId> {
+    unsafe {
+        let meta_buffer = page::read_buffer(index, META_BLOCK);
+        page::lock(meta_buffer, true);
+        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
+        page::check_meta(index, &meta);
+        if growing_is_empty(index, &meta) {
+            pg_sys::UnlockReleaseBuffer(meta_buffer);
+            return None;
+        }
+        if meta.sealed_count as usize == page::MAX_SEALED {
+            pg_sys::UnlockReleaseBuffer(meta_buffer);
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!("index \"{}\" has {} sealed segments waiting for their flush", relation_name(index), page::MAX_SEALED),
+                "Flush them first (SELECT milvus_flush(...)); if it fails, the error says why."
+            );
+        }
+        let sealed = SegmentId(meta.growing_segment);
+        let mut manifest = page::read_manifest(index, &meta);
+        let now = now();
+        let rows = count_rows(index, meta.growing_head, meta.dims as usize);
+        manifest.seal(sealed, rows, reason, now).unwrap_or_else(|e| error!("{e}"));
+        let growing = manifest.add_growing(now);
+        let new_buffer = page::new_buffer(index);
+        let new_block = pg_sys::BufferGetBlockNumber(new_buffer);
+        let freed = commit(index, meta_buffer, &manifest, |xlog, m| {
+            let p = xlog.register(new_buffer, true);
+            page::init_row_page(p, growing.0);
+            m.sealed[m.sealed_count as usize] = SealedChain { segment: sealed.0, head: m.growing_head, _reserved: 0 };
+            m.sealed_count += 1;
+            m.growing_segment = growing.0;
+            m.growing_head = new_block;
+            m.growing_tail = new_block;
+        });
+        pg_sys::UnlockReleaseBuffer(new_buffer);
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        page::free_pages(index, &freed);
+        Some(sealed)
+    }
+}
+
+unsafe fn growing_is_empty(index: pg_sys::Relation, meta: &Meta) -> bool {
+    if meta.growing_head != meta.growing_tail {
+        return false;
+    }
+    let mut empty = true;
+    unsafe { page::walk_chain(index, meta.growing_head, |_, p| page::for_each_row(p, meta.dims as usize, |_, _, _| empty = false)) };
+    empty
+}
+
+/// Live rows in a page chain.
+pub unsafe fn count_rows(index: pg_sys::Relation, head: pg_sys::BlockNumber, dims: usize) -> u64 {
+    let mut rows = 0;
+    unsafe { page::walk_chain(index, head, |_, p| page::for_each_row(p, dims, |_, _, _| rows += 1)) };
+    rows
+}
+
+/// Flushes one sealed segment; false if another job flushed it meanwhile.
+/// Storage errors are raised (the segment stays sealed, nothing is lost).
+pub unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId) -> bool {
+    unsafe {
+        lock_segment(index, segment.0);
+        let meta = page::read_meta(index);
+        let Some(chain) = meta.sealed().iter().find(|c| c.segment == segment.0).copied() else {
+            return false;
+        };
+        let dims = meta.dims as usize;
+        let metric = Metric::from_code(meta.metric).expect("meta page checked");
+        // The chain is stable: inserts go to the growing segment, and VACUUM
+        // and other flushes wait for the segment lock we hold.
+        let mut rows = PageRows::new(dims);
+        page::walk_chain(index, chain.head, |_, p| page::for_each_row(p, dims, |_, key, v| rows.push(key, v)));
+        let o = options::of(index);
+        let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: build_threads() };
+        let id = index_id(index);
+        let storage = storage::storage();
+        let scratch = std::path::PathBuf::from(crate::gucs::scratch_dir());
+        let flushed: Result<Flushed, String> = storage::run_job("flush", move |cancel| {
+            std::fs::create_dir_all(&scratch).map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
+            jobs::flush(&storage, id, segment, metric, dims, &rows.keys, &rows.vectors, params, &scratch, cancel)
+                .map_err(|e| e.to_string())
+        });
+        let flushed = flushed.unwrap_or_else(|cause| {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_IO_ERROR,
+                format!("could not flush segment {segment} of index \"{}\": {cause}", relation_name(index)),
+                "The rows stay in the sealed segment; nothing is lost. Call milvus_flush() again once the cause is fixed."
+            );
+        });
+        pause_for_tests();
+        publish_flush(index, flushed, chain);
+        true
+    }
+}
+
+/// `milvus.debug_flush_pause`: waits, interruptibly, between upload and
+/// commit, so crash tests can kill the server inside that window. It first
+/// makes the WAL written so far durable (the seal, in particular), so the
+/// window is exactly "sealed and uploaded, not yet published"; without it a
+/// crash may also lose the seal, which is just as safe (the rows are then
+/// growing again).
+fn pause_for_tests() {
+    let pause = crate::gucs::debug_flush_pause();
+    if pause.is_zero() {
+        return;
+    }
+    // SAFETY: flushing WAL up to the current insert position.
+    unsafe { pg_sys::XLogFlush(pg_sys::GetXLogInsertRecPtr()) };
+    let start = std::time::Instant::now();
+    while start.elapsed() < pause {
+        pgrx::check_for_interrupts!();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The threads an HNSW build may use: the machine's cores, at most 4.
+fn build_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get().min(4)).unwrap_or(1)
+}
+
+unsafe fn publish_flush(index: pg_sys::Relation, flushed: Flushed, chain: SealedChain) {
+    unsafe {
+        let meta_buffer = page::read_buffer(index, META_BLOCK);
+        page::lock(meta_buffer, true);
+        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
+        let mut manifest = page::read_manifest(index, &meta);
+        manifest.publish_flush(flushed, now()).unwrap_or_else(|e| error!("{e}"));
+        let chain_blocks = page::chain_blocks(index, chain.head);
+        let freed = commit(index, meta_buffer, &manifest, |_, m| {
+            let n = m.sealed_count as usize;
+            let at = m.sealed[..n].iter().position(|c| c.segment == chain.segment).expect("sealed chain under our lock");
+            m.sealed.copy_within(at + 1..n, at);
+            m.sealed_count -= 1;
+        });
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        page::free_pages(index, &freed);
+        page::free_pages(index, &chain_blocks);
+    }
+}
+
+/// Seals and flushes one index; returns (segment, state) of what it flushed.
+unsafe fn flush_index(index_oid: pg_sys::Oid) -> Vec<(i64, String)> {
+    unsafe {
+        let index = pg_sys::index_open(index_oid, pg_sys::RowExclusiveLock as i32);
+        check_milvus_index(index);
+        check_owner(index);
+        seal(index, SealReason::Manual);
+        let meta = page::read_meta(index);
+        let mut out = Vec::new();
+        for chain in meta.sealed() {
+            let segment = SegmentId(chain.segment);
+            if flush_segment(index, segment) {
+                out.push((segment.0 as i64, SegmentState::Flushed.as_str().to_owned()));
+            }
+        }
+        pg_sys::index_close(index, pg_sys::RowExclusiveLock as i32);
+        out
+    }
+}
+
+unsafe fn check_milvus_index(index: pg_sys::Relation) {
+    unsafe {
+        let am = pg_sys::get_am_name((*(*index).rd_rel).relam);
+        if am.is_null() || std::ffi::CStr::from_ptr(am).to_bytes() != b"milvus" {
+            ereport!(ERROR, PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("\"{}\" is not a milvus index", relation_name(index)));
+        }
+    }
+}
+
+unsafe fn check_owner(index: pg_sys::Relation) {
+    unsafe {
+        if !pg_sys::pg_class_ownercheck((*index).rd_id, pg_sys::GetUserId()) {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("must be owner of index {}", relation_name(index))
+            );
+        }
+    }
+}
+
+/// Every milvus index of the current database.
+fn all_milvus_indexes() -> Vec<pg_sys::Oid> {
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_am a ON a.oid = c.relam \
+                 WHERE a.amname = 'milvus' AND c.relkind = 'i' ORDER BY c.oid",
+                None,
+                &[],
+            )
+            .map(|rows| rows.filter_map(|r| r.get::<pg_sys::Oid>(1).ok().flatten()).collect())
+            .unwrap_or_default()
+    })
+}
+
+/// Seals the growing segment of `index` (of every milvus index of the
+/// database when NULL) and flushes every sealed segment: binlog and HNSW
+/// index written to object storage, then published in the manifest. Without
+/// background workers the calling backend does the work, so `wait` has no
+/// effect yet. Only the index's owner (or a superuser) may flush.
+/// (`regclass` in SQL is an `oid` here: the same bits.)
+#[pg_extern(sql = "
+CREATE FUNCTION milvus_flush(index regclass DEFAULT NULL, wait boolean DEFAULT true)
+    RETURNS TABLE(index regclass, segment_id bigint, state text)
+    VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+COMMENT ON FUNCTION milvus_flush(regclass, boolean) IS 'seal the growing segment and flush sealed segments to object storage';
+")]
+fn milvus_flush(
+    index: default!(Option<pg_sys::Oid>, "NULL"),
+    wait: default!(bool, true),
+) -> TableIterator<'static, (name!(index, pg_sys::Oid), name!(segment_id, i64), name!(state, String))> {
+    let _ = wait;
+    let oids = match index {
+        Some(oid) => vec![oid],
+        None => all_milvus_indexes(),
+    };
+    let mut rows = Vec::new();
+    for oid in oids {
+        // SAFETY: index_open checks the OID and locks the relation.
+        for (segment, state) in unsafe { flush_index(oid) } {
+            rows.push((oid, segment, state));
+        }
+    }
+    TableIterator::new(rows)
+}
+
+/// The segments of a milvus index, the growing one included: Milvus'
+/// GetSegmentInfo.
+#[pg_extern(sql = "
+CREATE FUNCTION milvus_segments(index regclass)
+    RETURNS TABLE(segment_id bigint, state text, index_state text, rows bigint, deleted_rows bigint, bytes bigint,
+                  seal_reason text, created_at timestamptz, sealed_at timestamptz, flushed_at timestamptz)
+    STABLE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+COMMENT ON FUNCTION milvus_segments(regclass) IS 'the segments of a milvus index, growing one included';
+")]
+fn milvus_segments(
+    index: pg_sys::Oid,
+) -> TableIterator<
+    'static,
+    (
+        name!(segment_id, i64),
+        name!(state, String),
+        name!(index_state, String),
+        name!(rows, i64),
+        name!(deleted_rows, i64),
+        name!(bytes, i64),
+        name!(seal_reason, Option<String>),
+        name!(created_at, TimestampWithTimeZone),
+        name!(sealed_at, Option<TimestampWithTimeZone>),
+        name!(flushed_at, Option<TimestampWithTimeZone>),
+    ),
+> {
+    // SAFETY: index_open checks the OID and locks the relation.
+    let rows = unsafe {
+        let rel = pg_sys::index_open(index, pg_sys::AccessShareLock as i32);
+        check_milvus_index(rel);
+        let meta_buffer = page::read_buffer(rel, META_BLOCK);
+        page::lock(meta_buffer, false);
+        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
+        page::check_meta(rel, &meta);
+        let manifest = page::read_manifest(rel, &meta);
+        let dims = meta.dims as usize;
+        let heads: Vec<(u64, pg_sys::BlockNumber)> =
+            std::iter::once((meta.growing_segment, meta.growing_head)).chain(meta.sealed().iter().map(|c| (c.segment, c.head))).collect();
+        let page_rows: Vec<(u64, u64)> = heads.iter().map(|(s, h)| (*s, count_rows(rel, *h, dims))).collect();
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
+        let time = |secs: u64| to_timestamptz(secs);
+        manifest
+            .segments
+            .iter()
+            .map(|e| {
+                let m = &e.meta;
+                let rows = page_rows.iter().find(|(s, _)| *s == m.id.0).map(|(_, r)| *r).unwrap_or(m.rows);
+                (
+                    m.id.0 as i64,
+                    m.state.as_str().to_owned(),
+                    m.index_state.as_str().to_owned(),
+                    rows as i64,
+                    m.deleted_rows as i64,
+                    m.bytes as i64,
+                    m.seal_reason.as_ref().map(|r| r.to_string()),
+                    time(m.created_at),
+                    m.sealed_at.map(time),
+                    m.flushed_at.map(time),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    TableIterator::new(rows)
+}
+
+fn to_timestamptz(unix_secs: u64) -> TimestampWithTimeZone {
+    // SAFETY: a pure conversion.
+    let ts = unsafe { pg_sys::time_t_to_timestamptz(unix_secs as pg_sys::pg_time_t) };
+    TimestampWithTimeZone::try_from(ts).unwrap_or_else(|_| error!("timestamp out of range: {unix_secs}"))
+}
+
+/// Rows a scan must search in pages: the growing segment and every sealed
+/// segment not yet flushed. Call with the meta page share-locked.
+pub unsafe fn page_rows(index: pg_sys::Relation, meta: &Meta) -> PageRows {
+    let dims = meta.dims as usize;
+    let mut rows = PageRows::new(dims);
+    let heads = std::iter::once(meta.growing_head).chain(meta.sealed().iter().map(|c| c.head));
+    for head in heads {
+        unsafe { page::walk_chain(index, head, |_, p| page::for_each_row(p, dims, |_, key, v| rows.push(key, v))) };
+    }
+    rows
+}
