@@ -165,3 +165,26 @@ def test_storage_refusing_writes_loses_nothing(cluster, conn):
     assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed", "flushed"]
     ids = all_index_ids(conn)
     assert len(ids) == len(set(ids)) == 1010
+
+
+@pytest.mark.parametrize("rebuild", ["TRUNCATE items", "REINDEX INDEX items_idx"])
+def test_truncate_and_reindex_never_serve_old_segments(conn, rebuild):
+    """Segment ids restart at 1 in a rebuilt index: a backend that loaded
+    the old segment 1 must not search it in place of the new one."""
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    load(conn, 5000)
+    conn.execute("SELECT * FROM milvus_flush('items_idx')")
+    q = clustered(1, seed=3)[0]
+    assert len(index_ids(conn, "<->", q, 10)) == 10  # this backend loads segment 1
+    if rebuild.startswith("TRUNCATE"):
+        conn.execute(rebuild)
+        load(conn, 4500, seed=8, start_id=100_000)
+    else:
+        conn.execute("DELETE FROM items WHERE id >= 4500")
+        conn.execute(rebuild)
+    conn.execute("SELECT * FROM milvus_flush('items_idx')")
+    assert [s[1] for s in segments(conn)] == ["flushed", "growing"]
+    heap = {r[0] for r in conn.execute("SELECT id FROM items")}
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)) == len(heap) == 4500
+    assert set(ids) == heap

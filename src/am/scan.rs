@@ -134,10 +134,17 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
 type Loaded = (usize, Arc<LoadedSegment>);
 
 thread_local! {
-    /// Flushed segments this backend has loaded, by (index, segment). A
-    /// segment is immutable but for its tombstones: reloaded when its count of
-    /// delta binlogs changes, dropped when it leaves the manifest.
-    static LOADED: RefCell<HashMap<(u32, u64), Loaded>> = RefCell::new(HashMap::new());
+    /// Flushed segments this backend has loaded, by index and by the key of
+    /// their insert binlog: unique per write, unlike segment ids, which start
+    /// again at 1 when TRUNCATE or REINDEX rebuilds the index under the same
+    /// OID. A segment is immutable but for its tombstones: reloaded when its
+    /// count of delta binlogs changes, dropped when it leaves the manifest.
+    static LOADED: RefCell<HashMap<(u32, String), Loaded>> = RefCell::new(HashMap::new());
+}
+
+/// The cache key of a flushed segment.
+fn loaded_key(oid: u32, entry: &SegmentEntry) -> (u32, String) {
+    (oid, entry.insert_binlog.as_ref().map(|o| o.key.clone()).unwrap_or_default())
 }
 
 /// The flushed segments of `manifest`, from the backend's cache or loaded
@@ -145,12 +152,14 @@ thread_local! {
 pub unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifest, metric: Metric) -> Vec<Arc<LoadedSegment>> {
     let oid = unsafe { (*index).rd_id.to_u32() };
     let flushed: Vec<&SegmentEntry> = manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).collect();
+    let keys: Vec<(u32, String)> = flushed.iter().map(|e| loaded_key(oid, e)).collect();
     let missing: Vec<SegmentEntry> = LOADED.with_borrow_mut(|loaded| {
-        loaded.retain(|(o, s), _| *o != oid || flushed.iter().any(|e| e.meta.id.0 == *s));
+        loaded.retain(|k, _| k.0 != oid || keys.contains(k));
         flushed
             .iter()
-            .filter(|e| loaded.get(&(oid, e.meta.id.0)).is_none_or(|(deltas, _)| *deltas != e.delta_binlogs.len()))
-            .map(|e| (*e).clone())
+            .zip(&keys)
+            .filter(|(e, k)| loaded.get(*k).is_none_or(|(deltas, _)| *deltas != e.delta_binlogs.len()))
+            .map(|(e, _)| (*e).clone())
             .collect()
     });
     if !missing.is_empty() {
@@ -159,10 +168,10 @@ pub unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifest, metr
         let results = crate::storage::run_job("load", move |_| {
             missing
                 .into_iter()
-                .map(|e| (e.meta.id, e.delta_binlogs.len(), jobs::load(&storage, &cache, &e, metric)))
+                .map(|e| (loaded_key(oid, &e), e.meta.id, e.delta_binlogs.len(), jobs::load(&storage, &cache, &e, metric)))
                 .collect::<Vec<_>>()
         });
-        for (id, deltas, result) in results {
+        for (key, id, deltas, result) in results {
             let segment = result.unwrap_or_else(|e| {
                 ereport!(
                     ERROR,
@@ -171,8 +180,8 @@ pub unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifest, metr
                     "Queries need every flushed segment; REINDEX rebuilds the index from the table if an object is lost."
                 );
             });
-            LOADED.with_borrow_mut(|loaded| loaded.insert((oid, id.0), (deltas, Arc::new(segment))));
+            LOADED.with_borrow_mut(|loaded| loaded.insert(key, (deltas, Arc::new(segment))));
         }
     }
-    LOADED.with_borrow(|loaded| flushed.iter().map(|e| loaded[&(oid, e.meta.id.0)].1.clone()).collect())
+    LOADED.with_borrow(|loaded| keys.iter().map(|k| loaded[k].1.clone()).collect())
 }
