@@ -188,3 +188,46 @@ def test_truncate_and_reindex_never_serve_old_segments(conn, rebuild):
     ids = all_index_ids(conn)
     assert len(ids) == len(set(ids)) == len(heap) == 4500
     assert set(ids) == heap
+
+
+def test_create_index_reports_progress_and_flushes(cluster, conn):
+    load(conn, 9000)
+    dbname = conn.info.dbname
+    seen = set()
+
+    def build():
+        with cluster.connect(dbname) as c:
+            c.execute("SET milvus.debug_flush_pause = 300")  # room to observe each flush
+            c.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 4500)")
+
+    t = threading.Thread(target=build)
+    t.start()
+    with cluster.connect(dbname) as watcher:
+        while t.is_alive():
+            row = watcher.execute(
+                "SELECT phase, tuples_total FROM pg_stat_progress_create_index WHERE relid = 'items'::regclass").fetchone()
+            if row:
+                seen.add(row)
+            time.sleep(0.02)
+    t.join()
+    assert ("building index: flushing segments", 9000) in seen, seen
+    assert any(phase == "building index: loading rows" for phase, _ in seen), seen
+    assert [(s[1], s[2], s[3]) for s in segments(conn)] == [("flushed", "ready", 4500)] * 2 + [("growing", "none", 0)]
+
+
+def test_create_index_with_storage_refusing_writes_warns_and_keeps_rows(cluster, conn):
+    load(conn, 1000)
+    readonly = Path(cluster.host) / "readonly-store"
+    readonly.mkdir(exist_ok=True)
+    os.chmod(readonly, 0o555)
+    conn.execute(f"SET milvus.storage_url = 'file://{readonly}'")
+    notices = []
+    conn.add_notice_handler(lambda d: notices.append((d.severity, d.message_primary)))
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    assert any(sev == "WARNING" and msg.startswith('could not flush segment 1 of index "items_idx": storage file://')
+               for sev, msg in notices), notices
+    assert [s[1] for s in segments(conn)] == ["sealed", "growing"]
+    assert len(all_index_ids(conn)) == 1000
+    conn.execute("RESET milvus.storage_url")
+    assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
+    assert len(set(all_index_ids(conn))) == 1000

@@ -46,6 +46,13 @@ RESET milvus.max_scan_tuples;
 RESET enable_seqscan;
 SELECT count(*) FROM items WHERE embedding IS NOT NULL;
 
+-- CREATE INDEX on a populated table writes flushed segments of at most
+-- segment_max_rows rows, sealed by the build.
+CREATE INDEX items_built ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 2000);
+SELECT segment_id, state, index_state, rows, seal_reason FROM milvus_segments('items_built');
+SELECT id FROM items ORDER BY embedding <-> '[0.5,0.5,0.5,0.5]' LIMIT 3;
+DROP INDEX items_built;
+
 -- Errors: not an index, not a milvus index, not the owner.
 SELECT * FROM milvus_flush('items');
 SELECT * FROM milvus_flush('items_pkey');

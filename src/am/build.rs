@@ -4,9 +4,17 @@
 //! Phase 1 writes the manifest (one growing segment, id 1), then the meta
 //! page (format, dimensions, metric, where the manifest is) and the growing
 //! segment's first row page in one WAL record.
-//! Phase 2 scans the heap (`table_index_build_scan`, which reports progress
-//! in `pg_stat_progress_create_index`) and appends each row as `aminsert`
-//! does. Options are validated before anything is written.
+//! Phase 2, "loading rows", scans the heap (`table_index_build_scan`) and
+//! appends each row as `aminsert` does, sealing the growing segment every
+//! `segment_max_rows` rows and after the last one.
+//! Phase 3, "flushing segments", flushes every sealed segment (binlog, HNSW
+//! built on a helper thread, upload, manifest), so the index starts out as
+//! flushed, indexed segments. If storage refuses, CREATE INDEX still
+//! succeeds with a WARNING: the rows stay sealed in pages, searches see
+//! them, and `milvus_flush()` retries (an unreachable storage must not make
+//! an index impossible to create).
+//! Both phases show in `pg_stat_progress_create_index`. Options are
+//! validated before anything is written.
 
 use std::ffi::c_void;
 
@@ -15,14 +23,36 @@ use pgrx::prelude::*;
 use pgrx::FromDatum;
 
 use milvus_core::format::manifest::Manifest;
+use milvus_core::segment::{SealReason, SegmentId};
 
 use super::page::{self, INVALID_BLOCK, META_BLOCK, Meta, SealedChain, Xlog};
-use super::{dims_of, insert, metric_of, options};
+use super::{dims_of, flush, insert, metric_of, options};
 use crate::vector::PgVector;
 
 struct BuildState {
     index: pg_sys::Relation,
     rows: f64,
+    in_growing: u64,
+    max_rows: u64,
+}
+
+const PHASE_LOAD: i64 = 2;
+const PHASE_FLUSH: i64 = 3;
+
+/// Names of the build phases, for `pg_stat_progress_create_index`.
+#[pg_guard]
+pub unsafe extern "C-unwind" fn ambuildphasename(phase: i64) -> *mut std::ffi::c_char {
+    let name: &'static std::ffi::CStr = match phase {
+        PHASE_LOAD => c"loading rows",
+        PHASE_FLUSH => c"flushing segments",
+        _ => return std::ptr::null_mut(),
+    };
+    name.as_ptr().cast_mut()
+}
+
+fn report(param: u32, value: i64) {
+    // SAFETY: progress reporting of the running command.
+    unsafe { pg_sys::pgstat_progress_update_param(param as i32, value) }
 }
 
 #[pg_guard]
@@ -38,7 +68,9 @@ pub unsafe extern "C-unwind" fn ambuild(
         validate_options(index);
         init_index(index, pg_sys::ForkNumber::MAIN_FORKNUM);
 
-        let mut state = BuildState { index, rows: 0.0 };
+        let max_rows = options::of(index).segment_max_rows as u64;
+        let mut state = BuildState { index, rows: 0.0, in_growing: 0, max_rows };
+        report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
         let heap_rows = pg_sys::table_index_build_scan(
             heap,
             index,
@@ -49,6 +81,11 @@ pub unsafe extern "C-unwind" fn ambuild(
             (&mut state as *mut BuildState).cast(),
             std::ptr::null_mut(),
         );
+        if state.in_growing > 0 {
+            flush::seal(index, SealReason::Build);
+        }
+        flush_sealed_segments(index, state.rows);
+
         let mut result = PgBox::<pg_sys::IndexBuildResult>::alloc0();
         result.heap_tuples = heap_rows;
         result.index_tuples = state.rows;
@@ -73,6 +110,31 @@ unsafe extern "C-unwind" fn build_callback(
         let vector = PgVector::from_datum(*values, false).expect("not null");
         insert::insert_row(state.index, page::pack_tid(&*tid), vector.as_slice());
         state.rows += 1.0;
+        state.in_growing += 1;
+        if state.in_growing >= state.max_rows {
+            flush::seal(state.index, SealReason::Build);
+            state.in_growing = 0;
+        }
+    }
+}
+
+/// Phase 3: flushes what the load sealed, reporting rows done.
+unsafe fn flush_sealed_segments(index: pg_sys::Relation, rows: f64) {
+    unsafe {
+        report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_FLUSH);
+        report(pg_sys::PROGRESS_CREATEIDX_TUPLES_TOTAL, rows as i64);
+        let meta = page::read_meta(index);
+        let mut done = 0;
+        for chain in meta.sealed() {
+            let segment = SegmentId(chain.segment);
+            let segment_rows = flush::count_rows(index, chain.head, meta.dims as usize) as i64;
+            if let Err(message) = flush::flush_segment(index, segment) {
+                ereport!(WARNING, PgSqlErrorCode::ERRCODE_IO_ERROR, message, flush::FLUSH_FAILED_DETAIL);
+                return;
+            }
+            done += segment_rows;
+            report(pg_sys::PROGRESS_CREATEIDX_TUPLES_DONE, done);
+        }
     }
 }
 

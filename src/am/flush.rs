@@ -148,14 +148,15 @@ pub unsafe fn count_rows(index: pg_sys::Relation, head: pg_sys::BlockNumber, dim
     rows
 }
 
-/// Flushes one sealed segment; false if another job flushed it meanwhile.
-/// Storage errors are raised (the segment stays sealed, nothing is lost).
-pub unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId) -> bool {
+/// Flushes one sealed segment; `Ok(false)` if another job flushed it
+/// meanwhile, `Err(cause)` if storage or the build failed (the segment stays
+/// sealed, nothing is lost).
+pub unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId) -> Result<bool, String> {
     unsafe {
         lock_segment(index, segment.0);
         let meta = page::read_meta(index);
         let Some(chain) = meta.sealed().iter().find(|c| c.segment == segment.0).copied() else {
-            return false;
+            return Ok(false);
         };
         let dims = meta.dims as usize;
         let metric = Metric::from_code(meta.metric).expect("meta page checked");
@@ -173,19 +174,16 @@ pub unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId) -> bool
             jobs::flush(&storage, id, segment, metric, dims, &rows.keys, &rows.vectors, params, &scratch, cancel)
                 .map_err(|e| e.to_string())
         });
-        let flushed = flushed.unwrap_or_else(|cause| {
-            ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_IO_ERROR,
-                format!("could not flush segment {segment} of index \"{}\": {cause}", relation_name(index)),
-                "The rows stay in the sealed segment; nothing is lost. Call milvus_flush() again once the cause is fixed."
-            );
-        });
+        let flushed = flushed.map_err(|cause| format!("could not flush segment {segment} of index \"{}\": {cause}", relation_name(index)))?;
         pause_for_tests();
         publish_flush(index, flushed, chain);
-        true
+        Ok(true)
     }
 }
+
+/// What a failed flush means for the user, as the DETAIL of its message.
+pub const FLUSH_FAILED_DETAIL: &str =
+    "The rows stay in the sealed segment; nothing is lost. Call milvus_flush() again once the cause is fixed.";
 
 /// `milvus.debug_flush_pause`: waits, interruptibly, between upload and
 /// commit, so crash tests can kill the server inside that window. It first
@@ -243,8 +241,12 @@ unsafe fn flush_index(index_oid: pg_sys::Oid) -> Vec<(i64, String)> {
         let mut out = Vec::new();
         for chain in meta.sealed() {
             let segment = SegmentId(chain.segment);
-            if flush_segment(index, segment) {
-                out.push((segment.0 as i64, SegmentState::Flushed.as_str().to_owned()));
+            match flush_segment(index, segment) {
+                Ok(true) => out.push((segment.0 as i64, SegmentState::Flushed.as_str().to_owned())),
+                Ok(false) => {}
+                Err(message) => {
+                    ereport!(ERROR, PgSqlErrorCode::ERRCODE_IO_ERROR, message, FLUSH_FAILED_DETAIL);
+                }
             }
         }
         pg_sys::index_close(index, pg_sys::RowExclusiveLock as i32);

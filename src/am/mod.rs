@@ -65,6 +65,7 @@ fn milvus_handler(_fcinfo: pg_sys::FunctionCallInfo) -> PgBox<pg_sys::IndexAmRou
     am.amcostestimate = Some(cost::amcostestimate);
     am.amoptions = Some(options::amoptions);
     am.amvalidate = Some(amvalidate);
+    am.ambuildphasename = Some(build::ambuildphasename);
     am.ambeginscan = Some(scan::ambeginscan);
     am.amrescan = Some(scan::amrescan);
     am.amgettuple = Some(scan::amgettuple);
