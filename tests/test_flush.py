@@ -231,3 +231,38 @@ def test_create_index_with_storage_refusing_writes_warns_and_keeps_rows(cluster,
     conn.execute("RESET milvus.storage_url")
     assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
     assert len(set(all_index_ids(conn))) == 1000
+
+
+def test_cancelled_flush_returns_promptly_and_loses_nothing(cluster, conn):
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    load(conn, 6000)
+    dbname = conn.info.dbname
+    outcome = {}
+
+    def flush():
+        with cluster.connect(dbname) as c:
+            outcome["pid"] = c.info.backend_pid
+            c.execute("SET milvus.debug_flush_pause = 60000")
+            try:
+                c.execute("SELECT * FROM milvus_flush('items_idx')")
+            except psycopg.errors.QueryCanceled as e:
+                outcome["error"] = e.diag.message_primary
+                outcome["at"] = time.time()
+
+    t = threading.Thread(target=flush)
+    t.start()
+    deadline = time.time() + 30
+    while time.time() < deadline and not conn.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'SELECT * FROM milvus_flush%' AND state = 'active'").fetchone():
+        time.sleep(0.05)
+    time.sleep(1.0)  # inside the build, the upload or the pause
+    asked = time.time()
+    conn.execute("SELECT pg_cancel_backend(%s)", (outcome["pid"],))
+    t.join(timeout=30)
+    assert outcome.get("error") == "canceling statement due to user request", outcome
+    assert outcome["at"] - asked < 2.0, f"cancel took {outcome['at'] - asked:.2f} s"
+    # Cancelled before its commit: the rows are growing or sealed, each found once.
+    assert {s[1] for s in segments(conn)} <= {"growing", "sealed"}
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)) == 6000
+    assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]

@@ -324,7 +324,22 @@ pub unsafe fn fill_manifest_pages(index: pg_sys::Relation, buffers: &[pg_sys::Bu
     }
 }
 
-/// Reads the manifest the meta page points at.
+/// Reads the meta page and the manifest it points at, under one share lock
+/// (a commit frees the old manifest's pages once it has the lock).
+pub unsafe fn read_meta_and_manifest(index: pg_sys::Relation) -> (Meta, milvus_core::format::manifest::Manifest) {
+    unsafe {
+        let buffer = read_buffer(index, META_BLOCK);
+        lock(buffer, false);
+        let m = *meta(pg_sys::BufferGetPage(buffer));
+        check_meta(index, &m);
+        let manifest = read_manifest(index, &m);
+        pg_sys::UnlockReleaseBuffer(buffer);
+        (m, manifest)
+    }
+}
+
+/// Reads the manifest the meta page points at. The caller holds the meta
+/// page locked, so the chain cannot be freed while it is read.
 pub unsafe fn read_manifest(index: pg_sys::Relation, meta: &Meta) -> milvus_core::format::manifest::Manifest {
     let mut bytes = Vec::with_capacity(meta.manifest_len as usize);
     unsafe {
@@ -372,6 +387,17 @@ pub unsafe fn walk_chain(index: pg_sys::Relation, head: pg_sys::BlockNumber, mut
             let buffer = read_buffer(index, block);
             lock(buffer, false);
             let page = pg_sys::BufferGetPage(buffer);
+            let is_chain_page = pg_sys::PageGetSpecialSize(page) as usize == maxalign(size_of::<RowPageOpaque>())
+                && matches!((*opaque(page)).page_id, ROW_PAGE_ID | MANIFEST_PAGE_ID);
+            if !is_chain_page {
+                pg_sys::UnlockReleaseBuffer(buffer);
+                pgrx::ereport!(
+                    ERROR,
+                    pgrx::PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+                    format!("index \"{}\": block {block} is not a page of a segment or manifest chain", super::relation_name(index)),
+                    "REINDEX rebuilds the index from the table."
+                );
+            }
             f(block, page);
             let next = (*opaque(page)).next;
             pg_sys::UnlockReleaseBuffer(buffer);

@@ -63,13 +63,11 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         }
 
         // Pass 2: flushed segments.
-        let meta = page::read_meta(index);
+        let (meta, manifest) = page::read_meta_and_manifest(index);
         let metric = Metric::from_code(meta.metric).expect("meta page checked");
-        let manifest = page::read_manifest(index, &meta);
         for entry in manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed) {
             lock_segment(index, entry.meta.id.0);
-            let meta = page::read_meta(index);
-            let manifest = page::read_manifest(index, &meta);
+            let (_, manifest) = page::read_meta_and_manifest(index);
             let Some(current) = manifest.segment(entry.meta.id).filter(|e| e.meta.state == SegmentState::Flushed) else {
                 continue;
             };
@@ -162,9 +160,13 @@ pub unsafe extern "C-unwind" fn amvacuumcleanup(
         // No ambulkdelete ran (nothing to delete): count the rows.
         let stats = PgBox::<pg_sys::IndexBulkDeleteResult>::alloc0().into_pg();
         let index = (*info).index;
-        let meta = page::read_meta(index);
+        let meta_buffer = page::read_buffer(index, META_BLOCK);
+        page::lock(meta_buffer, false);
+        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
+        page::check_meta(index, &meta);
         let manifest = page::read_manifest(index, &meta);
         let mut rows = flush::page_rows(index, &meta).keys.len() as f64;
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
         rows += manifest.live_segments().filter(|e| e.meta.state == SegmentState::Flushed).map(|e| e.meta.live_rows() as f64).sum::<f64>();
         (*stats).num_index_tuples = rows;
         (*stats).num_pages = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);

@@ -2,4 +2,5 @@
 //! One file per area; each wraps its tests in `#[pg_schema] mod tests`, since
 //! pgrx-tests calls them as `tests.<name>()`. The SQL contract is pg_test/.
 
+mod index;
 mod vector;

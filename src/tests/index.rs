@@ -1,0 +1,32 @@
+//! The milvus index in the `cargo pgrx test` cluster, which does not preload
+//! the library (no `shared_preload_libraries`): everything must work there,
+//! with flushes done by `milvus_flush()` in the calling backend (invariant 8).
+
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    #[pg_test]
+    fn index_flush_search_and_vacuum_without_preload() {
+        let preload = Spi::get_one::<String>("SHOW shared_preload_libraries").unwrap().unwrap_or_default();
+        assert!(!preload.contains("pg_milvus"), "this test is about running without preload: {preload}");
+        Spi::run("CREATE TABLE t (id int PRIMARY KEY, v vector(3))").unwrap();
+        Spi::run("INSERT INTO t SELECT i, ARRAY[i % 17, i % 13, i % 11] FROM generate_series(1, 5000) i").unwrap();
+        Spi::run("CREATE INDEX t_idx ON t USING milvus (v vector_l2_ops)").unwrap();
+        Spi::run("INSERT INTO t SELECT i, ARRAY[i % 17, i % 13, i % 11] FROM generate_series(5001, 5100) i").unwrap();
+        let flushed = Spi::get_one::<i64>("SELECT count(*) FROM milvus_flush('t_idx')").unwrap();
+        assert_eq!(flushed, Some(1), "the rows inserted after CREATE INDEX");
+        let states = Spi::get_one::<String>(
+            "SELECT string_agg(state || ':' || rows, ',' ORDER BY segment_id) FROM milvus_segments('t_idx')",
+        )
+        .unwrap();
+        assert_eq!(states.as_deref(), Some("flushed:5000,flushed:100,growing:0"));
+        Spi::run("SET enable_seqscan = off").unwrap();
+        let nearest = Spi::get_one::<i32>("SELECT id FROM t ORDER BY v <-> '[1,1,1]' LIMIT 1").unwrap();
+        let exact = Spi::get_one::<i32>("SELECT id FROM t ORDER BY l2_distance(v, '[1,1,1]'), id LIMIT 1").unwrap();
+        assert_eq!(
+            Spi::get_one::<f64>(&format!("SELECT l2_distance(v, '[1,1,1]') FROM t WHERE id = {}", nearest.unwrap())).unwrap(),
+            Spi::get_one::<f64>(&format!("SELECT l2_distance(v, '[1,1,1]') FROM t WHERE id = {}", exact.unwrap())).unwrap(),
+        );
+    }
+}
