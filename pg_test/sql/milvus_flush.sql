@@ -18,8 +18,9 @@ SELECT * FROM milvus_flush('items_idx');
 SELECT segment_id, state, index_state, rows, deleted_rows, bytes > 0 AS stored, seal_reason,
        sealed_at IS NOT NULL AS sealed, flushed_at >= sealed_at AS flushed_after_seal
   FROM milvus_segments('items_idx');
--- Nothing to seal: flushing again does nothing.
+-- Nothing to seal: flushing again does nothing (also without waiting).
 SELECT * FROM milvus_flush('items_idx');
+SELECT * FROM milvus_flush('items_idx', wait => false);
 
 -- Rows after the barrier are in the new growing segment; small segments
 -- (up to 4,096 rows) are flushed without a graph (brute force is as fast).

@@ -142,6 +142,19 @@ thread_local! {
     static LOADED: RefCell<HashMap<(u32, String), Loaded>> = RefCell::new(HashMap::new());
 }
 
+fn relation_exists(oid: u32) -> bool {
+    // SAFETY: a syscache lookup by OID.
+    unsafe {
+        pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::RELOID as i32,
+            pg_sys::Datum::from(oid),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        )
+    }
+}
+
 /// The cache key of a flushed segment.
 fn loaded_key(oid: u32, entry: &SegmentEntry) -> (u32, String) {
     (oid, entry.insert_binlog.as_ref().map(|o| o.key.clone()).unwrap_or_default())
@@ -154,7 +167,11 @@ pub unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifest, metr
     let flushed: Vec<&SegmentEntry> = manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).collect();
     let keys: Vec<(u32, String)> = flushed.iter().map(|e| loaded_key(oid, e)).collect();
     let missing: Vec<SegmentEntry> = LOADED.with_borrow_mut(|loaded| {
-        loaded.retain(|k, _| k.0 != oid || keys.contains(k));
+        // Segments of this index that left the manifest, and of indexes that
+        // were dropped, go.
+        let others: std::collections::HashSet<u32> = loaded.keys().map(|k| k.0).filter(|o| *o != oid).collect();
+        let dropped: Vec<u32> = others.into_iter().filter(|o| !relation_exists(*o)).collect();
+        loaded.retain(|k, _| (k.0 != oid || keys.contains(k)) && !dropped.contains(&k.0));
         flushed
             .iter()
             .zip(&keys)
