@@ -45,6 +45,17 @@ SELECT id, category, round((embedding <-> (SELECT embedding FROM items WHERE id 
   FROM items WHERE category = 3 ORDER BY embedding <-> (SELECT embedding FROM items WHERE id = 1) LIMIT 5;
 SQL
 
+bold "delete 30% of category 1..3, VACUUM (tombstones), compact, collect garbage"
+sql <<'SQL'
+DELETE FROM items WHERE category IN (1, 2, 3);
+VACUUM items;
+SELECT segment_id, state, rows, deleted_rows FROM milvus_segments('items_embedding_idx') WHERE state <> 'dropped';
+SELECT plan, input_segments, output_segment, removed_rows FROM milvus_compact('items_embedding_idx');
+SET milvus.gc_grace_period = 0;
+SELECT * FROM milvus_gc('items_embedding_idx');
+SELECT segment_id, state, index_state, rows, deleted_rows, seal_reason FROM milvus_segments('items_embedding_idx');
+SQL
+
 bold "inner product and cosine (sequential scans: the index is an L2 index)"
 sql <<'SQL'
 SELECT id, round((embedding <#> (SELECT embedding FROM items WHERE id = 1))::numeric, 4) AS neg_inner_product

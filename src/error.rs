@@ -39,3 +39,9 @@ impl<T> OrRaise<T> for Result<T, VectorError> {
         self.unwrap_or_else(|e| raise_vector_error(e))
     }
 }
+
+/// Raises an I/O-class error (object storage, the cache); never returns.
+pub fn raise_io(message: String) -> ! {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_IO_ERROR, message, "pg_milvus").report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}

@@ -11,6 +11,8 @@ static STORAGE_URL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>:
 static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static CACHE_SIZE_MB: GucSetting<i32> = GucSetting::<i32>::new(1024);
 static DEBUG_FLUSH_PAUSE_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+static COMPACTION_DELETE_RATIO: GucSetting<f64> = GucSetting::<f64>::new(0.2);
+static GC_GRACE_PERIOD_S: GucSetting<i32> = GucSetting::<i32>::new(3600);
 
 /// Registers the settings; called from `_PG_init`.
 pub fn init() {
@@ -59,6 +61,26 @@ pub fn init() {
         i32::MAX,
         GucContext::Suset,
         GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"milvus.compaction_delete_ratio",
+        c"Deleted fraction of a flushed segment at which compaction rewrites it.",
+        c"Range 0.01 to 1.0; default 0.2, Milvus' value.",
+        &COMPACTION_DELETE_RATIO,
+        0.01,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"milvus.gc_grace_period",
+        c"Seconds an object no manifest references is kept before garbage collection deletes it.",
+        c"Queries that started before a compaction may still read the segments it replaced. Range 0 to 2147483647; default 3600. Superuser only.",
+        &GC_GRACE_PERIOD_S,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
     );
     GucRegistry::define_int_guc(
         c"milvus.debug_flush_pause",
@@ -113,4 +135,12 @@ pub fn cache_size_bytes() -> u64 {
 
 pub fn debug_flush_pause() -> std::time::Duration {
     std::time::Duration::from_millis(DEBUG_FLUSH_PAUSE_MS.get() as u64)
+}
+
+pub fn compaction_delete_ratio() -> f64 {
+    COMPACTION_DELETE_RATIO.get()
+}
+
+pub fn gc_grace_period() -> std::time::Duration {
+    std::time::Duration::from_secs(GC_GRACE_PERIOD_S.get() as u64)
 }

@@ -105,10 +105,11 @@ def test_kill_9_between_upload_and_manifest_commit(cluster, conn):
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
     load(conn, 6000)
     dbname = conn.info.dbname
-    db_oid, index_oid = conn.execute(
-        "SELECT d.oid, 'items_idx'::regclass::oid FROM pg_database d WHERE d.datname = current_database()").fetchone()
-    # Objects of this index only: <database oid>/<index oid>/ under the store.
-    objects = Path(cluster.host) / "data" / "pg_milvus" / "objects" / str(db_oid) / str(index_oid)
+    cluster_id, db_oid, index_oid = conn.execute(
+        "SELECT lpad(to_hex(s.system_identifier), 16, '0'), d.oid, 'items_idx'::regclass::oid"
+        " FROM pg_control_system() s, pg_database d WHERE d.datname = current_database()").fetchone()
+    # Objects of this index only: <cluster>/<database oid>/<index oid>/ under the store.
+    objects = Path(cluster.host) / "data" / "pg_milvus" / "objects" / cluster_id / str(db_oid) / str(index_oid)
 
     def flush_and_pause():
         try:

@@ -42,7 +42,7 @@ pub fn now() -> u64 {
 
 /// The numbers object keys are built from.
 pub unsafe fn index_id(index: pg_sys::Relation) -> IndexId {
-    unsafe { IndexId { database: pg_sys::MyDatabaseId.to_u32(), index: (*index).rd_id.to_u32() } }
+    unsafe { IndexId { cluster: pg_sys::GetSystemIdentifier(), database: pg_sys::MyDatabaseId.to_u32(), index: (*index).rd_id.to_u32() } }
 }
 
 /// Takes the job lock of (index, segment) until the end of the transaction.
@@ -206,7 +206,7 @@ fn pause_for_tests() {
 }
 
 /// The threads an HNSW build may use: the machine's cores, at most 4.
-fn build_threads() -> usize {
+pub(super) fn build_threads() -> usize {
     std::thread::available_parallelism().map(|n| n.get().min(4)).unwrap_or(1)
 }
 
@@ -254,7 +254,7 @@ unsafe fn flush_index(index_oid: pg_sys::Oid) -> Vec<(i64, String)> {
     }
 }
 
-unsafe fn check_milvus_index(index: pg_sys::Relation) {
+pub(super) unsafe fn check_milvus_index(index: pg_sys::Relation) {
     unsafe {
         let am = pg_sys::get_am_name((*(*index).rd_rel).relam);
         if am.is_null() || std::ffi::CStr::from_ptr(am).to_bytes() != b"milvus" {
@@ -263,7 +263,7 @@ unsafe fn check_milvus_index(index: pg_sys::Relation) {
     }
 }
 
-unsafe fn check_owner(index: pg_sys::Relation) {
+pub(super) unsafe fn check_owner(index: pg_sys::Relation) {
     unsafe {
         if !pg_sys::pg_class_ownercheck((*index).rd_id, pg_sys::GetUserId()) {
             ereport!(
@@ -276,7 +276,7 @@ unsafe fn check_owner(index: pg_sys::Relation) {
 }
 
 /// Every milvus index of the current database.
-fn all_milvus_indexes() -> Vec<pg_sys::Oid> {
+pub(super) fn all_milvus_indexes() -> Vec<pg_sys::Oid> {
     Spi::connect(|client| {
         client
             .select(

@@ -16,6 +16,8 @@
 //! - `options.rs`: reloptions; `page.rs`: page layout and WAL.
 
 mod build;
+mod compact;
+mod gc;
 mod cost;
 pub mod flush;
 mod insert;

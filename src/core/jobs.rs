@@ -57,18 +57,20 @@ impl JobError {
 /// Which index a job works for: the numbers object keys are built from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexId {
+    /// The Postgres cluster's system identifier.
+    pub cluster: u64,
     pub database: u32,
     pub index: u32,
 }
 
 impl IndexId {
     fn key(&self, segment: SegmentId, kind: ObjectKind) -> String {
-        ObjectKey { database: self.database, index: self.index, segment, kind, nonce: new_nonce() }.path()
+        ObjectKey { cluster: self.cluster, database: self.database, index: self.index, segment, kind, nonce: new_nonce() }.path()
     }
 
     /// The prefix of all this index's objects (for garbage collection).
     pub fn prefix(&self) -> String {
-        ObjectKey::index_prefix(self.database, self.index)
+        ObjectKey::index_prefix(self.cluster, self.database, self.index)
     }
 }
 

@@ -7,14 +7,20 @@
 //! - `memory://`: in-process, for tests.
 //!
 //! Every object has a typed [`ObjectKey`] whose path is built from numbers
-//! only (database OID, index OID, segment id, a nonce), never from a user's
-//! string, so no key can leave the storage prefix:
+//! only (the cluster's system identifier, database OID, index OID, segment
+//! id, a nonce), never from a user's string, so no key can leave the
+//! storage prefix:
 //!
 //! ```text
-//! <prefix>/<database>/<index>/<segment:020>/insert-<nonce:016x>.bin
-//! <prefix>/<database>/<index>/<segment:020>/index-<nonce:016x>.hnsw
-//! <prefix>/<database>/<index>/<segment:020>/delta-<nonce:016x>.bin
+//! <prefix>/<cluster:016x>/<database>/<index>/<segment:020>/insert-<nonce:016x>.bin
+//! <prefix>/<cluster:016x>/<database>/<index>/<segment:020>/index-<nonce:016x>.hnsw
+//! <prefix>/<cluster:016x>/<database>/<index>/<segment:020>/delta-<nonce:016x>.bin
 //! ```
+//!
+//! The cluster comes first because OIDs repeat across Postgres clusters: two
+//! clusters sharing a bucket must never see, let alone collect, each other's
+//! objects. A physical standby has its primary's identifier, and so reads the
+//! same objects.
 //!
 //! The nonce makes every write a new object: a flush retried after a crash
 //! between upload and manifest commit never overwrites what another attempt
@@ -134,6 +140,8 @@ pub enum ObjectKind {
 /// A typed object key: every path is derived from these numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
+    /// The Postgres cluster's system identifier.
+    pub cluster: u64,
     pub database: u32,
     pub index: u32,
     pub segment: SegmentId,
@@ -150,12 +158,17 @@ impl ObjectKey {
             ObjectKind::IndexFile => ("index", "hnsw"),
             ObjectKind::DeltaBinlog => ("delta", "bin"),
         };
-        format!("{}/{}/{:020}/{stem}-{:016x}.{ext}", self.database, self.index, self.segment.0, self.nonce)
+        format!("{}{:020}/{stem}-{:016x}.{ext}", Self::index_prefix(self.cluster, self.database, self.index), self.segment.0, self.nonce)
     }
 
     /// The prefix under which all of one index's objects live.
-    pub fn index_prefix(database: u32, index: u32) -> String {
-        format!("{database}/{index}/")
+    pub fn index_prefix(cluster: u64, database: u32, index: u32) -> String {
+        format!("{}{index}/", Self::database_prefix(cluster, database))
+    }
+
+    /// The prefix under which all of one database's objects live.
+    pub fn database_prefix(cluster: u64, database: u32) -> String {
+        format!("{cluster:016x}/{database}/")
     }
 }
 
@@ -408,15 +421,15 @@ mod tests {
     use super::*;
 
     fn key(segment: u64, kind: ObjectKind, nonce: u64) -> ObjectKey {
-        ObjectKey { database: 5, index: 16384, segment: SegmentId(segment), kind, nonce }
+        ObjectKey { cluster: 0x7301, database: 5, index: 16384, segment: SegmentId(segment), kind, nonce }
     }
 
     #[test]
     fn keys_are_built_from_numbers_only() {
-        assert_eq!(key(7, ObjectKind::InsertBinlog, 0xab).path(), "5/16384/00000000000000000007/insert-00000000000000ab.bin");
-        assert_eq!(key(7, ObjectKind::IndexFile, 1).path(), "5/16384/00000000000000000007/index-0000000000000001.hnsw");
-        assert_eq!(key(7, ObjectKind::DeltaBinlog, 2).path(), "5/16384/00000000000000000007/delta-0000000000000002.bin");
-        assert_eq!(ObjectKey::index_prefix(5, 16384), "5/16384/");
+        assert_eq!(key(7, ObjectKind::InsertBinlog, 0xab).path(), "0000000000007301/5/16384/00000000000000000007/insert-00000000000000ab.bin");
+        assert_eq!(key(7, ObjectKind::IndexFile, 1).path(), "0000000000007301/5/16384/00000000000000000007/index-0000000000000001.hnsw");
+        assert_eq!(key(7, ObjectKind::DeltaBinlog, 2).path(), "0000000000007301/5/16384/00000000000000000007/delta-0000000000000002.bin");
+        assert_eq!(ObjectKey::index_prefix(0x7301, 5, 16384), "0000000000007301/5/16384/");
         assert_ne!(new_nonce(), new_nonce());
     }
 
@@ -456,15 +469,17 @@ mod tests {
             storage.put(k, Bytes::from(k.clone().into_bytes())).unwrap();
         }
         assert_eq!(storage.get(&a).unwrap(), Bytes::from(a.clone().into_bytes()));
-        let listed: Vec<String> = storage.list(&ObjectKey::index_prefix(5, 16384)).unwrap().into_iter().map(|l| l.key).collect();
+        let listed: Vec<String> = storage.list(&ObjectKey::index_prefix(0x7301, 5, 16384)).unwrap().into_iter().map(|l| l.key).collect();
         assert_eq!(listed, vec![b.clone(), a.clone(), orphan.clone()], "sorted by key");
 
         let missing = storage.get("5/16384/none").unwrap_err();
         assert_eq!(missing, StorageError::NotFound { storage: storage.url().into(), key: "5/16384/none".into() });
+        let other_cluster = ObjectKey { cluster: 0x7302, ..key(1, ObjectKind::InsertBinlog, 1) }.path();
+        storage.put(&other_cluster, Bytes::from_static(b"theirs")).unwrap();
         assert!(!missing.is_transient());
 
         let referenced: HashSet<String> = [a.clone(), b.clone()].into();
-        let prefix = ObjectKey::index_prefix(5, 16384);
+        let prefix = ObjectKey::index_prefix(0x7301, 5, 16384);
         let young = storage.collect_garbage(&prefix, &referenced, Duration::from_secs(3600), SystemTime::now()).unwrap();
         assert_eq!((young.deleted.len(), young.kept_referenced, young.kept_young), (0, 2, 1));
         let later = SystemTime::now() + Duration::from_secs(7200);
@@ -472,6 +487,7 @@ mod tests {
         assert_eq!(old.deleted, vec![orphan.clone()]);
         assert!(storage.get(&a).is_ok() && storage.get(&b).is_ok(), "referenced objects are never deleted");
         assert!(matches!(storage.get(&orphan), Err(StorageError::NotFound { .. })));
+        assert!(storage.get(&other_cluster).is_ok(), "another cluster's objects are outside the prefix");
         storage.delete(&orphan).unwrap();
     }
 

@@ -172,6 +172,28 @@ impl Manifest {
         Ok(())
     }
 
+    /// Drops segments without a replacement: compaction of segments whose
+    /// every row is deleted.
+    pub fn drop_segments(&mut self, ids: &[SegmentId]) -> Result<(), ManifestError> {
+        for id in ids {
+            self.segment_mut(*id)?.meta.drop_()?;
+        }
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Forgets dropped segments whose objects are all gone (`gone(key)`),
+    /// so the manifest does not grow forever; returns how many.
+    pub fn forget_dropped(&mut self, gone: impl Fn(&str) -> bool) -> usize {
+        let before = self.segments.len();
+        self.segments.retain(|e| e.meta.state != SegmentState::Dropped || !e.objects().all(|o| gone(&o.key)));
+        let forgotten = before - self.segments.len();
+        if forgotten > 0 {
+            self.generation += 1;
+        }
+        forgotten
+    }
+
     /// A fresh id for a compaction's output (ids are never reused).
     pub fn allocate_segment_id(&mut self) -> SegmentId {
         let id = self.allocate();
@@ -295,6 +317,9 @@ mod tests {
         assert_eq!(m.segment(out).unwrap().meta.seal_reason.as_ref().unwrap().to_string(), "compaction of [1]");
         assert_eq!(m.referenced_keys().collect::<Vec<_>>(), [format!("i/{out}"), format!("h/{out}")]);
         assert_eq!(m.generation, 6);
+        assert_eq!(m.forget_dropped(|_| false), 0, "objects still there: kept");
+        assert_eq!(m.forget_dropped(|k| k == format!("i/{a}")), 1);
+        assert!(m.segment(a).is_none() && m.segment(out).is_some());
         assert_eq!(m.publish_flush(flushed(a, 1), 5).unwrap_err().to_string(), "segment 1: illegal state change dropped -> flushed");
         assert_eq!(m.seal(SegmentId(99), 1, SealReason::Manual, 5).unwrap_err(), ManifestError::UnknownSegment(SegmentId(99)));
     }

@@ -21,7 +21,7 @@ use milvus_core::Metric;
 const DIMS: usize = 24;
 const SEGMENTS: usize = 5;
 const ROWS_PER_SEGMENT: usize = 10_000;
-const ID: IndexId = IndexId { database: 1, index: 16384 };
+const ID: IndexId = IndexId { cluster: 0x7301_0000_0000_0001, database: 1, index: 16384 };
 
 /// 200 Gaussian clusters: shaped like real embeddings, unlike uniform noise.
 fn dataset(n: usize) -> Vec<f32> {

@@ -1,0 +1,143 @@
+//! Compaction by hand: `milvus_compact()`, what users schedule with pg_cron.
+//!
+//! The core's planner (`milvus_core::policy::compaction`) looks at the
+//! manifest and proposes plans: purge a flushed segment whose deleted
+//! fraction reached `milvus.compaction_delete_ratio`, merge small flushed
+//! segments toward `segment_max_rows`. A dry run returns the plans.
+//!
+//! Each plan runs under the job locks of its inputs (taken in id order), so
+//! no flush, VACUUM or other compaction changes them meanwhile. The inputs'
+//! live rows are written as a new segment (binlog, HNSW, upload, on a helper
+//! thread); then one manifest commit drops the inputs and publishes the
+//! output. Searches that began before keep the inputs they loaded; their
+//! objects are collected after `milvus.gc_grace_period`. A plan whose inputs
+//! hold no live row only drops them.
+
+use std::collections::HashSet;
+
+use milvus_core::format::manifest::{Flushed, Manifest};
+use milvus_core::hnsw::HnswParams;
+use milvus_core::jobs;
+use milvus_core::policy::compaction::{self, CompactionPlan, CompactionPolicy};
+use milvus_core::search::LoadedSegment;
+use milvus_core::segment::{SegmentId, SegmentState};
+use milvus_core::Metric;
+use pgrx::prelude::*;
+
+use super::flush::{self, index_id, lock_segment, now};
+use super::page::{self, META_BLOCK};
+use super::{options, relation_name};
+
+type CompactRow = (pg_sys::Oid, String, Vec<i64>, Option<i64>, i64);
+
+/// Applies `change` to the manifest under the meta page's exclusive lock.
+pub unsafe fn change_manifest<T>(index: pg_sys::Relation, change: impl FnOnce(&mut Manifest) -> T) -> T {
+    unsafe {
+        let meta_buffer = page::read_buffer(index, META_BLOCK);
+        page::lock(meta_buffer, true);
+        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
+        let mut manifest = page::read_manifest(index, &meta);
+        let out = change(&mut manifest);
+        let freed = flush::commit(index, meta_buffer, &manifest, |_, _| {});
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        page::free_pages(index, &freed);
+        out
+    }
+}
+
+unsafe fn compact_index(oid: pg_sys::Oid, dry_run: bool) -> Vec<CompactRow> {
+    unsafe {
+        let index = pg_sys::index_open(oid, pg_sys::RowExclusiveLock as i32);
+        flush::check_milvus_index(index);
+        flush::check_owner(index);
+        let (meta, manifest) = page::read_meta_and_manifest(index);
+        let metric = Metric::from_code(meta.metric).expect("meta page checked");
+        let o = options::of(index);
+        let policy = CompactionPolicy { delete_ratio: crate::gucs::compaction_delete_ratio(), target_rows: o.segment_max_rows as u64 };
+        let plans = compaction::plan(manifest.segments.iter().map(|e| &e.meta), &HashSet::new(), &policy);
+        let mut rows = Vec::new();
+        for plan in plans {
+            let inputs: Vec<i64> = plan.inputs.iter().map(|s| s.0 as i64).collect();
+            let output = if dry_run { None } else { run_plan(index, &plan, metric, meta.dims as usize) };
+            if dry_run || output.is_some() {
+                rows.push((oid, plan.to_string(), inputs, output.flatten().map(|s| s.0 as i64), plan.removed_rows as i64));
+            }
+        }
+        pg_sys::index_close(index, pg_sys::RowExclusiveLock as i32);
+        rows
+    }
+}
+
+/// Runs one plan; `None` if its inputs changed meanwhile (skipped),
+/// `Some(None)` if it only dropped them, `Some(Some(id))` for a new segment.
+unsafe fn run_plan(index: pg_sys::Relation, plan: &CompactionPlan, metric: Metric, dims: usize) -> Option<Option<SegmentId>> {
+    unsafe {
+        let mut ids = plan.inputs.clone();
+        ids.sort();
+        for id in &ids {
+            lock_segment(index, id.0);
+        }
+        let (_, manifest) = page::read_meta_and_manifest(index);
+        if !plan.inputs.iter().all(|id| manifest.segment(*id).is_some_and(|e| e.meta.state == SegmentState::Flushed)) {
+            return None;
+        }
+        let loaded = crate::am::scan::loaded_segments(index, &manifest, metric);
+        let inputs: Vec<std::sync::Arc<LoadedSegment>> = loaded.into_iter().filter(|s| plan.inputs.contains(&s.id)).collect();
+        if inputs.iter().all(|s| s.live_rows() == 0) {
+            change_manifest(index, |m| m.drop_segments(&plan.inputs)).unwrap_or_else(|e| error!("{e}"));
+            return Some(None);
+        }
+        let output = change_manifest(index, |m| m.allocate_segment_id());
+        let o = options::of(index);
+        let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: flush::build_threads() };
+        let id = index_id(index);
+        let storage = crate::storage::storage();
+        let scratch = std::path::PathBuf::from(crate::gucs::scratch_dir());
+        let flushed: Result<Flushed, String> = crate::storage::run_job("compact", move |cancel| {
+            std::fs::create_dir_all(&scratch).map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
+            let refs: Vec<&LoadedSegment> = inputs.iter().map(|s| &**s).collect();
+            jobs::compact(&storage, id, &refs, output, metric, dims, params, &scratch, cancel).map_err(|e| e.to_string())
+        });
+        let flushed = flushed.unwrap_or_else(|cause| {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_IO_ERROR,
+                format!("could not compact segments {:?} of index \"{}\": {cause}", plan.inputs.iter().map(|s| s.0).collect::<Vec<_>>(), relation_name(index)),
+                "The segments stay as they were; nothing is lost. Call milvus_compact() again once the cause is fixed."
+            );
+        });
+        change_manifest(index, |m| m.publish_compaction(&plan.inputs, flushed, now())).unwrap_or_else(|e| error!("{e}"));
+        Some(Some(output))
+    }
+}
+
+/// Compacts `index` (every milvus index of the database when NULL): purges
+/// segments with many deleted rows and merges small ones. With `dry_run`,
+/// lists the plans and their reasons without doing them. Owner or superuser.
+/// Without background workers the calling backend does the work, so `wait`
+/// has no effect yet.
+#[pg_extern(sql = "
+CREATE FUNCTION milvus_compact(index regclass DEFAULT NULL, wait boolean DEFAULT true, dry_run boolean DEFAULT false)
+    RETURNS TABLE(index regclass, plan text, input_segments bigint[], output_segment bigint, removed_rows bigint)
+    VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+COMMENT ON FUNCTION milvus_compact(regclass, boolean, boolean) IS 'purge deleted rows and merge small segments of milvus indexes';
+")]
+fn milvus_compact(
+    index: default!(Option<pg_sys::Oid>, "NULL"),
+    wait: default!(bool, true),
+    dry_run: default!(bool, false),
+) -> TableIterator<
+    'static,
+    (
+        name!(index, pg_sys::Oid),
+        name!(plan, String),
+        name!(input_segments, Vec<i64>),
+        name!(output_segment, Option<i64>),
+        name!(removed_rows, i64),
+    ),
+> {
+    let _ = wait;
+    let oids = index.map(|o| vec![o]).unwrap_or_else(flush::all_milvus_indexes);
+    // SAFETY: index_open checks each OID and locks the relation.
+    TableIterator::new(oids.into_iter().flat_map(|oid| unsafe { compact_index(oid, dry_run) }).collect::<Vec<_>>())
+}

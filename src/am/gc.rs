@@ -1,0 +1,129 @@
+//! Garbage collection: `milvus_gc()`.
+//!
+//! An object is garbage when no manifest references it: the upload of a
+//! flush or compaction that crashed before its commit, the segments a
+//! compaction replaced, everything of a dropped (or truncated, or reindexed)
+//! index. It is deleted only once older than `milvus.gc_grace_period`, so a
+//! query that loaded a segment just before a compaction replaced it, or an
+//! upload whose commit is a moment away, is never robbed (invariant 5: a
+//! referenced object is never deleted).
+//!
+//! Per index: the referenced set is its manifest's keys; afterwards dropped
+//! segments whose objects are all gone leave the manifest. For the whole
+//! database (index NULL), also every index prefix in storage whose index no
+//! longer exists. An index being created is not yet visible in the catalog,
+//! but its creator holds a lock on its OID: GC skips any OID it cannot lock,
+//! so a long CREATE INDEX never loses its first segments.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::SystemTime;
+
+use milvus_core::storage::{GcReport, ObjectKey};
+use pgrx::prelude::*;
+
+use super::compact::change_manifest;
+use super::flush::{self, index_id};
+use super::page;
+use crate::error::raise_io;
+
+type GcRow = (pg_sys::Oid, i64, i64, i64);
+
+fn collect(prefix: String, referenced: HashSet<String>) -> GcReport {
+    let storage = crate::storage::storage();
+    let grace = crate::gucs::gc_grace_period();
+    crate::storage::run_job("gc", move |_| storage.collect_garbage(&prefix, &referenced, grace, SystemTime::now()))
+        .unwrap_or_else(|e| raise_io(format!("garbage collection failed: {e}")))
+}
+
+fn row(oid: pg_sys::Oid, r: &GcReport) -> GcRow {
+    (oid, r.deleted.len() as i64, r.kept_referenced as i64, r.kept_young as i64)
+}
+
+unsafe fn gc_index(oid: pg_sys::Oid) -> GcRow {
+    unsafe {
+        let index = pg_sys::index_open(oid, pg_sys::RowExclusiveLock as i32);
+        flush::check_milvus_index(index);
+        flush::check_owner(index);
+        let (_, manifest) = page::read_meta_and_manifest(index);
+        let referenced: HashSet<String> = manifest.referenced_keys().map(str::to_owned).collect();
+        let report = collect(index_id(index).prefix(), referenced);
+        if !report.deleted.is_empty() {
+            let deleted: HashSet<&str> = report.deleted.iter().map(String::as_str).collect();
+            change_manifest(index, |m| m.forget_dropped(|k| deleted.contains(k)));
+        }
+        pg_sys::index_close(index, pg_sys::RowExclusiveLock as i32);
+        row(oid, &report)
+    }
+}
+
+/// Index OIDs with objects under this database's prefix.
+fn indexes_in_storage() -> BTreeSet<u32> {
+    // SAFETY: reading backend globals.
+    let (cluster, database) = unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::MyDatabaseId.to_u32()) };
+    let prefix = ObjectKey::database_prefix(cluster, database);
+    let storage = crate::storage::storage();
+    let listed = crate::storage::run_job("gc", move |_| storage.list(&prefix).map(|l| (prefix, l)));
+    let (prefix, listed) = listed.unwrap_or_else(|e| raise_io(format!("garbage collection failed: {e}")));
+    listed.iter().filter_map(|o| o.key.strip_prefix(&prefix)?.split('/').next()?.parse().ok()).collect()
+}
+
+/// Collects the objects of an index that no longer exists, unless its OID
+/// is locked (an index being created).
+unsafe fn gc_dropped(oid: u32) -> Option<GcRow> {
+    unsafe {
+        let relid = pg_sys::Oid::from(oid);
+        if !pg_sys::ConditionalLockRelationOid(relid, pg_sys::AccessExclusiveLock as i32) {
+            return None;
+        }
+        let exists = pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::RELOID as i32,
+            pg_sys::Datum::from(oid),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        );
+        let result = (!exists).then(|| {
+            let id = milvus_core::jobs::IndexId { cluster: pg_sys::GetSystemIdentifier(), database: pg_sys::MyDatabaseId.to_u32(), index: oid };
+            row(relid, &collect(id.prefix(), HashSet::new()))
+        });
+        pg_sys::UnlockRelationOid(relid, pg_sys::AccessExclusiveLock as i32);
+        result
+    }
+}
+
+/// Deletes objects no manifest references, older than
+/// `milvus.gc_grace_period`: of `index`, or (NULL) of every milvus index of
+/// the database and of every dropped one. Superuser for the whole database,
+/// owner for one index.
+#[pg_extern(sql = "
+CREATE FUNCTION milvus_gc(index regclass DEFAULT NULL)
+    RETURNS TABLE(index regclass, deleted_objects bigint, referenced_objects bigint, young_objects bigint)
+    VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+COMMENT ON FUNCTION milvus_gc(regclass) IS 'delete unreferenced objects of milvus indexes after the grace period';
+")]
+fn milvus_gc(
+    index: default!(Option<pg_sys::Oid>, "NULL"),
+) -> TableIterator<
+    'static,
+    (name!(index, pg_sys::Oid), name!(deleted_objects, i64), name!(referenced_objects, i64), name!(young_objects, i64)),
+> {
+    let rows: Vec<GcRow> = match index {
+        // SAFETY: index_open checks the OID and locks the relation.
+        Some(oid) => vec![unsafe { gc_index(oid) }],
+        None => {
+            // SAFETY: a catalog check of the current user.
+            if !unsafe { pg_sys::superuser() } {
+                ereport!(ERROR, PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, "must be superuser to collect garbage of every index", "Owners can call milvus_gc('<index>') on their own indexes.");
+            }
+            let live = flush::all_milvus_indexes();
+            let live_u32: HashSet<u32> = live.iter().map(|o| o.to_u32()).collect();
+            // SAFETY: as above, and gc_dropped locks what it collects.
+            let mut rows: Vec<GcRow> = live.into_iter().map(|oid| unsafe { gc_index(oid) }).collect();
+            for oid in indexes_in_storage().into_iter().filter(|o| !live_u32.contains(o)) {
+                rows.extend(unsafe { gc_dropped(oid) });
+            }
+            rows
+        }
+    };
+    TableIterator::new(rows)
+}
