@@ -16,9 +16,10 @@ CLUSTER = ROOT / "scripts" / "cluster.sh"
 
 
 class Cluster:
-    def __init__(self, name: str):
+    def __init__(self, name: str, settings: list[str] = ()):
+        """Starts a fresh cluster; `settings` are extra postgresql.conf lines."""
         self.name = name
-        self.port = int(subprocess.check_output([CLUSTER, "start", name], text=True).strip())
+        self.port = int(subprocess.check_output([CLUSTER, "start", name, *settings], text=True).strip())
         self.host = subprocess.check_output([CLUSTER, "host", name], text=True).strip()
 
     def connect(self, dbname: str = "postgres", **kwargs) -> psycopg.Connection:
