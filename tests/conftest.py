@@ -10,8 +10,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from pgvector.psycopg import register_vector
 
 ROOT = Path(__file__).resolve().parent.parent
+DIMS = 64  # of the `items` table the index tests share
 CLUSTER = ROOT / "scripts" / "cluster.sh"
 
 
@@ -60,3 +62,11 @@ def db(cluster, request):
     conn.close()
     with cluster.connect() as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def conn(db):
+    """`db` with pgvector's client types and an empty `items` table."""
+    register_vector(db)
+    db.execute(f"CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector({DIMS}))")
+    return db

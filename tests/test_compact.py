@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 from pgvector.psycopg import register_vector
 
-from test_flush import conn, segments  # noqa: F401 (fixture)
+from test_flush import segments
 from test_index import all_index_ids, index_ids, load
 
 
-def test_searches_stay_right_during_compaction(cluster, conn):  # noqa: F811
+def test_searches_stay_right_during_compaction(cluster, conn):
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 20000)")
     data = []
     for b in range(3):
@@ -60,7 +60,7 @@ def test_searches_stay_right_during_compaction(cluster, conn):  # noqa: F811
     assert len(ids) == len(set(ids)) == 10500
 
 
-def test_gc_collects_a_dropped_index(cluster, conn):  # noqa: F811
+def test_gc_collects_a_dropped_index(cluster, conn):
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
     load(conn, 5000)
     conn.execute("SELECT * FROM milvus_flush('items_idx')")

@@ -8,19 +8,11 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from test_index import DIMS, METRICS, all_index_ids, clustered, index_ids, load
-
-
-@pytest.fixture
-def conn(db):
-    register_vector(db)
-    db.execute(f"CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector({DIMS}))")
-    return db
+from test_index import METRICS, all_index_ids, check_search_quality, clustered, index_ids, load, run_writers
 
 
 def segments(conn):
@@ -40,19 +32,7 @@ def test_recall_across_flushed_segments(conn, opclass):
     segs = segments(conn)
     assert [(s[1], s[2], s[3]) for s in segs] == [("flushed", "ready", 5000)] * 3 + [("growing", "none", 5000)]
 
-    queries = clustered(50, seed=99)
-    hits = 0
-    for q in queries:
-        got = index_ids(conn, op, q, 10)
-        with conn.transaction():
-            conn.execute("SET LOCAL enable_indexscan = off")
-            want = index_ids(conn, op, q, 10)
-        assert len(got) == 10 and len(set(got)) == 10
-        hits += len(set(got) & set(want))
-    recall = hits / (10 * len(queries))
-    assert recall >= 0.95, f"recall@10 {recall}"
-    got = index_ids(conn, op, queries[1], 10, where="WHERE category = 3")
-    assert len(got) == 10 and all(i % 10 == 3 for i in got)
+    check_search_quality(conn, op, clustered(50, seed=99))
 
     # Delete 10% + VACUUM: tombstones in flushed segments, rows out of pages.
     conn.execute("DELETE FROM items WHERE id % 10 = 7")
@@ -65,36 +45,12 @@ def test_recall_across_flushed_segments(conn, opclass):
 
 def test_concurrent_inserts_during_flushes(cluster, conn):
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
-    dbname = conn.info.dbname
-    errors, done = [], threading.Event()
 
-    def writer(w):
-        try:
-            with cluster.connect(dbname) as c:
-                register_vector(c)
-                data = clustered(2000, seed=w)
-                for i in range(0, 2000, 100):
-                    with c.transaction(), c.cursor() as cur:
-                        cur.executemany("INSERT INTO items VALUES (%s, %s, %s)",
-                                        [(w * 1_000_000 + i + j, j % 10, data[i + j]) for j in range(100)])
-        except Exception as e:  # reported below
-            errors.append(e)
+    def flusher(c, stop):
+        while not stop.is_set():
+            c.execute("SELECT * FROM milvus_flush('items_idx')")
 
-    def flusher():
-        with cluster.connect(dbname) as c:
-            while not done.is_set():
-                c.execute("SELECT * FROM milvus_flush('items_idx')")
-
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
-    f = threading.Thread(target=flusher)
-    f.start()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    done.set()
-    f.join()
-    assert not errors, errors
+    run_writers(cluster, conn.info.dbname, flusher, rows=2000, batch=100)
     conn.execute("SELECT * FROM milvus_flush('items_idx')")
     ids = all_index_ids(conn)
     assert len(ids) == len(set(ids)) == 8000, "every committed row exactly once"

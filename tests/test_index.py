@@ -9,7 +9,8 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-DIMS = 64
+from conftest import DIMS
+
 METRICS = {"vector_l2_ops": "<->", "vector_ip_ops": "<#>", "vector_cosine_ops": "<=>"}
 
 
@@ -45,11 +46,21 @@ def all_index_ids(conn, op="<->"):
             f"SELECT id FROM items ORDER BY embedding {op} %s LIMIT 100000000", (np.ones(DIMS, np.float32),))]
 
 
-@pytest.fixture
-def conn(db):
-    register_vector(db)
-    db.execute(f"CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector({DIMS}))")
-    return db
+def check_search_quality(conn, op, queries, minimum=0.95):
+    """recall@10 of the index against a sequential scan, ten distinct rows per
+    answer, and a filter keeping 10% of rows still filling the LIMIT."""
+    hits = 0
+    for q in queries:
+        got = index_ids(conn, op, q, 10)
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_indexscan = off")
+            want = index_ids(conn, op, q, 10)
+        assert len(got) == 10 and len(set(got)) == 10
+        hits += len(set(got) & set(want))
+    recall = hits / (10 * len(queries))
+    assert recall >= minimum, f"recall@10 {recall}"
+    got = index_ids(conn, op, queries[1], 10, where="WHERE category = 3")
+    assert len(got) == 10 and all(i % 10 == 3 for i in got)
 
 
 @pytest.mark.parametrize("opclass", METRICS)
@@ -65,58 +76,57 @@ def test_index_agrees_with_sequential_scan(conn, opclass):
         f"EXPLAIN SELECT id FROM items ORDER BY embedding {op} %s LIMIT 10", (queries[0],)))
     assert "Index Scan using items_idx" in plan, plan
 
-    hits = 0
-    for q in queries:
-        got = index_ids(conn, op, q, 10)
-        with conn.transaction():
-            conn.execute("SET LOCAL enable_indexscan = off")
-            want = index_ids(conn, op, q, 10)
-        assert len(got) == 10 and len(set(got)) == 10
-        hits += len(set(got) & set(want))
-    assert hits / (10 * len(queries)) >= 0.95
-
-    # A filter keeping 10% of rows still fills the LIMIT, with matching rows only.
-    got = index_ids(conn, op, queries[1], 10, where="WHERE category = 3")
-    assert len(got) == 10 and all(i % 10 == 3 for i in got)
+    check_search_quality(conn, op, queries)
 
 
-def test_concurrent_inserts_all_found_exactly_once(cluster, conn):
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
-    dbname = conn.info.dbname
-    errors = []
+def run_writers(cluster, dbname, alongside, writers=4, rows=1000, batch=50):
+    """Runs `writers` threads, each inserting `rows` rows (ids w * 1e6 + i) in
+    transactions of `batch`, while `alongside(connection, stop)` runs in one
+    more thread until they are done. Raises what any thread raised."""
+    errors, stop = [], threading.Event()
 
     def writer(w):
         try:
             with cluster.connect(dbname) as c:
                 register_vector(c)
-                data = clustered(1000, seed=w)
-                for i in range(0, 1000, 50):
-                    with c.transaction():
-                        with c.cursor() as cur:
-                            cur.executemany("INSERT INTO items VALUES (%s, %s, %s)",
-                                            [(w * 1_000_000 + i + j, j % 10, data[i + j]) for j in range(50)])
-        except Exception as e:  # reported below: a thread cannot fail the test itself
+                data = clustered(rows, seed=w)
+                for i in range(0, rows, batch):
+                    with c.transaction(), c.cursor() as cur:
+                        cur.executemany("INSERT INTO items VALUES (%s, %s, %s)",
+                                        [(w * 1_000_000 + i + j, j % 10, data[i + j]) for j in range(batch)])
+        except Exception as e:  # a thread cannot fail the test itself
             errors.append(e)
 
-    def searcher(stop):
-        with cluster.connect(dbname) as c:
-            register_vector(c)
-            q = clustered(1, seed=5)[0]
-            while not stop.is_set():
-                ids = index_ids(c, "<->", q, 10)
-                assert len(ids) == len(set(ids))
+    def other():
+        try:
+            with cluster.connect(dbname) as c:
+                register_vector(c)
+                alongside(c, stop)
+        except Exception as e:
+            errors.append(e)
 
-    stop = threading.Event()
-    search = threading.Thread(target=searcher, args=(stop,))
-    search.start()
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    side = threading.Thread(target=other)
+    side.start()
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     stop.set()
-    search.join()
+    side.join()
     assert not errors, errors
+
+
+def test_concurrent_inserts_all_found_exactly_once(cluster, conn):
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    q = clustered(1, seed=5)[0]
+
+    def searcher(c, stop):
+        while not stop.is_set():
+            ids = index_ids(c, "<->", q, 10)
+            assert len(ids) == len(set(ids))
+
+    run_writers(cluster, conn.info.dbname, searcher)
     ids = all_index_ids(conn)
     assert len(ids) == 4000 and len(set(ids)) == 4000
 

@@ -31,7 +31,7 @@ use super::{options, relation_name};
 type CompactRow = (pg_sys::Oid, String, Vec<i64>, Option<i64>, i64);
 
 /// Applies `change` to the manifest under the meta page's exclusive lock.
-pub unsafe fn change_manifest<T>(index: pg_sys::Relation, change: impl FnOnce(&mut Manifest) -> T) -> T {
+pub(crate) unsafe fn change_manifest<T>(index: pg_sys::Relation, change: impl FnOnce(&mut Manifest) -> T) -> T {
     unsafe {
         let meta_buffer = page::read_buffer(index, META_BLOCK);
         page::lock(meta_buffer, true);

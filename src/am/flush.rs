@@ -41,14 +41,14 @@ pub fn now() -> u64 {
 }
 
 /// The numbers object keys are built from.
-pub unsafe fn index_id(index: pg_sys::Relation) -> IndexId {
+pub(crate) unsafe fn index_id(index: pg_sys::Relation) -> IndexId {
     unsafe { IndexId { cluster: pg_sys::GetSystemIdentifier(), database: pg_sys::MyDatabaseId.to_u32(), index: (*index).rd_id.to_u32() } }
 }
 
 /// Takes the job lock of (index, segment) until the end of the transaction.
-pub unsafe fn lock_segment(index: pg_sys::Relation, segment: u64) {
+pub(crate) unsafe fn lock_segment(index: pg_sys::Relation, segment: u64) {
     unsafe {
-        let mut tag = pg_sys::LOCKTAG {
+        let tag = pg_sys::LOCKTAG {
             locktag_field1: pg_sys::MyDatabaseId.to_u32(),
             locktag_field2: (*index).rd_id.to_u32(),
             locktag_field3: segment as u32,
@@ -58,7 +58,7 @@ pub unsafe fn lock_segment(index: pg_sys::Relation, segment: u64) {
             locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
             locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
         };
-        pg_sys::LockAcquire(&mut tag, pg_sys::ExclusiveLock as i32, false, false);
+        pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as i32, false, false);
     }
 }
 
@@ -66,7 +66,7 @@ pub unsafe fn lock_segment(index: pg_sys::Relation, segment: u64) {
 /// and, in one WAL record with whatever `change` does to the meta page (and
 /// to buffers it registers), points the meta page at it. Returns the old
 /// manifest's pages, to free once the meta lock is released.
-pub unsafe fn commit(
+pub(crate) unsafe fn commit(
     index: pg_sys::Relation,
     meta_buffer: pg_sys::Buffer,
     manifest: &Manifest,
@@ -89,7 +89,7 @@ pub unsafe fn commit(
 }
 
 /// Seals the growing segment if it has rows; returns the sealed segment.
-pub unsafe fn seal(index: pg_sys::Relation, reason: SealReason) -> Option<SegmentId> {
+pub(crate) unsafe fn seal(index: pg_sys::Relation, reason: SealReason) -> Option<SegmentId> {
     unsafe {
         let meta_buffer = page::read_buffer(index, META_BLOCK);
         page::lock(meta_buffer, true);
@@ -142,7 +142,7 @@ unsafe fn growing_is_empty(index: pg_sys::Relation, meta: &Meta) -> bool {
 }
 
 /// Live rows in a page chain.
-pub unsafe fn count_rows(index: pg_sys::Relation, head: pg_sys::BlockNumber, dims: usize) -> u64 {
+pub(crate) unsafe fn count_rows(index: pg_sys::Relation, head: pg_sys::BlockNumber, dims: usize) -> u64 {
     let mut rows = 0;
     unsafe { page::walk_chain(index, head, |_, p| page::for_each_row(p, dims, |_, _, _| rows += 1)) };
     rows
@@ -151,7 +151,7 @@ pub unsafe fn count_rows(index: pg_sys::Relation, head: pg_sys::BlockNumber, dim
 /// Flushes one sealed segment; `Ok(false)` if another job flushed it
 /// meanwhile, `Err(cause)` if storage or the build failed (the segment stays
 /// sealed, nothing is lost).
-pub unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId) -> Result<bool, String> {
+pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId) -> Result<bool, String> {
     unsafe {
         lock_segment(index, segment.0);
         let meta = page::read_meta(index);
@@ -395,7 +395,7 @@ fn to_timestamptz(unix_secs: u64) -> TimestampWithTimeZone {
 
 /// Rows a scan must search in pages: the growing segment and every sealed
 /// segment not yet flushed. Call with the meta page share-locked.
-pub unsafe fn page_rows(index: pg_sys::Relation, meta: &Meta) -> PageRows {
+pub(crate) unsafe fn page_rows(index: pg_sys::Relation, meta: &Meta) -> PageRows {
     let dims = meta.dims as usize;
     let mut rows = PageRows::new(dims);
     let heads = std::iter::once(meta.growing_head).chain(meta.sealed().iter().map(|c| c.head));

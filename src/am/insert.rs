@@ -46,7 +46,7 @@ pub unsafe extern "C-unwind" fn aminsert(
 }
 
 /// Appends one row to the growing segment.
-pub unsafe fn insert_row(index: pg_sys::Relation, key: u64, vector: &[f32]) {
+pub(crate) unsafe fn insert_row(index: pg_sys::Relation, key: u64, vector: &[f32]) {
     unsafe {
         loop {
             let meta_buffer = page::read_buffer(index, META_BLOCK);

@@ -81,7 +81,7 @@ unsafe extern "C-unwind" fn amvalidate(_opclass: pg_sys::Oid) -> bool {
 }
 
 /// The metric of an index, from its opclass' distance function.
-pub unsafe fn metric_of(index: pg_sys::Relation) -> Metric {
+pub(crate) unsafe fn metric_of(index: pg_sys::Relation) -> Metric {
     // SAFETY: an open index with one key column and one support function.
     let name = unsafe {
         let proc = pg_sys::index_getprocid(index, 1, 1);
@@ -97,7 +97,7 @@ pub unsafe fn metric_of(index: pg_sys::Relation) -> Metric {
 }
 
 /// The dimensions of the indexed column, from its type modifier.
-pub unsafe fn dims_of(index: pg_sys::Relation) -> usize {
+pub(crate) unsafe fn dims_of(index: pg_sys::Relation) -> usize {
     // SAFETY: an open index with one key column.
     let typmod = unsafe { (*(*index).rd_att).attrs.as_slice(1)[0].atttypmod };
     if typmod < 1 {
@@ -122,7 +122,7 @@ pub unsafe fn dims_of(index: pg_sys::Relation) -> usize {
 }
 
 /// The name of a relation, for messages.
-pub unsafe fn relation_name(rel: pg_sys::Relation) -> String {
+pub(crate) unsafe fn relation_name(rel: pg_sys::Relation) -> String {
     // SAFETY: an open relation.
     unsafe { std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy().into_owned() }
 }

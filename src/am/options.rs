@@ -77,7 +77,7 @@ pub unsafe extern "C-unwind" fn amoptions(reloptions: pg_sys::Datum, validate: b
 }
 
 /// The options of an open index, defaults where none were given.
-pub unsafe fn of(index: pg_sys::Relation) -> Options {
+pub(crate) unsafe fn of(index: pg_sys::Relation) -> Options {
     // SAFETY: rd_options is null or an `Options` built by `amoptions`.
     unsafe {
         let raw = (*index).rd_options.cast::<Options>();

@@ -128,14 +128,18 @@ pub struct Xlog {
 }
 
 impl Xlog {
-    pub fn start(index: pg_sys::Relation) -> Self {
+    /// # Safety
+    /// `index` is an open index relation.
+    pub unsafe fn start(index: pg_sys::Relation) -> Self {
         // SAFETY: a valid, open index relation.
         Xlog { state: unsafe { pg_sys::GenericXLogStart(index) } }
     }
 
     /// Registers a locked buffer; returns the page to change. `fresh` for a
     /// page being (re)initialised, which is logged as a full image.
-    pub fn register(&mut self, buffer: pg_sys::Buffer, fresh: bool) -> pg_sys::Page {
+    /// # Safety
+    /// `buffer` is pinned and exclusively locked by the caller.
+    pub unsafe fn register(&mut self, buffer: pg_sys::Buffer, fresh: bool) -> pg_sys::Page {
         let flags = if fresh { pg_sys::GENERIC_XLOG_FULL_IMAGE as i32 } else { 0 };
         // SAFETY: the buffer is pinned and exclusively locked by the caller.
         unsafe { pg_sys::GenericXLogRegisterBuffer(self.state, buffer, flags) }
@@ -158,20 +162,20 @@ impl Drop for Xlog {
 }
 
 /// Reads and pins a block.
-pub unsafe fn read_buffer(index: pg_sys::Relation, block: pg_sys::BlockNumber) -> pg_sys::Buffer {
+pub(crate) unsafe fn read_buffer(index: pg_sys::Relation, block: pg_sys::BlockNumber) -> pg_sys::Buffer {
     unsafe {
         pg_sys::ReadBufferExtended(index, pg_sys::ForkNumber::MAIN_FORKNUM, block, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut())
     }
 }
 
-pub unsafe fn lock(buffer: pg_sys::Buffer, exclusive: bool) {
+pub(crate) unsafe fn lock(buffer: pg_sys::Buffer, exclusive: bool) {
     let mode = if exclusive { pg_sys::BUFFER_LOCK_EXCLUSIVE } else { pg_sys::BUFFER_LOCK_SHARE };
     unsafe { pg_sys::LockBuffer(buffer, mode as i32) }
 }
 
 /// A new page for the index, exclusively locked: a free one recorded in the
 /// free space map, or a new block at the end of the relation.
-pub unsafe fn new_buffer(index: pg_sys::Relation) -> pg_sys::Buffer {
+pub(crate) unsafe fn new_buffer(index: pg_sys::Relation) -> pg_sys::Buffer {
     unsafe {
         loop {
             let free = pg_sys::GetFreeIndexPage(index);
@@ -196,12 +200,12 @@ pub unsafe fn new_buffer(index: pg_sys::Relation) -> pg_sys::Buffer {
     }
 }
 
-pub unsafe fn meta(page: pg_sys::Page) -> *mut Meta {
+pub(crate) unsafe fn meta(page: pg_sys::Page) -> *mut Meta {
     unsafe { pg_sys::PageGetContents(page).cast::<Meta>() }
 }
 
 /// Initialises `page` as the meta page.
-pub unsafe fn init_meta(page: pg_sys::Page, meta_value: Meta) {
+pub(crate) unsafe fn init_meta(page: pg_sys::Page, meta_value: Meta) {
     unsafe {
         pg_sys::PageInit(page, pg_sys::BLCKSZ as usize, 0);
         *meta(page) = meta_value;
@@ -211,7 +215,7 @@ pub unsafe fn init_meta(page: pg_sys::Page, meta_value: Meta) {
 }
 
 /// Reads the meta page, checking it is one of ours.
-pub unsafe fn read_meta(index: pg_sys::Relation) -> Meta {
+pub(crate) unsafe fn read_meta(index: pg_sys::Relation) -> Meta {
     unsafe {
         let buffer = read_buffer(index, META_BLOCK);
         lock(buffer, false);
@@ -222,7 +226,7 @@ pub unsafe fn read_meta(index: pg_sys::Relation) -> Meta {
     }
 }
 
-pub unsafe fn check_meta(index: pg_sys::Relation, m: &Meta) {
+pub(crate) unsafe fn check_meta(index: pg_sys::Relation, m: &Meta) {
     if m.magic != META_MAGIC || m.version != META_VERSION {
         let name = unsafe { std::ffi::CStr::from_ptr((*(*index).rd_rel).relname.data.as_ptr()) };
         pgrx::ereport!(
@@ -234,12 +238,12 @@ pub unsafe fn check_meta(index: pg_sys::Relation, m: &Meta) {
     }
 }
 
-pub unsafe fn opaque(page: pg_sys::Page) -> *mut RowPageOpaque {
+pub(crate) unsafe fn opaque(page: pg_sys::Page) -> *mut RowPageOpaque {
     unsafe { pg_sys::PageGetSpecialPointer(page).cast::<RowPageOpaque>() }
 }
 
 /// Initialises `page` as an empty row page of `segment`.
-pub unsafe fn init_row_page(page: pg_sys::Page, segment: u64) {
+pub(crate) unsafe fn init_row_page(page: pg_sys::Page, segment: u64) {
     unsafe {
         pg_sys::PageInit(page, pg_sys::BLCKSZ as usize, size_of::<RowPageOpaque>());
         *opaque(page) = RowPageOpaque { next: INVALID_BLOCK, page_id: ROW_PAGE_ID, _reserved: 0, segment };
@@ -247,7 +251,7 @@ pub unsafe fn init_row_page(page: pg_sys::Page, segment: u64) {
 }
 
 /// Adds a row to `page`; false when it does not fit.
-pub unsafe fn add_row(page: pg_sys::Page, key: u64, vector: &[f32]) -> bool {
+pub(crate) unsafe fn add_row(page: pg_sys::Page, key: u64, vector: &[f32]) -> bool {
     let mut item = Vec::with_capacity(row_item_size(vector.len()));
     item.extend_from_slice(&key.to_ne_bytes());
     for v in vector {
@@ -260,7 +264,7 @@ pub unsafe fn add_row(page: pg_sys::Page, key: u64, vector: &[f32]) -> bool {
 }
 
 /// Calls `f(offset, key, vector)` for every live row of `page`.
-pub unsafe fn for_each_row(page: pg_sys::Page, dims: usize, mut f: impl FnMut(pg_sys::OffsetNumber, u64, &[f32])) {
+pub(crate) unsafe fn for_each_row(page: pg_sys::Page, dims: usize, mut f: impl FnMut(pg_sys::OffsetNumber, u64, &[f32])) {
     unsafe {
         let max = pg_sys::PageGetMaxOffsetNumber(page);
         for offset in 1..=max {
@@ -285,7 +289,7 @@ fn manifest_bytes_per_page() -> usize {
 /// Writes `bytes` into a new chain of manifest pages (one WAL record per up
 /// to three pages); returns its head. Unreachable until the meta page points
 /// at it, so a crash before that leaves only pages for VACUUM to reclaim.
-pub unsafe fn write_manifest_chain(index: pg_sys::Relation, bytes: &[u8]) -> pg_sys::BlockNumber {
+pub(crate) unsafe fn write_manifest_chain(index: pg_sys::Relation, bytes: &[u8]) -> pg_sys::BlockNumber {
     unsafe {
         let buffers: Vec<pg_sys::Buffer> = (0..manifest_pages(bytes.len())).map(|_| new_buffer(index)).collect();
         fill_manifest_pages(index, &buffers, bytes);
@@ -303,7 +307,7 @@ pub fn manifest_pages(len: usize) -> usize {
 }
 
 /// Writes `bytes` into `buffers` (new, exclusively locked) as a chain.
-pub unsafe fn fill_manifest_pages(index: pg_sys::Relation, buffers: &[pg_sys::Buffer], bytes: &[u8]) {
+pub(crate) unsafe fn fill_manifest_pages(index: pg_sys::Relation, buffers: &[pg_sys::Buffer], bytes: &[u8]) {
     unsafe {
         let chunks: Vec<&[u8]> = bytes.chunks(manifest_bytes_per_page()).collect();
         let blocks: Vec<pg_sys::BlockNumber> = buffers.iter().map(|b| pg_sys::BufferGetBlockNumber(*b)).collect();
@@ -326,7 +330,7 @@ pub unsafe fn fill_manifest_pages(index: pg_sys::Relation, buffers: &[pg_sys::Bu
 
 /// Reads the meta page and the manifest it points at, under one share lock
 /// (a commit frees the old manifest's pages once it has the lock).
-pub unsafe fn read_meta_and_manifest(index: pg_sys::Relation) -> (Meta, milvus_core::format::manifest::Manifest) {
+pub(crate) unsafe fn read_meta_and_manifest(index: pg_sys::Relation) -> (Meta, milvus_core::format::manifest::Manifest) {
     unsafe {
         let buffer = read_buffer(index, META_BLOCK);
         lock(buffer, false);
@@ -340,7 +344,7 @@ pub unsafe fn read_meta_and_manifest(index: pg_sys::Relation) -> (Meta, milvus_c
 
 /// Reads the manifest the meta page points at. The caller holds the meta
 /// page locked, so the chain cannot be freed while it is read.
-pub unsafe fn read_manifest(index: pg_sys::Relation, meta: &Meta) -> milvus_core::format::manifest::Manifest {
+pub(crate) unsafe fn read_manifest(index: pg_sys::Relation, meta: &Meta) -> milvus_core::format::manifest::Manifest {
     let mut bytes = Vec::with_capacity(meta.manifest_len as usize);
     unsafe {
         walk_chain(index, meta.manifest_head, |_, p| {
@@ -355,7 +359,7 @@ pub unsafe fn read_manifest(index: pg_sys::Relation, meta: &Meta) -> milvus_core
 }
 
 /// The blocks of a chain, in order.
-pub unsafe fn chain_blocks(index: pg_sys::Relation, head: pg_sys::BlockNumber) -> Vec<pg_sys::BlockNumber> {
+pub(crate) unsafe fn chain_blocks(index: pg_sys::Relation, head: pg_sys::BlockNumber) -> Vec<pg_sys::BlockNumber> {
     let mut blocks = Vec::new();
     unsafe { walk_chain(index, head, |b, _| blocks.push(b)) };
     blocks
@@ -363,7 +367,7 @@ pub unsafe fn chain_blocks(index: pg_sys::Relation, head: pg_sys::BlockNumber) -
 
 /// Empties pages no chain references any more and records them in the free
 /// space map for reuse. Call only after the meta page stopped pointing at them.
-pub unsafe fn free_pages(index: pg_sys::Relation, blocks: &[pg_sys::BlockNumber]) {
+pub(crate) unsafe fn free_pages(index: pg_sys::Relation, blocks: &[pg_sys::BlockNumber]) {
     unsafe {
         for &block in blocks {
             let buffer = read_buffer(index, block);
@@ -380,7 +384,7 @@ pub unsafe fn free_pages(index: pg_sys::Relation, blocks: &[pg_sys::BlockNumber]
 
 /// Walks a page chain from `head`, share-locking one page at a time, and
 /// calls `f(block, page)` on each.
-pub unsafe fn walk_chain(index: pg_sys::Relation, head: pg_sys::BlockNumber, mut f: impl FnMut(pg_sys::BlockNumber, pg_sys::Page)) {
+pub(crate) unsafe fn walk_chain(index: pg_sys::Relation, head: pg_sys::BlockNumber, mut f: impl FnMut(pg_sys::BlockNumber, pg_sys::Page)) {
     let mut block = head;
     while block != INVALID_BLOCK {
         unsafe {

@@ -162,7 +162,7 @@ fn loaded_key(oid: u32, entry: &SegmentEntry) -> (u32, String) {
 
 /// The flushed segments of `manifest`, from the backend's cache or loaded
 /// (downloaded through the local cache, verified) off the main thread.
-pub unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifest, metric: Metric) -> Vec<Arc<LoadedSegment>> {
+pub(crate) unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifest, metric: Metric) -> Vec<Arc<LoadedSegment>> {
     let oid = unsafe { (*index).rd_id.to_u32() };
     let flushed: Vec<&SegmentEntry> = manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).collect();
     let keys: Vec<(u32, String)> = flushed.iter().map(|e| loaded_key(oid, e)).collect();

@@ -339,7 +339,7 @@ mod tests {
             let r = recall(&index, &b, &none);
             assert!(r >= 0.95, "{metric:?}: recall {r}");
 
-            let every_third = |i: usize| i % 3 == 0;
+            let every_third = |i: usize| i.is_multiple_of(3);
             let r = recall(&index, &b, &every_third);
             assert!(r >= 0.9, "{metric:?}: recall with tombstones {r}");
 

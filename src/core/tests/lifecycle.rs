@@ -83,7 +83,8 @@ fn lifecycle(url: &str) {
     }
     // The manifest survives its own encoding (it is what gets persisted).
     m = Manifest::decode("manifest", &m.encode()).unwrap();
-    assert_eq!(check_search(&load_all(&storage, &cache, &m), &data, &|_| false) >= 0.95, true);
+    let recall = check_search(&load_all(&storage, &cache, &m), &data, &|_| false);
+    assert!(recall >= 0.95, "recall@10 before deletes: {recall}");
 
     // Delete 10%: tombstones by row position, one delta binlog per segment.
     for entry in m.segments.clone() {
