@@ -379,6 +379,11 @@ pub(crate) unsafe fn free_pages(index: pg_sys::Relation, blocks: &[pg_sys::Block
             pg_sys::UnlockReleaseBuffer(buffer);
             pg_sys::RecordFreeIndexPage(index, block);
         }
+        if !blocks.is_empty() {
+            // Recording a page updates only the FSM's leaf; searches for a
+            // free page start at the top, which this brings up to date.
+            pg_sys::IndexFreeSpaceMapVacuum(index);
+        }
     }
 }
 
