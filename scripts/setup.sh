@@ -45,7 +45,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   log "python venv at $VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c 'import pgvector, psycopg, numpy, pytest' 2>/dev/null; then
+if ! "$VENV/bin/python" -c 'import pgvector, psycopg, numpy, pytest, moto.server' 2>/dev/null; then
   log "pip: test clients"
   "$VENV/bin/pip" install -q --disable-pip-version-check -r scripts/requirements-test.txt
 fi

@@ -11,6 +11,13 @@ static STORAGE_URL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>:
 static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static CACHE_SIZE_MB: GucSetting<i32> = GucSetting::<i32>::new(1024);
 static DEBUG_FLUSH_PAUSE_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+static S3_ENDPOINT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static S3_REGION: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static S3_ACCESS_KEY_ID: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static S3_SECRET_ACCESS_KEY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static S3_SESSION_TOKEN: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static S3_ALLOW_HTTP: GucSetting<bool> = GucSetting::<bool>::new(false);
+static S3_PATH_STYLE: GucSetting<bool> = GucSetting::<bool>::new(false);
 static COMPACTION_DELETE_RATIO: GucSetting<f64> = GucSetting::<f64>::new(0.2);
 static GC_GRACE_PERIOD_S: GucSetting<i32> = GucSetting::<i32>::new(3600);
 
@@ -59,6 +66,34 @@ pub fn init() {
         &CACHE_SIZE_MB,
         16,
         i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    // S3 settings: superuser-only, and the credentials hidden from everyone
+    // else (not in SHOW, pg_settings or current_setting for other users).
+    let hidden = GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL;
+    for (name, short, setting, flags) in [
+        (c"milvus.s3_endpoint", c"S3 endpoint URL, e.g. http://127.0.0.1:9000 (empty: AWS_ENDPOINT or AWS itself).", &S3_ENDPOINT, GucFlags::default()),
+        (c"milvus.s3_region", c"S3 region (empty: AWS_REGION, else us-east-1).", &S3_REGION, GucFlags::default()),
+        (c"milvus.s3_access_key_id", c"S3 access key id (empty: AWS_ACCESS_KEY_ID). Superuser only, never shown to others.", &S3_ACCESS_KEY_ID, hidden),
+        (c"milvus.s3_secret_access_key", c"S3 secret access key (empty: AWS_SECRET_ACCESS_KEY). Superuser only, never shown to others.", &S3_SECRET_ACCESS_KEY, hidden),
+        (c"milvus.s3_session_token", c"S3 session token (empty: AWS_SESSION_TOKEN). Superuser only, never shown to others.", &S3_SESSION_TOKEN, hidden),
+    ] {
+        GucRegistry::define_string_guc(name, short, c"Used for s3:// storage URLs.", setting, GucContext::Suset, flags);
+    }
+    GucRegistry::define_bool_guc(
+        c"milvus.s3_allow_http",
+        c"Allow plain HTTP to the S3 endpoint (local S3-compatible servers).",
+        c"Default off.",
+        &S3_ALLOW_HTTP,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"milvus.s3_path_style",
+        c"Path-style S3 requests (endpoint/bucket/key), as MinIO and moto want.",
+        c"Default off (virtual-hosted style).",
+        &S3_PATH_STYLE,
         GucContext::Suset,
         GucFlags::default(),
     );
@@ -143,4 +178,17 @@ pub fn compaction_delete_ratio() -> f64 {
 
 pub fn gc_grace_period() -> std::time::Duration {
     std::time::Duration::from_secs(GC_GRACE_PERIOD_S.get() as u64)
+}
+
+/// The S3 settings; unset ones fall back to the server's AWS environment.
+pub fn s3_options() -> milvus_core::storage::S3Options {
+    milvus_core::storage::S3Options {
+        endpoint: non_empty(S3_ENDPOINT.get()),
+        region: non_empty(S3_REGION.get()),
+        access_key_id: non_empty(S3_ACCESS_KEY_ID.get()),
+        secret_access_key: non_empty(S3_SECRET_ACCESS_KEY.get()),
+        session_token: non_empty(S3_SESSION_TOKEN.get()),
+        allow_http: S3_ALLOW_HTTP.get().then_some(true),
+        path_style: S3_PATH_STYLE.get().then_some(true),
+    }
 }

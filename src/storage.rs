@@ -25,21 +25,21 @@ use pgrx::prelude::*;
 use crate::gucs;
 
 thread_local! {
-    static STORAGE: RefCell<Option<(String, Arc<Storage>)>> = const { RefCell::new(None) };
+    static STORAGE: RefCell<Option<((String, S3Options), Arc<Storage>)>> = const { RefCell::new(None) };
     static CACHE: RefCell<Option<((String, u64), Arc<SegmentCache>)>> = const { RefCell::new(None) };
 }
 
 /// The backend's storage, opened from the current settings.
 pub fn storage() -> Arc<Storage> {
-    let url = gucs::storage_url();
+    let key = (gucs::storage_url(), gucs::s3_options());
     STORAGE.with_borrow_mut(|slot| {
-        if let Some((_, storage)) = slot.as_ref().filter(|(u, _)| *u == url) {
+        if let Some((_, storage)) = slot.as_ref().filter(|(k, _)| *k == key) {
             return storage.clone();
         }
-        let storage = Arc::new(Storage::open(&url, &S3Options::default(), RetryPolicy::default()).unwrap_or_else(|e| {
-            ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, e.to_string(), "Check milvus.storage_url.");
+        let storage = Arc::new(Storage::open(&key.0, &key.1, RetryPolicy::default()).unwrap_or_else(|e| {
+            ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, e.to_string(), "Check milvus.storage_url and the milvus.s3_* settings.");
         }));
-        *slot = Some((url, storage.clone()));
+        *slot = Some((key, storage.clone()));
         storage
     })
 }

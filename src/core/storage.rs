@@ -263,13 +263,13 @@ impl Storage {
                 if let Some(v) = &s3.session_token {
                     b = b.with_token(v);
                 }
-                if let Some(v) = s3.allow_http {
-                    b = b.with_allow_http(v);
-                }
                 if let Some(v) = s3.path_style {
                     b = b.with_virtual_hosted_style_request(!v);
                 }
+                // allow_http lives in the client options, which
+                // `with_client_options` replaces whole: set it there.
                 let client = ClientOptions::new()
+                    .with_allow_http(s3.allow_http.unwrap_or(false))
                     .with_timeout(retry.request_timeout)
                     .with_connect_timeout(retry.request_timeout.min(Duration::from_secs(5)));
                 let no_retries = RetryConfig { max_retries: 0, ..Default::default() };
@@ -520,6 +520,8 @@ mod tests {
         let e = storage.put("1/2/x", Bytes::from_static(b"x")).unwrap_err();
         let text = e.to_string();
         assert!(text.starts_with("storage s3://bucket/pfx: put 1/2/x failed after 3 attempt(s): "), "{text}");
+        assert!(text.contains("onnection refused") || text.contains("error sending request"), "the cause is the refused connection: {text}");
+        assert!(!text.contains("scheme is not allowed"), "allow_http reached the client: {text}");
         assert!(e.is_transient());
         assert!(!text.contains(" s\"") && !text.contains("secret"), "{text}");
     }
