@@ -126,13 +126,13 @@ unsafe fn flush_sealed_segments(index: pg_sys::Relation, rows: f64) {
         let meta = page::read_meta(index);
         let mut done = 0;
         for chain in meta.sealed() {
-            let segment = SegmentId(chain.segment);
-            let segment_rows = flush::count_rows(index, chain.head, meta.dims as usize) as i64;
-            if let Err(message) = flush::flush_segment(index, segment) {
-                ereport!(WARNING, PgSqlErrorCode::ERRCODE_IO_ERROR, message, flush::FLUSH_FAILED_DETAIL);
-                return;
+            match flush::flush_segment(index, SegmentId(chain.segment)) {
+                Ok(rows) => done += rows.unwrap_or(0) as i64,
+                Err(message) => {
+                    ereport!(WARNING, PgSqlErrorCode::ERRCODE_IO_ERROR, message, flush::FLUSH_FAILED_DETAIL);
+                    return;
+                }
             }
-            done += segment_rows;
             report(pg_sys::PROGRESS_CREATEIDX_TUPLES_DONE, done);
         }
     }

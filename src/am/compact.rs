@@ -15,7 +15,7 @@
 
 use std::collections::HashSet;
 
-use milvus_core::format::manifest::{Flushed, Manifest};
+use milvus_core::format::manifest::Flushed;
 use milvus_core::hnsw::HnswParams;
 use milvus_core::jobs;
 use milvus_core::policy::compaction::{self, CompactionPlan, CompactionPolicy};
@@ -24,26 +24,11 @@ use milvus_core::segment::{SegmentId, SegmentState};
 use milvus_core::Metric;
 use pgrx::prelude::*;
 
-use super::flush::{self, index_id, lock_segment, now};
-use super::page::{self, META_BLOCK};
+use super::flush::{self, change_manifest, index_id, lock_segment, now};
+use super::page;
 use super::{options, relation_name};
 
 type CompactRow = (pg_sys::Oid, String, Vec<i64>, Option<i64>, i64);
-
-/// Applies `change` to the manifest under the meta page's exclusive lock.
-pub(crate) unsafe fn change_manifest<T>(index: pg_sys::Relation, change: impl FnOnce(&mut Manifest) -> T) -> T {
-    unsafe {
-        let meta_buffer = page::read_buffer(index, META_BLOCK);
-        page::lock(meta_buffer, true);
-        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
-        let mut manifest = page::read_manifest(index, &meta);
-        let out = change(&mut manifest);
-        let freed = flush::commit(index, meta_buffer, &manifest, |_, _| {});
-        pg_sys::UnlockReleaseBuffer(meta_buffer);
-        page::free_pages(index, &freed);
-        out
-    }
-}
 
 unsafe fn compact_index(oid: pg_sys::Oid, dry_run: bool) -> Vec<CompactRow> {
     unsafe {

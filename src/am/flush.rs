@@ -42,7 +42,14 @@ pub fn now() -> u64 {
 
 /// The numbers object keys are built from.
 pub(crate) unsafe fn index_id(index: pg_sys::Relation) -> IndexId {
-    unsafe { IndexId { cluster: pg_sys::GetSystemIdentifier(), database: pg_sys::MyDatabaseId.to_u32(), index: (*index).rd_id.to_u32() } }
+    index_id_of(unsafe { (*index).rd_id.to_u32() })
+}
+
+/// The same for an index of this database known only by its OID (GC of
+/// dropped indexes).
+pub(crate) fn index_id_of(index: u32) -> IndexId {
+    // SAFETY: reading backend globals set at connection.
+    unsafe { IndexId { cluster: pg_sys::GetSystemIdentifier(), database: pg_sys::MyDatabaseId.to_u32(), index } }
 }
 
 /// Takes the job lock of (index, segment) until the end of the transaction.
@@ -85,6 +92,21 @@ pub(crate) unsafe fn commit(
         meta.manifest_len = bytes.len() as u32;
         xlog.finish();
         old_blocks
+    }
+}
+
+/// Applies `change` to the manifest under the meta page's exclusive lock.
+pub(crate) unsafe fn change_manifest<T>(index: pg_sys::Relation, change: impl FnOnce(&mut Manifest) -> T) -> T {
+    unsafe {
+        let meta_buffer = page::read_buffer(index, META_BLOCK);
+        page::lock(meta_buffer, true);
+        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
+        let mut manifest = page::read_manifest(index, &meta);
+        let out = change(&mut manifest);
+        let freed = commit(index, meta_buffer, &manifest, |_, _| {});
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        page::free_pages(index, &freed);
+        out
     }
 }
 
@@ -148,15 +170,15 @@ pub(crate) unsafe fn count_rows(index: pg_sys::Relation, head: pg_sys::BlockNumb
     rows
 }
 
-/// Flushes one sealed segment; `Ok(false)` if another job flushed it
-/// meanwhile, `Err(cause)` if storage or the build failed (the segment stays
-/// sealed, nothing is lost).
-pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId) -> Result<bool, String> {
+/// Flushes one sealed segment; `Ok(Some(rows))` with the rows it flushed,
+/// `Ok(None)` if another job flushed it meanwhile, `Err(cause)` if storage or
+/// the build failed (the segment stays sealed, nothing is lost).
+pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId) -> Result<Option<u64>, String> {
     unsafe {
         lock_segment(index, segment.0);
         let meta = page::read_meta(index);
         let Some(chain) = meta.sealed().iter().find(|c| c.segment == segment.0).copied() else {
-            return Ok(false);
+            return Ok(None);
         };
         let dims = meta.dims as usize;
         let metric = Metric::from_code(meta.metric).expect("meta page checked");
@@ -176,8 +198,9 @@ pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId) 
         });
         let flushed = flushed.map_err(|cause| format!("could not flush segment {segment} of index \"{}\": {cause}", relation_name(index)))?;
         pause_for_tests();
+        let rows = flushed.rows;
         publish_flush(index, flushed, chain);
-        Ok(true)
+        Ok(Some(rows))
     }
 }
 
@@ -242,8 +265,8 @@ unsafe fn flush_index(index_oid: pg_sys::Oid) -> Vec<(i64, String)> {
         for chain in meta.sealed() {
             let segment = SegmentId(chain.segment);
             match flush_segment(index, segment) {
-                Ok(true) => out.push((segment.0 as i64, SegmentState::Flushed.as_str().to_owned())),
-                Ok(false) => {}
+                Ok(Some(_)) => out.push((segment.0 as i64, SegmentState::Flushed.as_str().to_owned())),
+                Ok(None) => {}
                 Err(message) => {
                     ereport!(ERROR, PgSqlErrorCode::ERRCODE_IO_ERROR, message, FLUSH_FAILED_DETAIL);
                 }
@@ -351,16 +374,12 @@ fn milvus_segments(
     let rows = unsafe {
         let rel = pg_sys::index_open(index, pg_sys::AccessShareLock as i32);
         check_milvus_index(rel);
-        let meta_buffer = page::read_buffer(rel, META_BLOCK);
-        page::lock(meta_buffer, false);
-        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
-        page::check_meta(rel, &meta);
-        let manifest = page::read_manifest(rel, &meta);
-        let dims = meta.dims as usize;
-        let heads: Vec<(u64, pg_sys::BlockNumber)> =
-            std::iter::once((meta.growing_segment, meta.growing_head)).chain(meta.sealed().iter().map(|c| (c.segment, c.head))).collect();
-        let page_rows: Vec<(u64, u64)> = heads.iter().map(|(s, h)| (*s, count_rows(rel, *h, dims))).collect();
-        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        let (manifest, page_rows) = page::with_meta_shared(rel, |meta| {
+            let dims = meta.dims as usize;
+            let heads = std::iter::once((meta.growing_segment, meta.growing_head)).chain(meta.sealed().iter().map(|c| (c.segment, c.head)));
+            let page_rows: Vec<(u64, u64)> = heads.map(|(s, h)| (s, count_rows(rel, h, dims))).collect();
+            (page::read_manifest(rel, meta), page_rows)
+        });
         pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
         let time = |secs: u64| to_timestamptz(secs);
         manifest

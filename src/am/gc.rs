@@ -21,8 +21,8 @@ use std::time::SystemTime;
 use milvus_core::storage::{GcReport, ObjectKey};
 use pgrx::prelude::*;
 
-use super::compact::change_manifest;
-use super::flush::{self, index_id};
+use super::flush::change_manifest;
+use super::flush::{self, index_id, index_id_of};
 use super::page;
 use crate::error::raise_io;
 
@@ -75,17 +75,7 @@ unsafe fn gc_dropped(oid: u32) -> Option<GcRow> {
         if !pg_sys::ConditionalLockRelationOid(relid, pg_sys::AccessExclusiveLock as i32) {
             return None;
         }
-        let exists = pg_sys::SearchSysCacheExists(
-            pg_sys::SysCacheIdentifier::RELOID as i32,
-            pg_sys::Datum::from(oid),
-            pg_sys::Datum::from(0),
-            pg_sys::Datum::from(0),
-            pg_sys::Datum::from(0),
-        );
-        let result = (!exists).then(|| {
-            let id = milvus_core::jobs::IndexId { cluster: pg_sys::GetSystemIdentifier(), database: pg_sys::MyDatabaseId.to_u32(), index: oid };
-            row(relid, &collect(id.prefix(), HashSet::new()))
-        });
+        let result = (!super::relation_exists(oid)).then(|| row(relid, &collect(index_id_of(oid).prefix(), HashSet::new())));
         pg_sys::UnlockRelationOid(relid, pg_sys::AccessExclusiveLock as i32);
         result
     }

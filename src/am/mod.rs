@@ -121,6 +121,20 @@ pub(crate) unsafe fn dims_of(index: pg_sys::Relation) -> usize {
     dims
 }
 
+/// Whether a relation with this OID exists (a syscache probe).
+pub(crate) fn relation_exists(oid: u32) -> bool {
+    // SAFETY: a syscache lookup by OID.
+    unsafe {
+        pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::RELOID as i32,
+            pg_sys::Datum::from(oid),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        )
+    }
+}
+
 /// The name of a relation, for messages.
 pub(crate) unsafe fn relation_name(rel: pg_sys::Relation) -> String {
     // SAFETY: an open relation.

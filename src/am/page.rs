@@ -216,13 +216,21 @@ pub(crate) unsafe fn init_meta(page: pg_sys::Page, meta_value: Meta) {
 
 /// Reads the meta page, checking it is one of ours.
 pub(crate) unsafe fn read_meta(index: pg_sys::Relation) -> Meta {
+    unsafe { with_meta_shared(index, |m| *m) }
+}
+
+/// Runs `f` on the (checked) meta page while holding it share-locked: no
+/// seal, flush or other manifest commit can switch chains meanwhile, so `f`
+/// may read the manifest and the page chains the meta page points at.
+pub(crate) unsafe fn with_meta_shared<T>(index: pg_sys::Relation, f: impl FnOnce(&Meta) -> T) -> T {
     unsafe {
         let buffer = read_buffer(index, META_BLOCK);
         lock(buffer, false);
         let m = *meta(pg_sys::BufferGetPage(buffer));
-        pg_sys::UnlockReleaseBuffer(buffer);
         check_meta(index, &m);
-        m
+        let out = f(&m);
+        pg_sys::UnlockReleaseBuffer(buffer);
+        out
     }
 }
 
@@ -331,15 +339,7 @@ pub(crate) unsafe fn fill_manifest_pages(index: pg_sys::Relation, buffers: &[pg_
 /// Reads the meta page and the manifest it points at, under one share lock
 /// (a commit frees the old manifest's pages once it has the lock).
 pub(crate) unsafe fn read_meta_and_manifest(index: pg_sys::Relation) -> (Meta, milvus_core::format::manifest::Manifest) {
-    unsafe {
-        let buffer = read_buffer(index, META_BLOCK);
-        lock(buffer, false);
-        let m = *meta(pg_sys::BufferGetPage(buffer));
-        check_meta(index, &m);
-        let manifest = read_manifest(index, &m);
-        pg_sys::UnlockReleaseBuffer(buffer);
-        (m, manifest)
-    }
+    unsafe { with_meta_shared(index, |m| (*m, read_manifest(index, m))) }
 }
 
 /// Reads the manifest the meta page points at. The caller holds the meta

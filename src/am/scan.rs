@@ -29,7 +29,7 @@ use pgrx::prelude::*;
 use pgrx::{FromDatum, PgMemoryContexts};
 
 use super::flush;
-use super::page::{self, META_BLOCK};
+use super::page;
 use crate::error::OrRaise;
 use crate::gucs;
 use crate::vector::PgVector;
@@ -113,15 +113,11 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
             return None;
         }
         let query = PgVector::from_datum(key.sk_argument, false).expect("not null");
-        let meta_buffer = page::read_buffer(index, META_BLOCK);
-        page::lock(meta_buffer, false);
-        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
-        page::check_meta(index, &meta);
-        milvus_core::vector::check_same_dims(meta.dims as usize, query.dims()).or_raise();
-        let metric = Metric::from_code(meta.metric).expect("meta page checked");
-        let manifest = page::read_manifest(index, &meta);
-        let rows = flush::page_rows(index, &meta);
-        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        let (metric, manifest, rows) = page::with_meta_shared(index, |meta| {
+            milvus_core::vector::check_same_dims(meta.dims as usize, query.dims()).or_raise();
+            let metric = Metric::from_code(meta.metric).expect("meta page checked");
+            (metric, page::read_manifest(index, meta), flush::page_rows(index, meta))
+        });
         let segments = loaded_segments(index, &manifest, metric);
 
         let ef_search = gucs::ef_search();
@@ -142,19 +138,6 @@ thread_local! {
     static LOADED: RefCell<HashMap<(u32, String), Loaded>> = RefCell::new(HashMap::new());
 }
 
-fn relation_exists(oid: u32) -> bool {
-    // SAFETY: a syscache lookup by OID.
-    unsafe {
-        pg_sys::SearchSysCacheExists(
-            pg_sys::SysCacheIdentifier::RELOID as i32,
-            pg_sys::Datum::from(oid),
-            pg_sys::Datum::from(0),
-            pg_sys::Datum::from(0),
-            pg_sys::Datum::from(0),
-        )
-    }
-}
-
 /// The cache key of a flushed segment.
 fn loaded_key(oid: u32, entry: &SegmentEntry) -> (u32, String) {
     (oid, entry.insert_binlog.as_ref().map(|o| o.key.clone()).unwrap_or_default())
@@ -170,7 +153,7 @@ pub(crate) unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifes
         // Segments of this index that left the manifest, and of indexes that
         // were dropped, go.
         let others: std::collections::HashSet<u32> = loaded.keys().map(|k| k.0).filter(|o| *o != oid).collect();
-        let dropped: Vec<u32> = others.into_iter().filter(|o| !relation_exists(*o)).collect();
+        let dropped: Vec<u32> = others.into_iter().filter(|o| !super::relation_exists(*o)).collect();
         loaded.retain(|k, _| (k.0 != oid || keys.contains(k)) && !dropped.contains(&k.0));
         flushed
             .iter()

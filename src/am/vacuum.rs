@@ -24,7 +24,8 @@ use milvus_core::Metric;
 use pgrx::prelude::*;
 
 use super::flush::{self, lock_segment};
-use super::page::{self, META_BLOCK, Xlog};
+use super::flush::change_manifest;
+use super::page::{self, Xlog};
 use super::scan::loaded_segments;
 
 #[pg_guard]
@@ -137,14 +138,7 @@ unsafe fn write_tombstones(index: pg_sys::Relation, segment: SegmentId, rows: &[
                     "VACUUM keeps the dead tuples until it can record them; run it again once storage is back."
                 );
             });
-        let meta_buffer = page::read_buffer(index, META_BLOCK);
-        page::lock(meta_buffer, true);
-        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
-        let mut manifest = page::read_manifest(index, &meta);
-        manifest.add_tombstones(segment, delta, rows.len() as u64).unwrap_or_else(|e| error!("{e}"));
-        let freed = flush::commit(index, meta_buffer, &manifest, |_, _| {});
-        pg_sys::UnlockReleaseBuffer(meta_buffer);
-        page::free_pages(index, &freed);
+        change_manifest(index, |m| m.add_tombstones(segment, delta, rows.len() as u64)).unwrap_or_else(|e| error!("{e}"));
     }
 }
 
@@ -160,13 +154,8 @@ pub unsafe extern "C-unwind" fn amvacuumcleanup(
         // No ambulkdelete ran (nothing to delete): count the rows.
         let stats = PgBox::<pg_sys::IndexBulkDeleteResult>::alloc0().into_pg();
         let index = (*info).index;
-        let meta_buffer = page::read_buffer(index, META_BLOCK);
-        page::lock(meta_buffer, false);
-        let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
-        page::check_meta(index, &meta);
-        let manifest = page::read_manifest(index, &meta);
-        let mut rows = flush::page_rows(index, &meta).keys.len() as f64;
-        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        let (manifest, in_pages) = page::with_meta_shared(index, |meta| (page::read_manifest(index, meta), flush::page_rows(index, meta).keys.len()));
+        let mut rows = in_pages as f64;
         rows += manifest.live_segments().filter(|e| e.meta.state == SegmentState::Flushed).map(|e| e.meta.live_rows() as f64).sum::<f64>();
         (*stats).num_index_tuples = rows;
         (*stats).num_pages = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
