@@ -21,6 +21,12 @@ SELECT segment_id, state, index_state, rows, deleted_rows, bytes > 0 AS stored, 
 -- Nothing to seal: flushing again does nothing (also without waiting).
 SELECT * FROM milvus_flush('items_idx');
 SELECT * FROM milvus_flush('items_idx', wait => false);
+-- VACUUM with nothing dead counts the index's rows (flushed and in pages).
+INSERT INTO items VALUES (5200, 0, '[0.1,0.2,0.3,0.4]');
+VACUUM items;
+SELECT reltuples FROM pg_class WHERE relname = 'items_idx';
+DELETE FROM items WHERE id = 5200;
+VACUUM items;
 
 -- Rows after the barrier are in the new growing segment; small segments
 -- (up to 4,096 rows) are flushed without a graph (brute force is as fast).

@@ -154,7 +154,11 @@ pub unsafe extern "C-unwind" fn amvacuumcleanup(
         // No ambulkdelete ran (nothing to delete): count the rows.
         let stats = PgBox::<pg_sys::IndexBulkDeleteResult>::alloc0().into_pg();
         let index = (*info).index;
-        let (manifest, in_pages) = page::with_meta_shared(index, |meta| (page::read_manifest(index, meta), flush::page_rows(index, meta).keys.len()));
+        let (manifest, in_pages) = page::with_meta_shared(index, |meta| {
+            let heads = std::iter::once(meta.growing_head).chain(meta.sealed().iter().map(|c| c.head));
+            let in_pages: u64 = heads.map(|h| flush::count_rows(index, h, meta.dims as usize)).sum();
+            (page::read_manifest(index, meta), in_pages)
+        });
         let mut rows = in_pages as f64;
         rows += manifest.live_segments().filter(|e| e.meta.state == SegmentState::Flushed).map(|e| e.meta.live_rows() as f64).sum::<f64>();
         (*stats).num_index_tuples = rows;
