@@ -118,8 +118,8 @@ pub fn init() {
         GucFlags::UNIT_S,
     );
     GucRegistry::define_int_guc(
-        c"milvus.debug_flush_pause",
-        c"Test hook: milliseconds a flush waits between its upload and its manifest commit.",
+        c"milvus.debug_commit_pause",
+        c"Test hook: milliseconds a flush or compaction waits between its upload and its manifest commit.",
         c"For crash tests only (kill -9 inside that window). Range 0 to 600000; default 0. Superuser only.",
         &DEBUG_FLUSH_PAUSE_MS,
         0,
@@ -168,7 +168,7 @@ pub fn cache_size_bytes() -> u64 {
     CACHE_SIZE_MB.get() as u64 * 1024 * 1024
 }
 
-pub fn debug_flush_pause() -> std::time::Duration {
+pub fn debug_commit_pause() -> std::time::Duration {
     std::time::Duration::from_millis(DEBUG_FLUSH_PAUSE_MS.get() as u64)
 }
 

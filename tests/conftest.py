@@ -25,9 +25,13 @@ class Cluster:
         self.host = subprocess.check_output([CLUSTER, "host", name], text=True).strip()
 
     def connect(self, dbname: str = "postgres", **kwargs) -> psycopg.Connection:
+        # prepare_threshold=None: psycopg would otherwise prepare a statement
+        # after its fifth run, and a prepared plan keeps ignoring later changes
+        # of enable_indexscan: the "sequential scan" truth of a recall check
+        # would silently become the index scan it is checked against.
         return psycopg.connect(
             host=self.host, port=self.port, user="postgres", dbname=dbname,
-            autocommit=True, **kwargs,
+            autocommit=True, prepare_threshold=None, **kwargs,
         )
 
     def stop(self):

@@ -8,11 +8,12 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from test_index import METRICS, all_index_ids, check_search_quality, clustered, index_ids, load, run_writers
+from test_index import METRICS, all_index_ids, check_search_quality, clustered, index_ids, load, near, run_writers
 
 
 def segments(conn):
@@ -24,15 +25,16 @@ def segments(conn):
 def test_recall_across_flushed_segments(conn, opclass):
     op = METRICS[opclass]
     conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding {opclass})")
+    rows = []
     for batch in range(4):  # 20k rows: three flushed segments and a growing one
-        load(conn, 5000, seed=batch, start_id=batch * 5000)
+        rows.append(load(conn, 5000, seed=batch, start_id=batch * 5000))
         if batch < 3:
             assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
     conn.execute("ANALYZE items")
     segs = segments(conn)
     assert [(s[1], s[2], s[3]) for s in segs] == [("flushed", "ready", 5000)] * 3 + [("growing", "none", 5000)]
 
-    check_search_quality(conn, op, clustered(50, seed=99))
+    check_search_quality(conn, op, near(np.concatenate(rows), 50))
 
     # Delete 10% + VACUUM: tombstones in flushed segments, rows out of pages.
     conn.execute("DELETE FROM items WHERE id % 10 = 7")
@@ -70,7 +72,7 @@ def test_kill_9_between_upload_and_manifest_commit(cluster, conn):
     def flush_and_pause():
         try:
             with cluster.connect(dbname) as c:
-                c.execute("SET milvus.debug_flush_pause = 60000")
+                c.execute("SET milvus.debug_commit_pause = 60000")
                 c.execute("SELECT * FROM milvus_flush('items_idx')")
         except psycopg.OperationalError:
             pass  # killed, as intended
@@ -154,7 +156,7 @@ def test_create_index_reports_progress_and_flushes(cluster, conn):
 
     def build():
         with cluster.connect(dbname) as c:
-            c.execute("SET milvus.debug_flush_pause = 300")  # room to observe each flush
+            c.execute("SET milvus.debug_commit_pause = 300")  # room to observe each flush
             c.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 4500)")
 
     t = threading.Thread(target=build)
@@ -199,7 +201,7 @@ def test_cancelled_flush_returns_promptly_and_loses_nothing(cluster, conn):
     def flush():
         with cluster.connect(dbname) as c:
             outcome["pid"] = c.info.backend_pid
-            c.execute("SET milvus.debug_flush_pause = 60000")
+            c.execute("SET milvus.debug_commit_pause = 60000")
             try:
                 c.execute("SELECT * FROM milvus_flush('items_idx')")
             except psycopg.errors.QueryCanceled as e:

@@ -91,6 +91,7 @@ unsafe fn run_plan(index: pg_sys::Relation, plan: &CompactionPlan, metric: Metri
                 "The segments stay as they were; nothing is lost. Call milvus_compact() again once the cause is fixed."
             );
         });
+        flush::pause_for_tests();
         change_manifest(index, |m| m.publish_compaction(&plan.inputs, flushed, now())).unwrap_or_else(|e| error!("{e}"));
         Some(Some(output))
     }

@@ -208,14 +208,14 @@ pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId) 
 pub const FLUSH_FAILED_DETAIL: &str =
     "The rows stay in the sealed segment; nothing is lost. Call milvus_flush() again once the cause is fixed.";
 
-/// `milvus.debug_flush_pause`: waits, interruptibly, between upload and
+/// `milvus.debug_commit_pause`: waits, interruptibly, between upload and
 /// commit, so crash tests can kill the server inside that window. It first
 /// makes the WAL written so far durable (the seal, in particular), so the
 /// window is exactly "sealed and uploaded, not yet published"; without it a
 /// crash may also lose the seal, which is just as safe (the rows are then
 /// growing again).
-fn pause_for_tests() {
-    let pause = crate::gucs::debug_flush_pause();
+pub(super) fn pause_for_tests() {
+    let pause = crate::gucs::debug_commit_pause();
     if pause.is_zero() {
         return;
     }
