@@ -3,7 +3,10 @@
 //! p50/p99 latency at several `ef_search`. A plain harness: one build is
 //! tens of seconds, too long for Criterion's repeated sampling.
 //!
-//! `cargo bench -p milvus-core --bench hnsw_recall [-- ROWS QUERIES]`
+//! `cargo bench -p milvus-core --bench hnsw_recall [-- ROWS QUERIES DIMS CLUSTERS BATCHES]`
+//! (defaults 100000 500 128 1000 1). BATCHES > 1 loads the rows as that many
+//! mixtures one after the other, each with its own clusters: data whose
+//! distribution drifts as it arrives, which is how a growing segment fills.
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
@@ -15,29 +18,42 @@ use milvus_core::segment::SegmentId;
 use milvus_core::synthetic::gaussian_mixture;
 use milvus_core::Metric;
 
-const DIMS: usize = 128;
-
 fn main() {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let rows = args.first().copied().unwrap_or(100_000);
     let queries = args.get(1).copied().unwrap_or(500);
+    let dims = args.get(2).copied().unwrap_or(128);
+    let clusters = args.get(3).copied().unwrap_or(1000);
+    let batches = args.get(4).copied().unwrap_or(1).max(1);
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let data = gaussian_mixture(rows + queries, DIMS, 1000, 0.1, 42);
-    let (base, held_out) = data.split_at(rows * DIMS);
+    // Each batch: its rows, then its share of held-out queries.
+    let (mut base, mut held_out) = (Vec::new(), Vec::new());
+    for b in 0..batches {
+        let (n, q) = (rows / batches, queries / batches);
+        let data = gaussian_mixture(n + q, dims, (clusters / batches).max(1), 0.1, 42 + b as u64);
+        base.extend_from_slice(&data[..n * dims]);
+        held_out.extend_from_slice(&data[n * dims..]);
+    }
+    let (rows, queries) = (base.len() / dims, held_out.len() / dims);
     let keys: Vec<u64> = (0..rows as u64).collect();
-    let bytes = insert::encode(SegmentId(1), Metric::L2, DIMS, &keys, base);
+    let bytes = insert::encode(SegmentId(1), Metric::L2, dims, &keys, &base);
     let binlog = InsertBinlog::decode("bench", &bytes).unwrap();
 
     let params = HnswParams { m: 16, ef_construction: 64, threads };
     let t = Instant::now();
     let index = SegmentIndex::build(&binlog, params, &AtomicBool::new(false)).unwrap();
     let build = t.elapsed().as_secs_f64();
-    println!("rows {rows}, dims {DIMS}, m {}, ef_construction {}, build threads {threads}", params.m, params.ef_construction);
+    // Searched as queries see it: dumped to an index file and reloaded
+    // (memory-mapped), not the graph still in the builder's memory.
+    let scratch = tempfile::tempdir().unwrap();
+    let file = index.to_index_file(scratch.path()).unwrap();
+    let index = SegmentIndex::from_index_file("bench", &file, Metric::L2, scratch.path()).unwrap();
+    println!("rows {rows}, dims {dims}, clusters {clusters} in {batches} batches, m {}, ef_construction {}, build threads {threads}", params.m, params.ef_construction);
     println!("build: {build:.1} s ({:.0} rows/s)", rows as f64 / build);
 
     // Exact top-10 of each held-out query (brute force, the ground truth).
     let truth: Vec<HashSet<u32>> = held_out
-        .chunks_exact(DIMS)
+        .chunks_exact(dims)
         .map(|q| {
             let mut d: Vec<(f32, u32)> = (0..rows).map(|i| (Metric::L2.distance(q, binlog.vector(i)), i as u32)).collect();
             d.select_nth_unstable_by(10, |a, b| a.0.total_cmp(&b.0));
@@ -45,7 +61,7 @@ fn main() {
         })
         .collect();
     let t = Instant::now();
-    for q in held_out.chunks_exact(DIMS) {
+    for q in held_out.chunks_exact(dims) {
         std::hint::black_box((0..rows).map(|i| Metric::L2.distance(q, binlog.vector(i))).fold(f32::MAX, f32::min));
     }
     let brute_qps = queries as f64 / t.elapsed().as_secs_f64();
@@ -57,7 +73,7 @@ fn main() {
         let mut latencies = Vec::with_capacity(queries);
         let mut hits = 0;
         let start = Instant::now();
-        for (q, truth) in held_out.chunks_exact(DIMS).zip(&truth) {
+        for (q, truth) in held_out.chunks_exact(dims).zip(&truth) {
             let t = Instant::now();
             let got = index.search(q, 10, ef, &|_| false);
             latencies.push(t.elapsed().as_secs_f64() * 1e3);
