@@ -20,9 +20,29 @@ static S3_ALLOW_HTTP: GucSetting<bool> = GucSetting::<bool>::new(false);
 static S3_PATH_STYLE: GucSetting<bool> = GucSetting::<bool>::new(false);
 static COMPACTION_DELETE_RATIO: GucSetting<f64> = GucSetting::<f64>::new(0.2);
 static GC_GRACE_PERIOD_S: GucSetting<i32> = GucSetting::<i32>::new(3600);
+static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(2);
+static NAPTIME_S: GucSetting<i32> = GucSetting::<i32>::new(10);
+static SEAL_IDLE_TIME_S: GucSetting<i32> = GucSetting::<i32>::new(600);
+static SEAL_LIFETIME_S: GucSetting<i32> = GucSetting::<i32>::new(3600);
+static GC_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(600);
 
 /// Registers the settings; called from `_PG_init`.
 pub fn init() {
+    // SAFETY: a postmaster global, true while shared_preload_libraries loads.
+    // A postmaster-context setting can only be made then; loaded later, the
+    // library runs no workers anyway.
+    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
+        GucRegistry::define_int_guc(
+            c"milvus.max_workers",
+            c"Most background workers pg_milvus runs at once, one per database with work.",
+            c"Taken from max_worker_processes, which must leave room for them (and one launcher). Range 0 to 64; default 2; 0 turns automatic seal, flush, compaction and GC off. Needs a restart.",
+            &MAX_WORKERS,
+            0,
+            64,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
+    }
     GucRegistry::define_int_guc(
         c"milvus.ef_search",
         c"Size of the HNSW candidate list per sealed segment in searches.",
@@ -118,6 +138,46 @@ pub fn init() {
         GucFlags::UNIT_S,
     );
     GucRegistry::define_int_guc(
+        c"milvus.naptime",
+        c"Seconds between two visits of the background workers to each database.",
+        c"Range 1 to 86400; default 10. milvus_flush(wait => false) wakes them at once.",
+        &NAPTIME_S,
+        1,
+        86_400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"milvus.seal_idle_time",
+        c"Seconds without inserts after which the workers seal a growing segment.",
+        c"Range 0 to 2147483647, 0 to never seal by idle time; default 600, Milvus' value.",
+        &SEAL_IDLE_TIME_S,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"milvus.seal_lifetime",
+        c"Seconds after its creation at which the workers seal a growing segment, inserts or not.",
+        c"Growing rows are searched by brute force; this bounds how long they stay so. Range 0 to 2147483647, 0 for no limit; default 3600.",
+        &SEAL_LIFETIME_S,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"milvus.gc_interval",
+        c"Seconds between two garbage collections of a database by the background workers.",
+        c"Range 1 to 2147483647; default 600. What is deleted is still bounded by milvus.gc_grace_period.",
+        &GC_INTERVAL_S,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
         c"milvus.debug_commit_pause",
         c"Test hook: milliseconds a flush or compaction waits between its upload and its manifest commit.",
         c"For crash tests only (kill -9 inside that window). Range 0 to 600000; default 0. Superuser only.",
@@ -178,6 +238,29 @@ pub fn compaction_delete_ratio() -> f64 {
 
 pub fn gc_grace_period() -> std::time::Duration {
     std::time::Duration::from_secs(GC_GRACE_PERIOD_S.get() as u64)
+}
+
+pub fn max_workers() -> usize {
+    MAX_WORKERS.get() as usize
+}
+
+pub fn naptime() -> std::time::Duration {
+    std::time::Duration::from_secs(NAPTIME_S.get() as u64)
+}
+
+/// The workers' seal policy for an index whose segments hold `max_rows`.
+pub fn seal_policy(max_rows: u64) -> milvus_core::policy::seal::SealPolicy {
+    let secs = |s: &GucSetting<i32>| Some(s.get() as u64).filter(|s| *s > 0);
+    milvus_core::policy::seal::SealPolicy {
+        max_rows,
+        max_bytes: u64::MAX,
+        idle_secs: secs(&SEAL_IDLE_TIME_S),
+        lifetime_secs: secs(&SEAL_LIFETIME_S),
+    }
+}
+
+pub fn gc_interval() -> std::time::Duration {
+    std::time::Duration::from_secs(GC_INTERVAL_S.get() as u64)
 }
 
 /// The S3 settings; unset ones fall back to the server's AWS environment.

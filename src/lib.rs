@@ -10,6 +10,7 @@ mod error;
 mod gucs;
 mod storage;
 pub mod vector;
+mod worker;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -19,6 +20,10 @@ pub mod vector;
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
     am::options::init();
+    // SAFETY: a postmaster global, true while shared_preload_libraries loads.
+    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
+        worker::init();
+    }
 }
 
 #[cfg(any(test, feature = "pg_test"))]
@@ -29,7 +34,10 @@ mod tests;
 pub mod pg_test {
     pub fn setup(_options: Vec<&str>) {}
 
+    /// Preloaded, as in production, so the shared job log exists; without
+    /// workers, whose timing would race the tests' own calls (the workers are
+    /// tested end to end, tests/test_workers.py).
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec![]
+        vec!["shared_preload_libraries = 'pg_milvus'", "milvus.max_workers = 0"]
     }
 }

@@ -31,16 +31,22 @@ thread_local! {
 
 /// The backend's storage, opened from the current settings.
 pub fn storage() -> Arc<Storage> {
+    try_storage().unwrap_or_else(|message| {
+        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message, "Check milvus.storage_url and the milvus.s3_* settings.");
+    })
+}
+
+/// The same, the failure to open as a value: for jobs that report failures
+/// as their own (a flush leaves its segment sealed and says why).
+pub fn try_storage() -> Result<Arc<Storage>, String> {
     let key = (gucs::storage_url(), gucs::s3_options());
     STORAGE.with_borrow_mut(|slot| {
         if let Some((_, storage)) = slot.as_ref().filter(|(k, _)| *k == key) {
-            return storage.clone();
+            return Ok(storage.clone());
         }
-        let storage = Arc::new(Storage::open(&key.0, &key.1, RetryPolicy::default()).unwrap_or_else(|e| {
-            ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, e.to_string(), "Check milvus.storage_url and the milvus.s3_* settings.");
-        }));
+        let storage = Arc::new(Storage::open(&key.0, &key.1, RetryPolicy::default()).map_err(|e| e.to_string())?);
         *slot = Some((key, storage.clone()));
-        storage
+        Ok(storage)
     })
 }
 
@@ -86,6 +92,10 @@ pub fn run_job<T: Send + 'static>(name: &str, job: impl FnOnce(&AtomicBool) -> T
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         spawned.unwrap_or_else(|e| error!("cannot start a thread for {name}: {e}"))
     };
+    // Catalog lookups take a fresh snapshot when needed: holding one through
+    // an upload or a build would hold back VACUUM's horizon for nothing.
+    // SAFETY: the catalog snapshot is an unregistered cache, dropped here.
+    unsafe { pg_sys::InvalidateCatalogSnapshot() };
     while !handle.is_finished() {
         pgrx::check_for_interrupts!();
         std::thread::sleep(Duration::from_millis(10));

@@ -48,7 +48,10 @@ class Cluster:
 
 @pytest.fixture(scope="session")
 def cluster():
-    c = Cluster(os.environ.get("PG_MILVUS_E2E_CLUSTER", "e2e"))
+    # No background workers here: these tests drive seal, flush and
+    # compaction by hand and check exact states (invariant 8: everything works
+    # without workers). The workers have their own cluster (test_workers.py).
+    c = Cluster(os.environ.get("PG_MILVUS_E2E_CLUSTER", "e2e"), ["milvus.max_workers = 0"])
     yield c
     c.stop()
 

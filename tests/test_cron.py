@@ -18,6 +18,8 @@ def cron_cluster():
         "cron.database_name = 'postgres'",
         "cron.use_background_workers = on",
         "max_worker_processes = 16",
+        # pg_cron is the only trigger here: the workers would compact too.
+        "milvus.max_workers = 0",
     ])
     yield c
     c.stop()

@@ -85,6 +85,8 @@ pub unsafe extern "C-unwind" fn ambuild(
             flush::seal(index, SealReason::Build);
         }
         flush_sealed_segments(index, state.rows);
+        // A database that had no milvus index is visited again at once.
+        crate::worker::shared::set_idle_until(pg_sys::MyDatabaseId.to_u32(), 0);
 
         let mut result = PgBox::<pg_sys::IndexBuildResult>::alloc0();
         result.heap_tuples = heap_rows;
@@ -126,7 +128,7 @@ unsafe fn flush_sealed_segments(index: pg_sys::Relation, rows: f64) {
         let meta = page::read_meta(index);
         let mut done = 0;
         for chain in meta.sealed() {
-            match flush::flush_segment(index, SegmentId(chain.segment)) {
+            match flush::flush_segment(index, SegmentId(chain.segment), "CREATE INDEX") {
                 Ok(rows) => done += rows.unwrap_or(0) as i64,
                 Err(message) => {
                     ereport!(WARNING, PgSqlErrorCode::ERRCODE_IO_ERROR, message, flush::FLUSH_FAILED_DETAIL);

@@ -24,9 +24,10 @@ use milvus_core::segment::{SegmentId, SegmentState};
 use milvus_core::Metric;
 use pgrx::prelude::*;
 
-use super::flush::{self, change_manifest, index_id, lock_segment, now};
+use super::flush::{self, SegmentLock, change_manifest, index_id, now};
 use super::page;
 use super::{options, relation_name};
+use crate::worker::shared::{JobKind, JobRecord};
 
 type CompactRow = (pg_sys::Oid, String, Vec<i64>, Option<i64>, i64);
 
@@ -35,15 +36,21 @@ unsafe fn compact_index(oid: pg_sys::Oid, dry_run: bool) -> Vec<CompactRow> {
         let index = pg_sys::index_open(oid, pg_sys::RowExclusiveLock as i32);
         flush::check_milvus_index(index);
         flush::check_owner(index);
-        let (meta, manifest) = page::read_meta_and_manifest(index);
-        let metric = Metric::from_code(meta.metric).expect("meta page checked");
-        let o = options::of(index);
-        let policy = CompactionPolicy { delete_ratio: crate::gucs::compaction_delete_ratio(), target_rows: o.segment_max_rows as u64 };
-        let plans = compaction::plan(manifest.segments.iter().map(|e| &e.meta), &HashSet::new(), &policy);
         let mut rows = Vec::new();
-        for plan in plans {
+        for plan in plans(index) {
             let inputs: Vec<i64> = plan.inputs.iter().map(|s| s.0 as i64).collect();
-            let output = if dry_run { None } else { run_plan(index, &plan, metric, meta.dims as usize) };
+            let output = if dry_run {
+                None
+            } else {
+                run_plan(index, &plan).unwrap_or_else(|message| -> Option<Option<SegmentId>> {
+                    ereport!(
+                        ERROR,
+                        PgSqlErrorCode::ERRCODE_IO_ERROR,
+                        message,
+                        "The segments stay as they were; nothing is lost. Call milvus_compact() again once the cause is fixed."
+                    );
+                })
+            };
             if dry_run || output.is_some() {
                 rows.push((oid, plan.to_string(), inputs, output.flatten().map(|s| s.0 as i64), plan.removed_rows as i64));
             }
@@ -53,55 +60,72 @@ unsafe fn compact_index(oid: pg_sys::Oid, dry_run: bool) -> Vec<CompactRow> {
     }
 }
 
-/// Runs one plan; `None` if its inputs changed meanwhile (skipped),
-/// `Some(None)` if it only dropped them, `Some(Some(id))` for a new segment.
-unsafe fn run_plan(index: pg_sys::Relation, plan: &CompactionPlan, metric: Metric, dims: usize) -> Option<Option<SegmentId>> {
+/// What the compaction policy proposes for `index` now.
+pub(crate) unsafe fn plans(index: pg_sys::Relation) -> Vec<CompactionPlan> {
+    let (_, manifest) = unsafe { page::read_meta_and_manifest(index) };
+    let o = unsafe { options::of(index) };
+    let policy = CompactionPolicy { delete_ratio: crate::gucs::compaction_delete_ratio(), target_rows: o.segment_max_rows as u64 };
+    compaction::plan(manifest.segments.iter().map(|e| &e.meta), &HashSet::new(), &policy)
+}
+
+/// Runs one plan; `Ok(None)` if its inputs changed meanwhile (skipped),
+/// `Ok(Some(None))` if it only dropped them, `Ok(Some(Some(id)))` for a new
+/// segment, `Err(message)` if storage or the build failed (the inputs stay
+/// as they were).
+pub(crate) unsafe fn run_plan(index: pg_sys::Relation, plan: &CompactionPlan) -> Result<Option<Option<SegmentId>>, String> {
     unsafe {
         let mut ids = plan.inputs.clone();
         ids.sort();
-        for id in &ids {
-            lock_segment(index, id.0);
-        }
-        let (_, manifest) = page::read_meta_and_manifest(index);
+        let _locks: Vec<SegmentLock> = ids.iter().map(|id| SegmentLock::acquire(index, id.0)).collect();
+        let (meta, manifest) = page::read_meta_and_manifest(index);
         if !plan.inputs.iter().all(|id| manifest.segment(*id).is_some_and(|e| e.meta.state == SegmentState::Flushed)) {
-            return None;
+            return Ok(None);
         }
+        let (metric, dims) = (Metric::from_code(meta.metric).expect("meta page checked"), meta.dims as usize);
+        let segments: Vec<u64> = plan.inputs.iter().map(|s| s.0).collect();
+        let what = format!("segments {segments:?} of index \"{}\"", relation_name(index));
+        let job = JobRecord::start(JobKind::Compact, (*index).rd_id.to_u32(), &segments, what.clone(), plan.to_string());
         let loaded = crate::am::scan::loaded_segments(index, &manifest, metric);
         let inputs: Vec<std::sync::Arc<LoadedSegment>> = loaded.into_iter().filter(|s| plan.inputs.contains(&s.id)).collect();
         if inputs.iter().all(|s| s.live_rows() == 0) {
             change_manifest(index, |m| m.drop_segments(&plan.inputs)).unwrap_or_else(|e| error!("{e}"));
-            return Some(None);
+            job.done(0, 0);
+            return Ok(Some(None));
         }
         let output = change_manifest(index, |m| m.allocate_segment_id());
         let o = options::of(index);
         let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: flush::build_threads() };
         let id = index_id(index);
-        let storage = crate::storage::storage();
+        let storage = crate::storage::try_storage();
         let scratch = std::path::PathBuf::from(crate::gucs::scratch_dir());
         let flushed: Result<Flushed, String> = crate::storage::run_job("compact", move |cancel| {
+            let storage = storage?;
             std::fs::create_dir_all(&scratch).map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
             let refs: Vec<&LoadedSegment> = inputs.iter().map(|s| &**s).collect();
             jobs::compact(&storage, id, &refs, output, metric, dims, params, &scratch, cancel).map_err(|e| e.to_string())
         });
-        let flushed = flushed.unwrap_or_else(|cause| {
-            ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_IO_ERROR,
-                format!("could not compact segments {:?} of index \"{}\": {cause}", plan.inputs.iter().map(|s| s.0).collect::<Vec<_>>(), relation_name(index)),
-                "The segments stay as they were; nothing is lost. Call milvus_compact() again once the cause is fixed."
-            );
-        });
+        let flushed = match flushed {
+            Ok(flushed) => flushed,
+            Err(cause) => {
+                let message = format!("could not compact {what}: {cause}");
+                job.failed(&message);
+                return Err(message);
+            }
+        };
         flush::pause_for_tests();
+        let (rows, bytes) = (flushed.rows, flushed.bytes);
         change_manifest(index, |m| m.publish_compaction(&plan.inputs, flushed, now())).unwrap_or_else(|e| error!("{e}"));
-        Some(Some(output))
+        job.done(rows, bytes);
+        Ok(Some(Some(output)))
     }
 }
 
 /// Compacts `index` (every milvus index of the database when NULL): purges
 /// segments with many deleted rows and merges small ones. With `dry_run`,
 /// lists the plans and their reasons without doing them. Owner or superuser.
-/// Without background workers the calling backend does the work, so `wait`
-/// has no effect yet.
+/// With `wait => false` and background workers running, returns the plans
+/// (output_segment NULL) and wakes the workers to carry them out; without
+/// workers it says so and compacts in this session.
 #[pg_extern(sql = "
 CREATE FUNCTION milvus_compact(index regclass DEFAULT NULL, wait boolean DEFAULT true, dry_run boolean DEFAULT false)
     RETURNS TABLE(index regclass, plan text, input_segments bigint[], output_segment bigint, removed_rows bigint)
@@ -122,8 +146,16 @@ fn milvus_compact(
         name!(removed_rows, i64),
     ),
 > {
-    let _ = wait;
     let oids = index.map(|o| vec![o]).unwrap_or_else(flush::all_milvus_indexes);
+    let to_workers = !wait && !dry_run && crate::worker::shared::workers_running();
+    if !wait && !dry_run && !to_workers {
+        notice!("no pg_milvus background workers run (pg_milvus not in shared_preload_libraries, or milvus.max_workers = 0); compacting in this session");
+    }
     // SAFETY: index_open checks each OID and locks the relation.
-    TableIterator::new(oids.into_iter().flat_map(|oid| unsafe { compact_index(oid, dry_run) }).collect::<Vec<_>>())
+    let rows: Vec<CompactRow> = oids.into_iter().flat_map(|oid| unsafe { compact_index(oid, dry_run || to_workers) }).collect();
+    if to_workers {
+        // SAFETY: a backend global.
+        crate::worker::shared::wake_launcher(unsafe { pg_sys::MyDatabaseId.to_u32() });
+    }
+    TableIterator::new(rows)
 }

@@ -16,10 +16,10 @@
 //! and the uploads unreferenced (garbage for GC); a crash after leaves them
 //! in the flushed segment only. Never both, never neither (invariant 2).
 //!
-//! **Jobs on a segment are exclusive.** Flushing a segment, and VACUUM on
-//! it, hold a transaction-scoped lock on (index, segment), so a flush never
-//! publishes rows that VACUUM removed meanwhile, and two flushes never
-//! upload the same segment.
+//! **Jobs on a segment are exclusive.** Flushing a segment, compacting it
+//! and VACUUM on it hold a lock on (index, segment) (`SegmentLock`), so a
+//! flush never publishes rows that VACUUM removed meanwhile, and two flushes
+//! never upload the same segment.
 
 use std::time::SystemTime;
 
@@ -34,6 +34,7 @@ use pgrx::prelude::*;
 use super::page::{self, Meta, META_BLOCK, SealedChain, Xlog};
 use super::{options, relation_name};
 use crate::storage;
+use crate::worker::shared::{JobKind, JobRecord};
 
 /// Unix time in seconds.
 pub fn now() -> u64 {
@@ -52,20 +53,41 @@ pub(crate) fn index_id_of(index: u32) -> IndexId {
     unsafe { IndexId { cluster: pg_sys::GetSystemIdentifier(), database: pg_sys::MyDatabaseId.to_u32(), index } }
 }
 
-/// Takes the job lock of (index, segment) until the end of the transaction.
-pub(crate) unsafe fn lock_segment(index: pg_sys::Relation, segment: u64) {
-    unsafe {
-        let tag = pg_sys::LOCKTAG {
-            locktag_field1: pg_sys::MyDatabaseId.to_u32(),
-            locktag_field2: (*index).rd_id.to_u32(),
-            locktag_field3: segment as u32,
-            // "MV" in the field SQL-level advisory locks set to 1 or 2, so
-            // these never collide with a user's pg_advisory_lock.
-            locktag_field4: 0x4d56,
-            locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
-            locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
-        };
-        pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as i32, false, false);
+/// The job lock of (index, segment), held while one job (a flush, a
+/// compaction, a VACUUM pass) works on the segment; released when dropped,
+/// and by the transaction's abort on an error.
+///
+/// Released as soon as the job is done, not at commit: a flush from a
+/// session then holds one lock at a time and never waits while holding one,
+/// and compaction takes its inputs' locks in id order, so two sessions and
+/// a worker cannot deadlock on them (they did, before: a worker held a
+/// segment it had flushed while waiting for a compaction input another
+/// session's flush still held).
+pub(crate) struct SegmentLock(pg_sys::LOCKTAG);
+
+impl SegmentLock {
+    pub(crate) unsafe fn acquire(index: pg_sys::Relation, segment: u64) -> SegmentLock {
+        unsafe {
+            let tag = pg_sys::LOCKTAG {
+                locktag_field1: pg_sys::MyDatabaseId.to_u32(),
+                locktag_field2: (*index).rd_id.to_u32(),
+                locktag_field3: segment as u32,
+                // "MV" in the field SQL-level advisory locks set to 1 or 2, so
+                // these never collide with a user's pg_advisory_lock.
+                locktag_field4: 0x4d56,
+                locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+                locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+            };
+            pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as i32, false, false);
+            SegmentLock(tag)
+        }
+    }
+}
+
+impl Drop for SegmentLock {
+    fn drop(&mut self) {
+        // SAFETY: releasing the lock acquired in `acquire`, held until now.
+        unsafe { pg_sys::LockRelease(&self.0, pg_sys::ExclusiveLock as i32, false) };
     }
 }
 
@@ -134,10 +156,12 @@ pub(crate) unsafe fn seal(index: pg_sys::Relation, reason: SealReason) -> Option
         let mut manifest = page::read_manifest(index, &meta);
         let now = now();
         let rows = count_rows(index, meta.growing_head, meta.dims as usize);
+        let why = reason.to_string();
         manifest.seal(sealed, rows, reason, now).unwrap_or_else(|e| error!("{e}"));
         let growing = manifest.add_growing(now);
         let new_buffer = page::new_buffer(index);
         let new_block = pg_sys::BufferGetBlockNumber(new_buffer);
+        let job = JobRecord::start(JobKind::Seal, (*index).rd_id.to_u32(), &[sealed.0], describe(index, sealed), why);
         let freed = commit(index, meta_buffer, &manifest, |xlog, m| {
             let p = xlog.register(new_buffer, true);
             page::init_row_page(p, growing.0);
@@ -150,6 +174,7 @@ pub(crate) unsafe fn seal(index: pg_sys::Relation, reason: SealReason) -> Option
         pg_sys::UnlockReleaseBuffer(new_buffer);
         pg_sys::UnlockReleaseBuffer(meta_buffer);
         page::free_pages(index, &freed);
+        job.done(rows, 0);
         Some(sealed)
     }
 }
@@ -170,12 +195,18 @@ pub(crate) unsafe fn count_rows(index: pg_sys::Relation, head: pg_sys::BlockNumb
     rows
 }
 
-/// Flushes one sealed segment; `Ok(Some(rows))` with the rows it flushed,
-/// `Ok(None)` if another job flushed it meanwhile, `Err(cause)` if storage or
-/// the build failed (the segment stays sealed, nothing is lost).
-pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId) -> Result<Option<u64>, String> {
+/// "segment 3 of index \"items_idx\"", for messages and the job log.
+pub(crate) unsafe fn describe(index: pg_sys::Relation, segment: SegmentId) -> String {
+    format!("segment {segment} of index \"{}\"", unsafe { relation_name(index) })
+}
+
+/// Flushes one sealed segment, for `why` (who asked); `Ok(Some(rows))` with
+/// the rows it flushed, `Ok(None)` if another job flushed it meanwhile,
+/// `Err(cause)` if storage or the build failed (the segment stays sealed,
+/// nothing is lost).
+pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId, why: &str) -> Result<Option<u64>, String> {
     unsafe {
-        lock_segment(index, segment.0);
+        let _lock = SegmentLock::acquire(index, segment.0);
         let meta = page::read_meta(index);
         let Some(chain) = meta.sealed().iter().find(|c| c.segment == segment.0).copied() else {
             return Ok(None);
@@ -186,20 +217,30 @@ pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId) 
         // and other flushes wait for the segment lock we hold.
         let mut rows = PageRows::new(dims);
         page::walk_chain(index, chain.head, |_, p| page::for_each_row(p, dims, |_, key, v| rows.push(key, v)));
+        let job = JobRecord::start(JobKind::Flush, (*index).rd_id.to_u32(), &[segment.0], describe(index, segment), why.to_owned());
         let o = options::of(index);
         let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: build_threads() };
         let id = index_id(index);
-        let storage = storage::storage();
+        let storage = storage::try_storage();
         let scratch = std::path::PathBuf::from(crate::gucs::scratch_dir());
         let flushed: Result<Flushed, String> = storage::run_job("flush", move |cancel| {
+            let storage = storage?;
             std::fs::create_dir_all(&scratch).map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
             jobs::flush(&storage, id, segment, metric, dims, &rows.keys, &rows.vectors, params, &scratch, cancel)
                 .map_err(|e| e.to_string())
         });
-        let flushed = flushed.map_err(|cause| format!("could not flush segment {segment} of index \"{}\": {cause}", relation_name(index)))?;
+        let flushed = match flushed {
+            Ok(flushed) => flushed,
+            Err(cause) => {
+                let message = format!("could not flush {}: {cause}", describe(index, segment));
+                job.failed(&message);
+                return Err(message);
+            }
+        };
         pause_for_tests();
-        let rows = flushed.rows;
+        let (rows, bytes) = (flushed.rows, flushed.bytes);
         publish_flush(index, flushed, chain);
+        job.done(rows, bytes);
         Ok(Some(rows))
     }
 }
@@ -253,8 +294,11 @@ unsafe fn publish_flush(index: pg_sys::Relation, flushed: Flushed, chain: Sealed
     }
 }
 
-/// Seals and flushes one index; returns (segment, state) of what it flushed.
-unsafe fn flush_index(index_oid: pg_sys::Oid) -> Vec<(i64, String)> {
+/// Seals one index and, with `flush`, flushes every sealed segment, waiting
+/// for a job another session or a worker runs on one. Returns (segment,
+/// state) of each segment that was sealed: `flushed` (or `dropped`, if a
+/// compaction got to it first) once flushed, `sealed` when left to the workers.
+unsafe fn flush_index(index_oid: pg_sys::Oid, flush: bool) -> Vec<(i64, String)> {
     unsafe {
         let index = pg_sys::index_open(index_oid, pg_sys::RowExclusiveLock as i32);
         check_milvus_index(index);
@@ -264,9 +308,19 @@ unsafe fn flush_index(index_oid: pg_sys::Oid) -> Vec<(i64, String)> {
         let mut out = Vec::new();
         for chain in meta.sealed() {
             let segment = SegmentId(chain.segment);
-            match flush_segment(index, segment) {
+            if !flush {
+                out.push((segment.0 as i64, SegmentState::Sealed.as_str().to_owned()));
+                continue;
+            }
+            match flush_segment(index, segment, "milvus_flush()") {
                 Ok(Some(_)) => out.push((segment.0 as i64, SegmentState::Flushed.as_str().to_owned())),
-                Ok(None) => {}
+                Ok(None) => {
+                    // Another job flushed it while we waited for its lock.
+                    let (_, manifest) = page::read_meta_and_manifest(index);
+                    if let Some(e) = manifest.segment(segment) {
+                        out.push((segment.0 as i64, e.meta.state.as_str().to_owned()));
+                    }
+                }
                 Err(message) => {
                     ereport!(ERROR, PgSqlErrorCode::ERRCODE_IO_ERROR, message, FLUSH_FAILED_DETAIL);
                 }
@@ -299,7 +353,7 @@ pub(super) unsafe fn check_owner(index: pg_sys::Relation) {
 }
 
 /// Every milvus index of the current database.
-pub(super) fn all_milvus_indexes() -> Vec<pg_sys::Oid> {
+pub(crate) fn all_milvus_indexes() -> Vec<pg_sys::Oid> {
     Spi::connect(|client| {
         client
             .select(
@@ -315,9 +369,15 @@ pub(super) fn all_milvus_indexes() -> Vec<pg_sys::Oid> {
 
 /// Seals the growing segment of `index` (of every milvus index of the
 /// database when NULL) and flushes every sealed segment: binlog and HNSW
-/// index written to object storage, then published in the manifest. Without
-/// background workers the calling backend does the work, so `wait` has no
-/// effect yet. Only the index's owner (or a superuser) may flush.
+/// index written to object storage, then published in the manifest.
+///
+/// With `wait` (the default) the calling backend flushes, interruptibly; a
+/// segment a worker or another session is flushing is waited for. A cancel
+/// leaves the segments sealed, safe, for the workers (or the next call).
+/// With `wait => false` it returns right after the seal and wakes the
+/// background workers to flush; without workers (pg_milvus not preloaded,
+/// or `milvus.max_workers = 0`) it says so and flushes anyway, since nobody
+/// else would. Only the index's owner (or a superuser) may flush.
 /// (`regclass` in SQL is an `oid` here: the same bits.)
 #[pg_extern(sql = "
 CREATE FUNCTION milvus_flush(index regclass DEFAULT NULL, wait boolean DEFAULT true)
@@ -329,17 +389,24 @@ fn milvus_flush(
     index: default!(Option<pg_sys::Oid>, "NULL"),
     wait: default!(bool, true),
 ) -> TableIterator<'static, (name!(index, pg_sys::Oid), name!(segment_id, i64), name!(state, String))> {
-    let _ = wait;
     let oids = match index {
         Some(oid) => vec![oid],
         None => all_milvus_indexes(),
     };
+    let workers = !wait && crate::worker::shared::workers_running();
+    if !wait && !workers {
+        notice!("no pg_milvus background workers run (pg_milvus not in shared_preload_libraries, or milvus.max_workers = 0); flushing in this session");
+    }
     let mut rows = Vec::new();
-    for oid in oids {
+    for oid in &oids {
         // SAFETY: index_open checks the OID and locks the relation.
-        for (segment, state) in unsafe { flush_index(oid) } {
-            rows.push((oid, segment, state));
+        for (segment, state) in unsafe { flush_index(*oid, !workers) } {
+            rows.push((*oid, segment, state));
         }
+    }
+    if workers {
+        // SAFETY: a backend global.
+        crate::worker::shared::wake_launcher(unsafe { pg_sys::MyDatabaseId.to_u32() });
     }
     TableIterator::new(rows)
 }
@@ -349,7 +416,7 @@ fn milvus_flush(
 #[pg_extern(sql = "
 CREATE FUNCTION milvus_segments(index regclass)
     RETURNS TABLE(segment_id bigint, state text, index_state text, rows bigint, deleted_rows bigint, bytes bigint,
-                  seal_reason text, created_at timestamptz, sealed_at timestamptz, flushed_at timestamptz)
+                  seal_reason text, created_at timestamptz, sealed_at timestamptz, flushed_at timestamptz, error text)
     STABLE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
 COMMENT ON FUNCTION milvus_segments(regclass) IS 'the segments of a milvus index, growing one included';
 ")]
@@ -368,6 +435,7 @@ fn milvus_segments(
         name!(created_at, TimestampWithTimeZone),
         name!(sealed_at, Option<TimestampWithTimeZone>),
         name!(flushed_at, Option<TimestampWithTimeZone>),
+        name!(error, Option<String>),
     ),
 > {
     // SAFETY: index_open checks the OID and locks the relation.
@@ -382,6 +450,8 @@ fn milvus_segments(
         });
         pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
         let time = |secs: u64| to_timestamptz(secs);
+        // The background workers' current failure streak on this index.
+        let failure = crate::worker::shared::last_failure(pg_sys::MyDatabaseId.to_u32(), index.to_u32());
         manifest
             .segments
             .iter()
@@ -399,6 +469,10 @@ fn milvus_segments(
                     time(m.created_at),
                     m.sealed_at.map(time),
                     m.flushed_at.map(time),
+                    // A failure not tied to a segment concerns every sealed one.
+                    failure.as_ref().filter(|(s, _, _)| *s == m.id.0 || (*s == 0 && m.state == SegmentState::Sealed)).map(|(_, error, attempts)| {
+                        format!("{error} (background worker, {attempts} failed attempts; retrying with backoff)")
+                    }),
                 )
             })
             .collect::<Vec<_>>()

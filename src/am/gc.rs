@@ -25,6 +25,7 @@ use super::flush::change_manifest;
 use super::flush::{self, index_id, index_id_of};
 use super::page;
 use crate::error::raise_io;
+use crate::worker::shared::{JobKind, JobRecord};
 
 type GcRow = (pg_sys::Oid, i64, i64, i64);
 
@@ -39,14 +40,24 @@ fn row(oid: pg_sys::Oid, r: &GcReport) -> GcRow {
     (oid, r.deleted.len() as i64, r.kept_referenced as i64, r.kept_young as i64)
 }
 
-unsafe fn gc_index(oid: pg_sys::Oid) -> GcRow {
+fn record(r: &GcReport, job: JobRecord) {
+    if r.deleted.is_empty() {
+        job.discard();
+    } else {
+        job.done(r.deleted.len() as u64, r.deleted_bytes);
+    }
+}
+
+unsafe fn gc_index(oid: pg_sys::Oid, why: &str) -> GcRow {
     unsafe {
         let index = pg_sys::index_open(oid, pg_sys::RowExclusiveLock as i32);
         flush::check_milvus_index(index);
         flush::check_owner(index);
+        let job = JobRecord::start(JobKind::Gc, oid.to_u32(), &[], format!("index \"{}\"", super::relation_name(index)), why.to_owned());
         let (_, manifest) = page::read_meta_and_manifest(index);
         let referenced: HashSet<String> = manifest.referenced_keys().map(str::to_owned).collect();
         let report = collect(index_id(index).prefix(), referenced);
+        record(&report, job);
         if !report.deleted.is_empty() {
             let deleted: HashSet<&str> = report.deleted.iter().map(String::as_str).collect();
             change_manifest(index, |m| m.forget_dropped(|k| deleted.contains(k)));
@@ -69,13 +80,18 @@ fn indexes_in_storage() -> BTreeSet<u32> {
 
 /// Collects the objects of an index that no longer exists, unless its OID
 /// is locked (an index being created).
-unsafe fn gc_dropped(oid: u32) -> Option<GcRow> {
+unsafe fn gc_dropped(oid: u32, why: &str) -> Option<GcRow> {
     unsafe {
         let relid = pg_sys::Oid::from(oid);
         if !pg_sys::ConditionalLockRelationOid(relid, pg_sys::AccessExclusiveLock as i32) {
             return None;
         }
-        let result = (!super::relation_exists(oid)).then(|| row(relid, &collect(index_id_of(oid).prefix(), HashSet::new())));
+        let result = (!super::relation_exists(oid)).then(|| {
+            let job = JobRecord::start(JobKind::Gc, oid, &[], format!("dropped index {oid}"), why.to_owned());
+            let report = collect(index_id_of(oid).prefix(), HashSet::new());
+            record(&report, job);
+            row(relid, &report)
+        });
         pg_sys::UnlockRelationOid(relid, pg_sys::AccessExclusiveLock as i32);
         result
     }
@@ -99,21 +115,28 @@ fn milvus_gc(
 > {
     let rows: Vec<GcRow> = match index {
         // SAFETY: index_open checks the OID and locks the relation.
-        Some(oid) => vec![unsafe { gc_index(oid) }],
+        Some(oid) => vec![unsafe { gc_index(oid, "milvus_gc()") }],
         None => {
             // SAFETY: a catalog check of the current user.
             if !unsafe { pg_sys::superuser() } {
                 ereport!(ERROR, PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, "must be superuser to collect garbage of every index", "Owners can call milvus_gc('<index>') on their own indexes.");
             }
-            let live = flush::all_milvus_indexes();
-            let live_u32: HashSet<u32> = live.iter().map(|o| o.to_u32()).collect();
-            // SAFETY: as above, and gc_dropped locks what it collects.
-            let mut rows: Vec<GcRow> = live.into_iter().map(|oid| unsafe { gc_index(oid) }).collect();
-            for oid in indexes_in_storage().into_iter().filter(|o| !live_u32.contains(o)) {
-                rows.extend(unsafe { gc_dropped(oid) });
-            }
-            rows
+            gc_database("milvus_gc()")
         }
     };
     TableIterator::new(rows)
+}
+
+/// Collects the garbage of every milvus index of the database, and of every
+/// dropped one; `why` is logged with each job.
+pub(crate) fn gc_database(why: &str) -> Vec<GcRow> {
+    let live = flush::all_milvus_indexes();
+    let live_u32: HashSet<u32> = live.iter().map(|o| o.to_u32()).collect();
+    // SAFETY: index_open checks each OID and locks the relation; gc_dropped
+    // locks what it collects.
+    let mut rows: Vec<GcRow> = live.into_iter().map(|oid| unsafe { gc_index(oid, why) }).collect();
+    for oid in indexes_in_storage().into_iter().filter(|o| !live_u32.contains(o)) {
+        rows.extend(unsafe { gc_dropped(oid, why) });
+    }
+    rows
 }

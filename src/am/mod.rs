@@ -16,8 +16,8 @@
 //! - `options.rs`: reloptions; `page.rs`: page layout and WAL.
 
 mod build;
-mod compact;
-mod gc;
+pub(crate) mod compact;
+pub(crate) mod gc;
 mod cost;
 pub mod flush;
 mod insert;

@@ -2,7 +2,7 @@
 //!
 //! After `ambulkdelete` returns, no dead TID may remain reachable through
 //! the index, since the heap will reuse it. Each segment is handled under its
-//! job lock (`flush::lock_segment`), so a flush never uploads rows this pass
+//! job lock (`flush::SegmentLock`), so a flush never uploads rows this pass
 //! removed, and a flush that ran first has moved them where pass 2 finds them.
 //!
 //! Pass 1, rows in pages (the growing segment, sealed segments not yet
@@ -11,7 +11,10 @@
 //!
 //! Pass 2, flushed segments: load the segment (its keys are the TIDs), find
 //! the positions of rows that just died, write them as a delta binlog to
-//! object storage, and publish it in the manifest. Searches skip tombstoned
+//! object storage, and publish it in the manifest. A compaction running
+//! meanwhile (it holds its inputs' locks, so this pass waits for it) builds
+//! its output from rows read before: the pass goes on until it has seen
+//! every flushed segment of the manifest, that output included. Searches skip tombstoned
 //! positions; compaction drops them. If storage is unreachable, VACUUM fails
 //! with the cause and the heap keeps its dead tuples (nothing is reused, so
 //! nothing is wrong); the next VACUUM tries again.
@@ -23,7 +26,7 @@ use milvus_core::segment::{SegmentId, SegmentState};
 use milvus_core::Metric;
 use pgrx::prelude::*;
 
-use super::flush::{self, lock_segment};
+use super::flush::{self, SegmentLock};
 use super::flush::change_manifest;
 use super::page::{self, Xlog};
 use super::scan::loaded_segments;
@@ -49,7 +52,7 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         let in_pages = std::iter::once(meta.growing_segment).chain(meta.sealed().iter().map(|c| c.segment)).collect::<Vec<_>>();
         let mut live = 0.0;
         for segment in in_pages {
-            lock_segment(index, segment);
+            let _lock = SegmentLock::acquire(index, segment);
             let meta = page::read_meta(index);
             let head = if meta.growing_segment == segment {
                 Some(meta.growing_head)
@@ -63,13 +66,21 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
             }
         }
 
-        // Pass 2: flushed segments.
-        let (meta, manifest) = page::read_meta_and_manifest(index);
+        // Pass 2: flushed segments, until every one in the manifest has been
+        // seen: a compaction that finishes meanwhile publishes a segment
+        // built from rows loaded before this pass, which must be seen too.
         let metric = Metric::from_code(meta.metric).expect("meta page checked");
-        for entry in manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed) {
-            lock_segment(index, entry.meta.id.0);
+        let mut seen = std::collections::HashSet::new();
+        loop {
             let (_, manifest) = page::read_meta_and_manifest(index);
-            let Some(current) = manifest.segment(entry.meta.id).filter(|e| e.meta.state == SegmentState::Flushed) else {
+            let Some(next) = manifest.segments.iter().find(|e| e.meta.state == SegmentState::Flushed && !seen.contains(&e.meta.id)) else {
+                break;
+            };
+            let id = next.meta.id;
+            seen.insert(id);
+            let _lock = SegmentLock::acquire(index, id.0);
+            let (_, manifest) = page::read_meta_and_manifest(index);
+            let Some(current) = manifest.segment(id).filter(|e| e.meta.state == SegmentState::Flushed) else {
                 continue;
             };
             let segment = loaded_segments(index, &manifest, metric).into_iter().find(|s| s.id == current.meta.id).expect("loaded");

@@ -195,6 +195,8 @@ pub struct Listed {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GcReport {
     pub deleted: Vec<String>,
+    /// Bytes of the deleted objects.
+    pub deleted_bytes: u64,
     pub kept_referenced: usize,
     /// Unreferenced but younger than the grace period (maybe an upload whose
     /// manifest commit is still to come).
@@ -381,6 +383,7 @@ impl Storage {
                 report.kept_young += 1;
             } else {
                 self.delete(&obj.key)?;
+                report.deleted_bytes += obj.size;
                 report.deleted.push(obj.key);
             }
         }

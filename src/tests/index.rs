@@ -1,15 +1,17 @@
-//! The milvus index in the `cargo pgrx test` cluster, which does not preload
-//! the library (no `shared_preload_libraries`): everything must work there,
-//! with flushes done by `milvus_flush()` in the calling backend (invariant 8).
+//! The milvus index in the `cargo pgrx test` cluster, which preloads the
+//! library without background workers (`milvus.max_workers = 0`): flushes are
+//! done by `milvus_flush()` in the calling backend, and recorded in the
+//! shared job log. (Running without preload at all is tested end to end,
+//! tests/test_workers.py.)
 
 #[pgrx::pg_schema]
 mod tests {
     use pgrx::prelude::*;
 
     #[pg_test]
-    fn index_flush_search_and_vacuum_without_preload() {
+    fn index_flush_search_and_job_log() {
         let preload = Spi::get_one::<String>("SHOW shared_preload_libraries").unwrap().unwrap_or_default();
-        assert!(!preload.contains("pg_milvus"), "this test is about running without preload: {preload}");
+        assert!(preload.contains("pg_milvus"), "the job log needs the library preloaded: {preload}");
         Spi::run("CREATE TABLE t (id int PRIMARY KEY, v vector(3))").unwrap();
         Spi::run("INSERT INTO t SELECT i, ARRAY[i % 17, i % 13, i % 11] FROM generate_series(1, 5000) i").unwrap();
         Spi::run("CREATE INDEX t_idx ON t USING milvus (v vector_l2_ops)").unwrap();
@@ -21,6 +23,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(states.as_deref(), Some("flushed:5000,flushed:100,growing:0"));
+        // The job log (shared memory, so it sees this transaction's jobs):
+        // the build's seal and flush, then the call's.
+        let jobs = Spi::get_one::<String>(
+            "SELECT string_agg(kind || ':' || segments::text || ':' || state || ':' || reason || ':' || rows, ',' ORDER BY job_id) \
+             FROM milvus_jobs WHERE index = 't_idx'::regclass",
+        )
+        .unwrap();
+        assert_eq!(
+            jobs.as_deref(),
+            Some("seal:{1}:done:index build:5000,flush:{1}:done:CREATE INDEX:5000,seal:{2}:done:manual flush:100,flush:{2}:done:milvus_flush():100")
+        );
         Spi::run("SET enable_seqscan = off").unwrap();
         let nearest = Spi::get_one::<i32>("SELECT id FROM t ORDER BY v <-> '[1,1,1]' LIMIT 1").unwrap();
         let exact = Spi::get_one::<i32>("SELECT id FROM t ORDER BY l2_distance(v, '[1,1,1]'), id LIMIT 1").unwrap();

@@ -5,4 +5,5 @@
 //! its answers (seal, flush, compaction) live elsewhere.
 
 pub mod compaction;
+pub mod retry;
 pub mod seal;

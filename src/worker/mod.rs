@@ -1,0 +1,203 @@
+//! Background workers: Milvus' DataCoord and DataNode inside Postgres.
+//!
+//! With pg_milvus in `shared_preload_libraries`, the postmaster starts one
+//! **launcher** (`pg_milvus launcher`). It connects to no database; every
+//! `milvus.naptime` it reads `pg_database` and starts a short-lived
+//! **worker** (`pg_milvus worker`, a dynamic background worker) for each
+//! database due a visit, at most `milvus.max_workers` at once, as autovacuum
+//! does. A worker seals growing segments by the seal policy, flushes sealed
+//! segments, compacts, collects garbage (`visit.rs`), and exits. A database
+//! without milvus indexes is visited again only after a while; a backend's
+//! `milvus_flush(wait => false)` sets the launcher's latch for an immediate
+//! visit.
+//!
+//! Signals: SIGHUP reloads the settings; SIGTERM (a fast shutdown) is
+//! Postgres' `die`: served at the next `CHECK_FOR_INTERRUPTS()`, which the
+//! wait for an upload or a build runs every 10 ms. The process then exits
+//! with the job unpublished: the rows stay sealed in pages, the objects
+//! already uploaded are garbage for GC, and the next visit starts over.
+//!
+//! Template databases are never visited: a connection to one would make
+//! `CREATE DATABASE` fail.
+
+pub mod shared;
+mod visit;
+
+use std::time::{Duration, Instant};
+
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, BgWorkerStartTime, DynamicBackgroundWorker};
+use pgrx::prelude::*;
+
+use crate::am::flush::now;
+
+/// How long a database that had no milvus index is left alone.
+const IDLE_DATABASE_RECHECK: Duration = Duration::from_secs(60);
+
+/// Registers the shared memory and (unless `milvus.max_workers` is 0) the
+/// launcher; from `_PG_init`, when preloading only.
+pub fn init() {
+    shared::init();
+    if crate::gucs::max_workers() == 0 {
+        return;
+    }
+    BackgroundWorkerBuilder::new("pg_milvus launcher")
+        .set_type("pg_milvus launcher")
+        .set_library("pg_milvus")
+        .set_function("milvus_launcher_main")
+        .enable_spi_access()
+        // Workers write WAL: not on a standby.
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(10)))
+        .load();
+}
+
+// Postgres' own signal handlers, by their C symbols (pgrx wraps the
+// declarations in pg_sys into Rust functions, which are not handlers).
+unsafe extern "C-unwind" {
+    #[link_name = "die"]
+    fn postgres_die(signal: std::ffi::c_int);
+    #[link_name = "SignalHandlerForConfigReload"]
+    fn postgres_reload(signal: std::ffi::c_int);
+}
+
+/// The signal handlers of both kinds of process: reload on SIGHUP, Postgres'
+/// own `die` on SIGTERM (so CHECK_FOR_INTERRUPTS ends the process cleanly).
+fn attach_signals() {
+    // SAFETY: installing Postgres' own handlers, before unblocking signals.
+    unsafe {
+        pg_sys::pqsignal(libc::SIGHUP, Some(postgres_reload));
+        pg_sys::pqsignal(libc::SIGTERM, Some(postgres_die));
+        pg_sys::BackgroundWorkerUnblockSignals();
+    }
+}
+
+/// Sleeps until `timeout` passes or the latch is set; serves interrupts
+/// (SIGTERM ends the process here) and reloads settings after a SIGHUP.
+fn nap(timeout: Duration) {
+    // SAFETY: the standard latch loop of a background worker.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            timeout.as_millis().min(i32::MAX as u128) as std::ffi::c_long,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    reload_if_asked();
+}
+
+fn reload_if_asked() {
+    pgrx::check_for_interrupts!();
+    // SAFETY: the flag is set by the SIGHUP handler and read on this thread.
+    unsafe {
+        if pg_sys::ConfigReloadPending != 0 {
+            pg_sys::ConfigReloadPending = 0;
+            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+        }
+    }
+}
+
+/// The launcher's main loop.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn milvus_launcher_main(_arg: pg_sys::Datum) {
+    attach_signals();
+    // No database: pg_database is a shared catalog.
+    BackgroundWorker::connect_worker_to_spi(None, None);
+    // SAFETY: a backend global.
+    shared::set_launcher_pid(unsafe { pg_sys::MyProcPid });
+    log!("pg_milvus launcher started (max_workers {}, naptime {} s)", crate::gucs::max_workers(), crate::gucs::naptime().as_secs());
+    let mut running: Vec<(u32, DynamicBackgroundWorker)> = Vec::new();
+    let mut next_round = Instant::now();
+    loop {
+        // Workers that have exited free their slot.
+        running.retain(|(_, w)| !matches!(w.pid(), Err(BackgroundWorkerStatus::Stopped | BackgroundWorkerStatus::PostmasterDied)));
+        let full_round = Instant::now() >= next_round;
+        if full_round || shared::any_wanted() {
+            launch(&mut running, full_round);
+            if full_round {
+                next_round = Instant::now() + crate::gucs::naptime();
+            }
+        }
+        nap(next_round.saturating_duration_since(Instant::now()).max(Duration::from_millis(100)));
+    }
+}
+
+/// Starts a worker for each database due a visit (every database not
+/// recently found empty on a full round; those a backend asked for on any
+/// round), while there are free worker slots.
+fn launch(running: &mut Vec<(u32, DynamicBackgroundWorker)>, full_round: bool) {
+    let max = crate::gucs::max_workers();
+    let now = now();
+    for database in databases() {
+        if running.len() >= max {
+            break;
+        }
+        if running.iter().any(|(d, _)| *d == database) || !shared::take_visit(database, now, full_round) {
+            continue;
+        }
+        let started = BackgroundWorkerBuilder::new("pg_milvus worker")
+            .set_type("pg_milvus worker")
+            .set_library("pg_milvus")
+            .set_function("milvus_worker_main")
+            .enable_spi_access()
+            .set_argument(Some(pg_sys::Datum::from(database)))
+            // SAFETY: a backend global; the postmaster then signals our latch
+            // when the worker stops.
+            .set_notify_pid(unsafe { pg_sys::MyProcPid })
+            .set_restart_time(None)
+            .load_dynamic();
+        match started {
+            Ok(worker) => running.push((database, worker)),
+            Err(_) => {
+                // Every slot of max_worker_processes is taken: try later.
+                warning!(
+                    "pg_milvus could not start a background worker; raise max_worker_processes (it must cover milvus.max_workers + 1)"
+                );
+                break;
+            }
+        }
+    }
+}
+
+/// The databases a worker may connect to, templates excluded.
+fn databases() -> Vec<u32> {
+    let mut out = Vec::new();
+    // SAFETY: a catalog scan of the shared pg_database in its own
+    // transaction, as autovacuum's launcher does.
+    unsafe {
+        pg_sys::StartTransactionCommand();
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+        let rel = pg_sys::table_open(pg_sys::DatabaseRelationId, pg_sys::AccessShareLock as i32);
+        let scan = pg_sys::table_beginscan_catalog(rel, 0, std::ptr::null_mut());
+        loop {
+            let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tuple.is_null() {
+                break;
+            }
+            let data = (*tuple).t_data;
+            let form = data.cast::<u8>().add((*data).t_hoff as usize).cast::<pg_sys::FormData_pg_database>();
+            if (*form).datallowconn && !(*form).datistemplate {
+                out.push((*form).oid.to_u32());
+            }
+        }
+        pg_sys::table_endscan(scan);
+        pg_sys::table_close(rel, pg_sys::AccessShareLock as i32);
+        pg_sys::PopActiveSnapshot();
+        pg_sys::CommitTransactionCommand();
+    }
+    out
+}
+
+/// A worker: one visit of one database, then exit.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn milvus_worker_main(arg: pg_sys::Datum) {
+    attach_signals();
+    let database = arg.value() as u32;
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(pg_sys::Oid::from(database)), None);
+    if !visit::visit_database(database) {
+        shared::set_idle_until(database, now() + IDLE_DATABASE_RECHECK.as_secs());
+    }
+}

@@ -1,0 +1,491 @@
+//! The workers' shared memory: a log of recent jobs (the `milvus_jobs`
+//! view), each index's retry and idle-time state, each database's
+//! bookkeeping, and the launcher's PID so backends can wake it.
+//!
+//! It exists only when pg_milvus is in `shared_preload_libraries`; without
+//! it every function here is a no-op and the view is empty (the jobs still
+//! run, in the backends that call `milvus_flush()` or `milvus_compact()`).
+//! The lock is held only to copy a few hundred bytes in or out.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use milvus_core::policy::retry::{Backoff, GrowingSeen, Streak};
+use pgrx::prelude::*;
+use pgrx::{PGRXSharedMemory, PgLwLock};
+
+const MAX_JOBS: usize = 128;
+const MAX_INDEXES: usize = 256;
+const MAX_DATABASES: usize = 64;
+const MAX_JOB_SEGMENTS: usize = 8;
+
+/// A string in shared memory, cut at a character boundary.
+#[derive(Clone, Copy)]
+struct Text<const N: usize> {
+    len: u16,
+    bytes: [u8; N],
+}
+
+impl<const N: usize> Text<N> {
+    fn set(&mut self, s: &str) {
+        let mut end = s.len().min(N);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.bytes[..end].copy_from_slice(&s.as_bytes()[..end]);
+        self.len = end as u16;
+    }
+
+    fn get(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
+    }
+}
+
+/// What a job does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobKind {
+    Seal = 1,
+    Flush = 2,
+    Compact = 3,
+    Gc = 4,
+}
+
+fn kind_name(code: u8) -> &'static str {
+    match code {
+        1 => "seal",
+        2 => "flush",
+        3 => "compact",
+        4 => "gc",
+        _ => "unknown",
+    }
+}
+
+const RUNNING: u8 = 1;
+const DONE: u8 = 2;
+const FAILED: u8 = 3;
+
+#[derive(Clone, Copy)]
+struct Job {
+    id: u64,
+    pid: i32,
+    kind: u8,
+    state: u8,
+    database: u32,
+    index: u32,
+    segment_count: u8,
+    segments: [u64; MAX_JOB_SEGMENTS],
+    /// Unix microseconds.
+    started: i64,
+    finished: i64,
+    rows: i64,
+    bytes: i64,
+    reason: Text<96>,
+    error: Text<256>,
+}
+
+#[derive(Clone, Copy)]
+struct IndexSlot {
+    database: u32,
+    index: u32,
+    seen: GrowingSeen,
+    backoff: Backoff,
+    /// The last failure of the current streak, for `milvus_segments()`.
+    failed_segment: u64,
+    error: Text<256>,
+}
+
+#[derive(Clone, Copy)]
+struct DatabaseSlot {
+    database: u32,
+    /// Unix seconds before which the launcher need not start a worker (the
+    /// database had no milvus index at the last visit).
+    idle_until: u64,
+    last_gc: u64,
+    /// A backend asked for a visit now (`milvus_flush(wait => false)`).
+    wanted: bool,
+}
+
+#[derive(Clone, Copy)]
+pub struct Shared {
+    launcher_pid: i32,
+    next_job: u64,
+    jobs: [Job; MAX_JOBS],
+    indexes: [IndexSlot; MAX_INDEXES],
+    databases: [DatabaseSlot; MAX_DATABASES],
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        // SAFETY: every field is an integer, a bool or an array of them, for
+        // which all-zero is a valid (empty) value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: plain old data, no pointers.
+unsafe impl PGRXSharedMemory for Shared {}
+
+static SHARED: PgLwLock<Shared> = unsafe { PgLwLock::new(c"pg_milvus") };
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Requests the shared memory; from `_PG_init` while preloading only.
+pub fn init() {
+    pgrx::pg_shmem_init!(SHARED);
+    ENABLED.store(true, Ordering::Relaxed);
+}
+
+/// Whether shared memory (and so the workers) exists in this server.
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+fn unix_micros() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+}
+
+fn my_pid() -> i32 {
+    // SAFETY: a backend global set at start.
+    unsafe { pg_sys::MyProcPid }
+}
+
+/// A job while it runs: in the shared log (when there is one), and a LOG
+/// line with its reason and duration when it is done. Dropped unfinished
+/// (an error or a cancel unwinding through it), it is logged as failed.
+pub struct JobRecord {
+    id: u64,
+    kind: JobKind,
+    what: String,
+    reason: String,
+    started: std::time::Instant,
+}
+
+impl JobRecord {
+    /// A job of `kind` on `segments` of the index `index` of this database;
+    /// `what` names it for the log ("segment 3 of index \"items_idx\"").
+    pub fn start(kind: JobKind, index: u32, segments: &[u64], what: String, reason: String) -> JobRecord {
+        let mut record = JobRecord { id: 0, kind, what, reason, started: std::time::Instant::now() };
+        if !enabled() {
+            return record;
+        }
+        // SAFETY: a backend global set at connection.
+        let database = unsafe { pg_sys::MyDatabaseId.to_u32() };
+        let mut shared = SHARED.exclusive();
+        shared.next_job += 1;
+        let id = shared.next_job;
+        let slot = &mut shared.jobs[(id as usize) % MAX_JOBS];
+        // SAFETY: all-zero is a valid Job (see Shared::default).
+        *slot = unsafe { std::mem::zeroed() };
+        slot.id = id;
+        slot.pid = my_pid();
+        slot.kind = kind as u8;
+        slot.state = RUNNING;
+        slot.database = database;
+        slot.index = index;
+        slot.segment_count = segments.len().min(MAX_JOB_SEGMENTS) as u8;
+        for (to, from) in slot.segments.iter_mut().zip(segments) {
+            *to = *from;
+        }
+        slot.started = unix_micros();
+        slot.reason.set(&record.reason);
+        record.id = id;
+        record
+    }
+
+    fn end(&mut self, state: u8, rows: u64, bytes: u64, error: &str) {
+        let id = std::mem::take(&mut self.id);
+        if id == 0 {
+            return;
+        }
+        let mut shared = SHARED.exclusive();
+        let slot = &mut shared.jobs[(id as usize) % MAX_JOBS];
+        if slot.id == id {
+            slot.state = state;
+            slot.finished = unix_micros();
+            slot.rows = rows as i64;
+            slot.bytes = bytes as i64;
+            slot.error.set(error);
+        }
+    }
+
+    /// Ends the job; `rows` are the rows written (for GC: objects deleted).
+    pub fn done(mut self, rows: u64, bytes: u64) {
+        self.end(DONE, rows, bytes, "");
+        log!(
+            "pg_milvus: {} of {} done in {:.2} s: {rows} rows, {bytes} bytes (reason: {})",
+            kind_name(self.kind as u8),
+            self.what,
+            self.started.elapsed().as_secs_f64(),
+            self.reason
+        );
+    }
+
+    /// Forgets a job that found nothing to do (a GC with no garbage): the
+    /// log keeps the jobs that did something.
+    pub fn discard(mut self) {
+        let id = std::mem::take(&mut self.id);
+        if id != 0 {
+            let mut shared = SHARED.exclusive();
+            let slot = &mut shared.jobs[(id as usize) % MAX_JOBS];
+            if slot.id == id {
+                slot.id = 0;
+            }
+        }
+    }
+
+    /// Ends the job as failed; the caller reports the error.
+    pub fn failed(mut self, error: &str) {
+        self.end(FAILED, 0, 0, error);
+    }
+}
+
+impl Drop for JobRecord {
+    fn drop(&mut self) {
+        self.end(FAILED, 0, 0, "interrupted by an error or a cancel");
+    }
+}
+
+/// Runs `f` on the slot of (database, index), made if missing (replacing
+/// the least recently changed one when full).
+fn with_index<T>(database: u32, index: u32, f: impl FnOnce(&mut IndexSlot) -> T) -> Option<T> {
+    if !enabled() {
+        return None;
+    }
+    let mut shared = SHARED.exclusive();
+    let at = match shared.indexes.iter().position(|s| s.database == database && s.index == index) {
+        Some(at) => at,
+        None => {
+            let at = shared
+                .indexes
+                .iter()
+                .position(|s| s.index == 0)
+                .or_else(|| shared.indexes.iter().enumerate().min_by_key(|(_, s)| s.seen.changed_at).map(|(i, _)| i))
+                .expect("MAX_INDEXES > 0");
+            // SAFETY: all-zero is a valid slot.
+            shared.indexes[at] = unsafe { std::mem::zeroed() };
+            shared.indexes[at].database = database;
+            shared.indexes[at].index = index;
+            at
+        }
+    };
+    Some(f(&mut shared.indexes[at]))
+}
+
+/// Records the growing segment as seen now; returns since when it has not
+/// changed (Unix seconds).
+pub fn observe_growing(database: u32, index: u32, segment: u64, rows: u64, now: u64) -> u64 {
+    with_index(database, index, |slot| {
+        let previous = (slot.seen.changed_at != 0).then_some(slot.seen);
+        slot.seen = GrowingSeen::observe(previous, segment, rows, now);
+        slot.seen.changed_at
+    })
+    .unwrap_or(now)
+}
+
+/// Whether background work on the index may be attempted now.
+pub fn ready(database: u32, index: u32, now: u64) -> bool {
+    with_index(database, index, |slot| slot.backoff.ready(now)).unwrap_or(true)
+}
+
+/// Records the outcome of background work on an index; returns what to log.
+pub fn record_outcome(database: u32, index: u32, now: u64, outcome: Result<(), (u64, &str)>) -> Streak {
+    with_index(database, index, |slot| match outcome {
+        Ok(()) => {
+            slot.error.set("");
+            slot.failed_segment = 0;
+            slot.backoff.succeed()
+        }
+        Err((segment, error)) => {
+            slot.failed_segment = segment;
+            slot.error.set(error);
+            let base = crate::gucs::naptime().as_secs();
+            slot.backoff.fail(now, base, 600)
+        }
+    })
+    .unwrap_or(Streak::Quiet)
+}
+
+/// The current failure streak of an index's background work, if any:
+/// (segment, error, consecutive failures).
+pub fn last_failure(database: u32, index: u32) -> Option<(u64, String, u32)> {
+    if !enabled() {
+        return None;
+    }
+    let shared = SHARED.share();
+    let slot = shared.indexes.iter().find(|s| s.database == database && s.index == index)?;
+    (slot.backoff.failures > 0).then(|| (slot.failed_segment, slot.error.get().to_owned(), slot.backoff.failures))
+}
+
+/// Runs `f` on the database's slot, made if missing.
+fn with_database<T>(database: u32, f: impl FnOnce(&mut DatabaseSlot) -> T) -> Option<T> {
+    if !enabled() {
+        return None;
+    }
+    let mut shared = SHARED.exclusive();
+    let at = match shared.databases.iter().position(|s| s.database == database) {
+        Some(at) => at,
+        None => {
+            let at = shared.databases.iter().position(|s| s.database == 0).unwrap_or((database as usize) % MAX_DATABASES);
+            // SAFETY: all-zero is a valid slot.
+            shared.databases[at] = unsafe { std::mem::zeroed() };
+            shared.databases[at].database = database;
+            at
+        }
+    };
+    Some(f(&mut shared.databases[at]))
+}
+
+/// Marks a database as holding no milvus index until `until`.
+pub fn set_idle_until(database: u32, until: u64) {
+    with_database(database, |d| d.idle_until = until);
+}
+
+/// Whether the launcher should start a worker for the database now: asked
+/// for by a backend, or (on a full round) not known to be without milvus
+/// indexes. Clears the request.
+pub fn take_visit(database: u32, now: u64, full_round: bool) -> bool {
+    with_database(database, |d| {
+        let wanted = std::mem::take(&mut d.wanted);
+        wanted || (full_round && now >= d.idle_until)
+    })
+    .unwrap_or(false)
+}
+
+/// Whether a wake-up request is pending for any database.
+pub fn any_wanted() -> bool {
+    enabled() && SHARED.share().databases.iter().any(|d| d.wanted)
+}
+
+/// Whether garbage collection of the database is due; if so, records that
+/// it starts now.
+pub fn gc_due(database: u32, now: u64, interval: u64) -> bool {
+    with_database(database, |d| {
+        let due = now >= d.last_gc.saturating_add(interval);
+        if due {
+            d.last_gc = now;
+        }
+        due
+    })
+    .unwrap_or(false)
+}
+
+pub fn set_launcher_pid(pid: i32) {
+    if enabled() {
+        SHARED.exclusive().launcher_pid = pid;
+    }
+}
+
+/// The launcher's process, if it runs.
+fn launcher() -> Option<*mut pg_sys::PGPROC> {
+    if !enabled() || crate::gucs::max_workers() == 0 {
+        return None;
+    }
+    let pid = SHARED.share().launcher_pid;
+    // SAFETY: BackendPidGetProc takes ProcArrayLock itself.
+    let proc = unsafe { pg_sys::BackendPidGetProc(pid) };
+    (pid != 0 && !proc.is_null()).then_some(proc)
+}
+
+/// Whether background workers will pick up work.
+pub fn workers_running() -> bool {
+    launcher().is_some()
+}
+
+/// Asks the launcher to visit `database` now.
+pub fn wake_launcher(database: u32) {
+    with_database(database, |d| d.wanted = true);
+    if let Some(proc) = launcher() {
+        // SAFETY: a latch lives in shared memory; SetLatch may be called on
+        // another process's latch.
+        unsafe { pg_sys::SetLatch(&raw mut (*proc).procLatch) };
+    }
+}
+
+fn to_timestamptz(unix_micros: i64) -> Option<TimestampWithTimeZone> {
+    if unix_micros == 0 {
+        return None;
+    }
+    // Postgres counts from 2000-01-01.
+    const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
+    TimestampWithTimeZone::try_from(unix_micros - PG_EPOCH_OFFSET_MICROS).ok()
+}
+
+type JobRow = (
+    i64,
+    i32,
+    String,
+    pg_sys::Oid,
+    pg_sys::Oid,
+    Vec<i64>,
+    String,
+    String,
+    Option<TimestampWithTimeZone>,
+    Option<TimestampWithTimeZone>,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+);
+
+/// The job log, newest first. A job still `running` whose process is gone
+/// (the server was stopped, or the process crashed) shows as `abandoned`:
+/// its upload, if any, was never published.
+#[pg_extern(sql = "
+CREATE FUNCTION milvus_job_log()
+    RETURNS TABLE(job_id bigint, pid integer, kind text, database oid, index oid, segments bigint[], state text,
+                  reason text, started timestamptz, finished timestamptz, rows bigint, bytes bigint, error text)
+    VOLATILE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+COMMENT ON FUNCTION milvus_job_log() IS 'recent seal, flush, compaction and GC jobs of every database (shared memory)';
+CREATE VIEW milvus_jobs AS
+    SELECT job_id, pid, kind, index::regclass AS index, segments, state, reason, started, finished, rows, bytes, error
+      FROM milvus_job_log() WHERE database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database());
+COMMENT ON VIEW milvus_jobs IS 'recent and running seal, flush, compaction and GC jobs of this database';
+")]
+fn milvus_job_log() -> TableIterator<
+    'static,
+    (
+        name!(job_id, i64),
+        name!(pid, i32),
+        name!(kind, String),
+        name!(database, pg_sys::Oid),
+        name!(index, pg_sys::Oid),
+        name!(segments, Vec<i64>),
+        name!(state, String),
+        name!(reason, String),
+        name!(started, Option<TimestampWithTimeZone>),
+        name!(finished, Option<TimestampWithTimeZone>),
+        name!(rows, Option<i64>),
+        name!(bytes, Option<i64>),
+        name!(error, Option<String>),
+    ),
+> {
+    let mut jobs: Vec<Job> = if enabled() { SHARED.share().jobs.iter().filter(|j| j.id != 0).copied().collect() } else { Vec::new() };
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.id));
+    let rows: Vec<JobRow> = jobs
+        .into_iter()
+        .map(|j| {
+            // SAFETY: BackendPidGetProc takes ProcArrayLock itself.
+            let alive = || unsafe { !pg_sys::BackendPidGetProc(j.pid).is_null() };
+            let state = match j.state {
+                RUNNING if !alive() => "abandoned",
+                RUNNING => "running",
+                DONE => "done",
+                _ => "failed",
+            };
+            let finished = j.state != RUNNING;
+            (
+                j.id as i64,
+                j.pid,
+                kind_name(j.kind).to_owned(),
+                pg_sys::Oid::from(j.database),
+                pg_sys::Oid::from(j.index),
+                j.segments[..j.segment_count as usize].iter().map(|s| *s as i64).collect(),
+                state.to_owned(),
+                j.reason.get().to_owned(),
+                to_timestamptz(j.started),
+                to_timestamptz(j.finished),
+                (j.state == DONE).then_some(j.rows),
+                (j.state == DONE).then_some(j.bytes),
+                (finished && !j.error.get().is_empty()).then(|| j.error.get().to_owned()),
+            )
+        })
+        .collect();
+    TableIterator::new(rows)
+}

@@ -1,0 +1,276 @@
+"""The background workers on a real cluster (pg_milvus preloaded, naptime
+1 s): segments seal by rows and by idle time, flush and get indexed with no
+call; deleted rows are compacted away while a searcher checks every answer;
+two sessions flushing by hand race the workers; storage failures back off,
+show in milvus_segments() and heal; orphan objects are collected; a fast
+shutdown during a flush is prompt and the work resumes after restart."""
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pgvector.psycopg import register_vector
+
+from conftest import Cluster
+from test_flush import segments
+from test_index import all_index_ids, check_search_quality, index_ids, load, near, run_writers
+
+SETTINGS = [
+    "milvus.naptime = 1",
+    "milvus.seal_idle_time = 3",
+    "milvus.gc_interval = 1",
+]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Overrides conftest's cluster (which runs without workers) for the
+    tests of this module."""
+    c = Cluster("workers", SETTINGS)
+    yield c
+    c.stop()
+
+
+def wait_for(check, what, timeout=60):
+    """Polls `check()` until it returns something truthy; returns that."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def jobs(conn, kind=None):
+    where = f"WHERE kind = '{kind}'" if kind else ""
+    return conn.execute(
+        f"SELECT kind, segments, state, reason, rows, error FROM milvus_jobs {where} ORDER BY job_id").fetchall()
+
+
+def live_segments(conn):
+    return [s for s in segments(conn) if s[1] != "dropped"]
+
+
+def test_segments_seal_flush_and_get_indexed_by_themselves(cluster, conn):
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 5000)")
+    rows = np.concatenate([load(conn, 6000, seed=1), load(conn, 6000, seed=2, start_id=6000)])
+
+    # More than segment_max_rows: sealed, flushed and indexed with no call.
+    def settled():
+        segs = live_segments(conn)
+        return segs if segs[-1][1] == "growing" and segs[-1][3] == 0 and all(s[1] == "flushed" for s in segs[:-1]) else None
+
+    segs = wait_for(settled, "every row to be flushed")
+    assert sum(s[3] for s in segs) == 12_000
+    assert any(s[2] == "ready" for s in segs), segs  # big enough for an HNSW graph
+    seals = jobs(conn, "seal")
+    assert seals and all(j[2] == "done" for j in seals), seals
+    assert any(j[3].startswith("rows ") for j in seals), seals
+    flushes = jobs(conn, "flush")
+    assert flushes and all(j[2] == "done" and j[3] == "sealed; background worker" for j in flushes), flushes
+    assert sum(j[4] for j in flushes) == 12_000
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)) == 12_000
+    conn.execute("ANALYZE items")
+    check_search_quality(conn, "<->", near(rows, 30))
+
+    # A few rows, then nothing: sealed for being idle (milvus.seal_idle_time 3 s).
+    load(conn, 100, seed=3, start_id=12_000)
+    wait_for(lambda: any(j[3].startswith("idle for") for j in jobs(conn, "seal")), "an idle seal")
+    wait_for(lambda: live_segments(conn)[-1][3] == 0 and all(s[1] == "flushed" for s in live_segments(conn)[:-1]),
+             "the idle segment to be flushed")
+    assert len(set(all_index_ids(conn))) == 12_100
+
+
+def test_deleted_rows_are_compacted_away_while_searches_stay_exact(cluster, conn):
+    # Segments below the brute-force threshold: every answer must be exact.
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 20000)")
+    data = []
+    for b in range(3):
+        data.append(load(conn, 1300, seed=b, start_id=b * 1300))
+        conn.execute("SELECT * FROM milvus_flush('items_idx')")
+    queries = near(np.concatenate(data), 20)
+    conn.execute("DELETE FROM items WHERE id % 10 < 3")
+    truth = {}
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_indexscan = off")
+        for i, q in enumerate(queries):
+            truth[i] = set(index_ids(conn, "<->", q, 10))
+    failures, stop, rounds = [], threading.Event(), [0]
+
+    def searcher():
+        with cluster.connect(conn.info.dbname) as c:
+            register_vector(c)
+            while not stop.is_set():
+                for i, q in enumerate(queries):
+                    got = index_ids(c, "<->", q, 10)
+                    if len(got) != 10 or set(got) != truth[i]:
+                        failures.append((i, sorted(got), sorted(truth[i])))
+                rounds[0] += 1
+
+    t = threading.Thread(target=searcher)
+    t.start()
+    try:
+        conn.execute("VACUUM items")  # tombstones: 30% of each segment is dead
+        wait_for(lambda: [s for s in live_segments(conn) if s[1] == "flushed"] and
+                 all(s[4] == 0 for s in live_segments(conn)), "the workers to compact the dead rows away")
+        done = rounds[0]
+        wait_for(lambda: rounds[0] >= done + 2 or not t.is_alive(), "searches after the compaction")
+    finally:
+        stop.set()
+        t.join()
+    assert rounds[0] > 2 and not failures, failures[:3]
+    compactions = jobs(conn, "compact")
+    assert compactions and all(j[2] == "done" for j in compactions), compactions
+    assert sum(s[3] for s in live_segments(conn)) == 2730
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)) == 2730 and not any(i % 10 < 3 for i in ids)
+
+
+def test_flushes_from_two_sessions_race_the_workers(cluster, conn):
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 300)")
+    dbname = conn.info.dbname
+    failures = []
+
+    def flushers(c, stop):
+        def flush_loop():
+            try:
+                with cluster.connect(dbname) as other:
+                    while not stop.is_set():
+                        other.execute("SELECT * FROM milvus_flush('items_idx')")
+            except Exception as e:
+                failures.append(e)
+
+        second = threading.Thread(target=flush_loop)
+        second.start()
+        while not stop.is_set():
+            c.execute("SELECT * FROM milvus_flush('items_idx', wait => false)")
+            c.execute("SELECT * FROM milvus_flush('items_idx')")
+        second.join()
+
+    run_writers(cluster, dbname, flushers, writers=4, rows=1000, batch=50)
+    assert not failures, failures
+    conn.execute("SELECT * FROM milvus_flush('items_idx')")
+    heap = {r[0] for r in conn.execute("SELECT id FROM items")}
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)), "a row was returned twice"
+    assert set(ids) == heap and len(heap) == 4000
+    # Each segment was sealed once and flushed once, by whoever got there first.
+    for kind in ("seal", "flush"):
+        done = [j[1][0] for j in jobs(conn, kind) if j[2] == "done"]
+        assert len(done) == len(set(done)), (kind, done)
+    assert {s[0] for s in segments(conn) if s[1] != "growing"} >= set(j[1][0] for j in jobs(conn, "flush") if j[2] == "done")
+
+
+def test_storage_failures_back_off_show_and_heal(cluster, conn):
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    blocker = Path(cluster.host) / "not-a-directory"
+    blocker.write_text("a file where the store's directory should be\n")
+    os.chmod(blocker, 0o644)
+    log = Path(cluster.host) / "server.log"
+    log_start = log.stat().st_size
+    conn.execute(f"ALTER SYSTEM SET milvus.storage_url = 'file://{blocker}/objects'")
+    conn.execute("SELECT pg_reload_conf()")
+    try:
+        time.sleep(0.5)  # the reload reaches the launcher
+        load(conn, 500)
+        assert conn.execute("SELECT state FROM milvus_flush('items_idx', wait => false)").fetchall() == [("sealed",)]
+        error = wait_for(lambda: conn.execute(
+            "SELECT error FROM milvus_segments('items_idx') WHERE state = 'sealed' AND error IS NOT NULL").fetchone(),
+            "the failure to show in milvus_segments()")[0]
+        assert "could not flush segment 1" in error and "retrying with backoff" in error, error
+        # Meanwhile nothing is lost: the sealed rows are searched from pages.
+        assert len(set(all_index_ids(conn))) == 500
+        wait_for(lambda: sum(1 for j in jobs(conn, "flush") if j[2] == "failed") >= 2, "a retry")
+    finally:
+        conn.execute("ALTER SYSTEM RESET milvus.storage_url")
+        conn.execute("SELECT pg_reload_conf()")
+    # Backoff doubles from the naptime: a retry comes within seconds.
+    wait_for(lambda: [s for s in segments(conn) if s[0] == 1 and s[1] == "flushed"], "the flush to succeed", timeout=90)
+    assert conn.execute("SELECT error FROM milvus_segments('items_idx') WHERE segment_id = 1").fetchone() == (None,)
+    logged = log.read_text()[log_start:]
+    assert logged.count('background work on index "items_idx" failed') == 1, "logged once per failure streak"
+    assert 'background work on index "items_idx" works again after' in logged
+    assert len(set(all_index_ids(conn))) == 500
+
+
+def test_workers_collect_orphans_and_never_referenced_objects(cluster, conn):
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    load(conn, 5000)
+    conn.execute("SELECT * FROM milvus_flush('items_idx')")
+    cluster_id, db_oid, index_oid = conn.execute(
+        "SELECT lpad(to_hex(s.system_identifier), 16, '0'), d.oid, 'items_idx'::regclass::oid"
+        " FROM pg_control_system() s, pg_database d WHERE d.datname = current_database()").fetchone()
+    objects = Path(cluster.host) / "data" / "pg_milvus" / "objects" / cluster_id / str(db_oid) / str(index_oid)
+    referenced = sorted(p for p in objects.rglob("*") if p.is_file())
+    assert len(referenced) == 2
+    # An upload whose commit never came (a crash), two hours old.
+    orphan = objects / f"{99:020}" / "insert-00000000000000ff.binlog"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"left over by a crash")
+    for p in (orphan.parent, orphan):  # as the server would have written it
+        shutil.chown(p, "postgres", "postgres")
+    old = time.time() - 7200
+    os.utime(orphan, (old, old))
+    for p in referenced:
+        os.utime(p, (old, old))
+    # The default grace period (an hour) has passed for the orphan.
+    wait_for(lambda: not orphan.exists(), "the workers to collect the orphan")
+    time.sleep(2)  # a few more collections
+    assert sorted(p for p in objects.rglob("*") if p.is_file()) == referenced
+    gc_jobs = [j for j in jobs(conn, "gc") if j[4]]
+    assert gc_jobs and gc_jobs[0][2] == "done" and gc_jobs[0][4] == 1, gc_jobs
+    assert len(all_index_ids(conn)) == 5000
+
+
+def test_fast_shutdown_during_a_flush_is_prompt_and_the_flush_resumes(cluster, conn):
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    dbname = conn.info.dbname
+    # The worker's flush will hold still between upload and commit.
+    conn.execute("ALTER SYSTEM SET milvus.debug_commit_pause = 600000")
+    conn.execute("SELECT pg_reload_conf()")
+    time.sleep(0.5)
+    load(conn, 5000)
+    conn.execute("SELECT * FROM milvus_flush('items_idx', wait => false)")
+    wait_for(lambda: [j for j in jobs(conn, "flush") if j[2] == "running"], "the worker's flush to start")
+    conn.execute("ALTER SYSTEM RESET milvus.debug_commit_pause")  # for the restart
+    conn.close()
+    started = time.monotonic()
+    cluster.stop()
+    took = time.monotonic() - started
+    # Not a timing assertion on speed: a worker that ignored SIGTERM would
+    # hold the shutdown for the whole 600 s pause.
+    assert took < 60, f"pg_ctl stop -m fast took {took:.1f} s"
+    cluster.restart()
+    with cluster.connect(dbname) as c:
+        register_vector(c)
+        wait_for(lambda: [s for s in segments(c) if s[0] == 1 and s[1] == "flushed"], "the flush to resume after restart")
+        ids = all_index_ids(c)
+        assert len(ids) == len(set(ids)) == 5000
+
+
+def test_everything_works_without_preload():
+    """Invariant 8: without shared_preload_libraries there are no workers and
+    no job log; milvus_flush(wait => false) says so and flushes itself."""
+    c = Cluster("nopreload", ["shared_preload_libraries = ''"])
+    try:
+        with c.connect() as conn:
+            conn.execute("CREATE EXTENSION pg_milvus")
+            register_vector(conn)
+            conn.execute("CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector(64))")
+            conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+            rows = load(conn, 3000)
+            notices = []
+            conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+            assert conn.execute("SELECT state FROM milvus_flush('items_idx', wait => false)").fetchall() == [("flushed",)]
+            assert any("no pg_milvus background workers run" in n for n in notices), notices
+            assert conn.execute("SELECT count(*) FROM milvus_jobs").fetchone() == (0,)
+            conn.execute("ANALYZE items")
+            check_search_quality(conn, "<->", near(rows, 20))
+    finally:
+        c.stop()
