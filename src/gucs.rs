@@ -8,6 +8,7 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 static EF_SEARCH: GucSetting<i32> = GucSetting::<i32>::new(40);
 static MAX_SCAN_TUPLES: GucSetting<i32> = GucSetting::<i32>::new(20_000);
 static STORAGE_URL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static STORAGE_TIMEOUT_S: GucSetting<i32> = GucSetting::<i32>::new(30);
 static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static CACHE_SIZE_MB: GucSetting<i32> = GucSetting::<i32>::new(1024);
 static DEBUG_FLUSH_PAUSE_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
@@ -63,13 +64,29 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
-    GucRegistry::define_string_guc(
-        c"milvus.storage_url",
-        c"Where sealed segments are stored: file:///absolute/dir or s3://bucket/prefix.",
-        c"Empty (the default) means file://<data directory>/pg_milvus/objects. Superuser only.",
-        &STORAGE_URL,
+    // SAFETY: the check hook is pg_guard'ed and only reads its argument.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"milvus.storage_url",
+            c"Where sealed segments are stored: file:///absolute/dir or s3://bucket/prefix.",
+            c"Empty (the default) means file://<data directory>/pg_milvus/objects. A malformed URL is refused when set. Superuser only.",
+            &STORAGE_URL,
+            GucContext::Suset,
+            GucFlags::default(),
+            Some(check_storage_url),
+            None,
+            None,
+        );
+    }
+    GucRegistry::define_int_guc(
+        c"milvus.storage_timeout",
+        c"Seconds one object storage request may take before it fails (and is retried).",
+        c"S3 only; local directories are not timed. A request is tried up to 4 times. Range 1 to 3600; default 30. Superuser only.",
+        &STORAGE_TIMEOUT_S,
+        1,
+        3600,
         GucContext::Suset,
-        GucFlags::default(),
+        GucFlags::UNIT_S,
     );
     GucRegistry::define_string_guc(
         c"milvus.cache_dir",
@@ -211,8 +228,41 @@ fn non_empty(s: Option<CString>) -> Option<String> {
     s.map(|c| c.to_string_lossy().into_owned()).filter(|s| !s.is_empty())
 }
 
-pub fn storage_url() -> String {
-    non_empty(STORAGE_URL.get()).unwrap_or_else(|| format!("file://{}/pg_milvus/objects", data_dir()))
+/// Refuses a malformed `milvus.storage_url` when it is set, by its form only
+/// (no I/O: a bucket may be created after the setting).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_storage_url(
+    newval: *mut *mut std::ffi::c_char,
+    _extra: *mut *mut std::ffi::c_void,
+    _source: pgrx::pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: Postgres passes the candidate value, NULL or a C string.
+    let value = unsafe { newval.as_ref().filter(|v| !v.is_null()).map(|v| CStr::from_ptr(*v).to_string_lossy().into_owned()) };
+    match value.filter(|v| !v.is_empty()).map(|v| milvus_core::storage::StorageUrl::parse(&v)) {
+        None | Some(Ok(_)) => true,
+        Some(Err(e)) => {
+            let detail = CString::new(e.to_string()).unwrap_or_default();
+            // SAFETY: GUC_check_errdetail: a palloc'd string Postgres reports
+            // as the DETAIL of its "invalid value" error.
+            unsafe { pgrx::pg_sys::GUC_check_errdetail_string = pgrx::pg_sys::pstrdup(detail.as_ptr()) };
+            false
+        }
+    }
+}
+
+pub fn storage_timeout() -> std::time::Duration {
+    std::time::Duration::from_secs(STORAGE_TIMEOUT_S.get() as u64)
+}
+
+/// `milvus.storage_url` if set: where new indexes put their objects.
+pub fn storage_url_setting() -> Option<String> {
+    non_empty(STORAGE_URL.get())
+}
+
+/// The embedded default location, inside the data directory (an index
+/// whose manifest names no URL lives there).
+pub fn default_storage_url() -> String {
+    format!("file://{}/pg_milvus/objects", data_dir())
 }
 
 pub fn cache_dir() -> String {

@@ -24,28 +24,40 @@ use pgrx::prelude::*;
 
 use crate::gucs;
 
+type StorageKey = (String, S3Options, Duration);
+
 thread_local! {
-    static STORAGE: RefCell<Option<((String, S3Options), Arc<Storage>)>> = const { RefCell::new(None) };
+    /// The stores this backend opened, by URL and settings: a few at most
+    /// (the default, and each `storage_url` indexes were built with).
+    static STORAGES: RefCell<Vec<(StorageKey, Arc<Storage>)>> = const { RefCell::new(Vec::new()) };
     static CACHE: RefCell<Option<((String, u64), Arc<SegmentCache>)>> = const { RefCell::new(None) };
 }
 
-/// The backend's storage, opened from the current settings.
-pub fn storage() -> Arc<Storage> {
-    try_storage().unwrap_or_else(|message| {
+/// The store at `url`, `None` meaning the embedded default directory: an
+/// index's objects live where its manifest says, whatever
+/// `milvus.storage_url` says today. Raises an error if it cannot be opened.
+pub fn storage_at(url: Option<&str>) -> Arc<Storage> {
+    try_storage_at(url).unwrap_or_else(|message| {
         ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message, "Check milvus.storage_url and the milvus.s3_* settings.");
     })
 }
 
 /// The same, the failure to open as a value: for jobs that report failures
 /// as their own (a flush leaves its segment sealed and says why).
-pub fn try_storage() -> Result<Arc<Storage>, String> {
-    let key = (gucs::storage_url(), gucs::s3_options());
-    STORAGE.with_borrow_mut(|slot| {
-        if let Some((_, storage)) = slot.as_ref().filter(|(k, _)| *k == key) {
+pub fn try_storage_at(url: Option<&str>) -> Result<Arc<Storage>, String> {
+    let url = url.map(str::to_owned).unwrap_or_else(gucs::default_storage_url);
+    let key: StorageKey = (url, gucs::s3_options(), gucs::storage_timeout());
+    STORAGES.with_borrow_mut(|opened| {
+        if let Some((_, storage)) = opened.iter().find(|(k, _)| *k == key) {
             return Ok(storage.clone());
         }
-        let storage = Arc::new(Storage::open(&key.0, &key.1, RetryPolicy::default()).map_err(|e| e.to_string())?);
-        *slot = Some((key, storage.clone()));
+        let retry = RetryPolicy { request_timeout: key.2, ..RetryPolicy::default() };
+        let storage = Arc::new(Storage::open(&key.0, &key.1, retry).map_err(|e| e.to_string())?);
+        // Settings changed or many URLs: keep the few most recent.
+        if opened.len() >= 8 {
+            opened.remove(0);
+        }
+        opened.push((key, storage.clone()));
         Ok(storage)
     })
 }
@@ -63,6 +75,74 @@ pub fn cache() -> Arc<SegmentCache> {
         *slot = Some((key, cache.clone()));
         cache
     })
+}
+
+thread_local! {
+    /// This backend's cache (by address) and its counters as last added to
+    /// the server's.
+    static REPORTED: std::cell::Cell<(usize, [u64; 4])> = const { std::cell::Cell::new((0, [0; 4])) };
+}
+
+/// Adds what this backend's cache did since the last call to the server's
+/// counters (shared memory; only the main thread may touch it, so this is
+/// called after the job, not by it).
+pub fn report_cache_use() {
+    let Some(cache) = CACHE.with_borrow(|slot| slot.as_ref().map(|(_, c)| c.clone())) else {
+        return;
+    };
+    let s = &cache.stats;
+    let now = [&s.hits, &s.misses, &s.bytes_downloaded, &s.evictions].map(|c| c.load(Ordering::Relaxed));
+    let id = Arc::as_ptr(&cache) as usize;
+    let (reported_id, before) = REPORTED.replace((id, now));
+    // A new cache (the settings changed) counts from zero.
+    let d = |i: usize| now[i] - if reported_id == id { before[i] } else { 0 };
+    crate::worker::shared::add_cache_counters(crate::worker::shared::CacheCounters {
+        hits: d(0),
+        misses: d(1),
+        bytes_downloaded: d(2),
+        evictions: d(3),
+    });
+}
+
+/// The local segment cache: the server's counters (this backend's without
+/// shared memory), and what the cache directory holds against its bound.
+#[pg_extern(sql = "
+CREATE FUNCTION milvus_cache_stats()
+    RETURNS TABLE(hits bigint, misses bigint, bytes_downloaded bigint, evictions bigint, cached_bytes bigint, capacity_bytes bigint)
+    VOLATILE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+COMMENT ON FUNCTION milvus_cache_stats() IS 'use of the local segment cache since the server started';
+")]
+fn milvus_cache_stats() -> TableIterator<
+    'static,
+    (
+        name!(hits, i64),
+        name!(misses, i64),
+        name!(bytes_downloaded, i64),
+        name!(evictions, i64),
+        name!(cached_bytes, i64),
+        name!(capacity_bytes, i64),
+    ),
+> {
+    report_cache_use();
+    let cache = cache();
+    let counters = crate::worker::shared::cache_counters().unwrap_or_else(|| {
+        let s = &cache.stats;
+        crate::worker::shared::CacheCounters {
+            hits: s.hits.load(Ordering::Relaxed),
+            misses: s.misses.load(Ordering::Relaxed),
+            bytes_downloaded: s.bytes_downloaded.load(Ordering::Relaxed),
+            evictions: s.evictions.load(Ordering::Relaxed),
+        }
+    });
+    let cached = cache.size().unwrap_or_else(|e| crate::error::raise_io(e.to_string()));
+    TableIterator::once((
+        counters.hits as i64,
+        counters.misses as i64,
+        counters.bytes_downloaded as i64,
+        counters.evictions as i64,
+        cached as i64,
+        gucs::cache_size_bytes() as i64,
+    ))
 }
 
 /// Sets the cancel flag when dropped: on normal return, and when

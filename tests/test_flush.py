@@ -3,6 +3,7 @@ metric, deletes in flushed segments, concurrent inserts during flushes,
 kill -9 between upload and manifest commit, and storage that refuses writes."""
 
 import os
+import shutil
 import stat
 import threading
 import time
@@ -102,13 +103,24 @@ def test_kill_9_between_upload_and_manifest_commit(cluster, conn):
         assert len(list(objects.rglob("index-*.hnsw"))) == 2
 
 
+def read_only_store(cluster, name):
+    """A directory the server may read but not write (root's, mode 0555)."""
+    store = Path(cluster.host) / name
+    store.mkdir(exist_ok=True)
+    shutil.chown(store, "root", "root")
+    os.chmod(store, stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    return store
+
+
+def make_writable(store):
+    shutil.chown(store, "postgres", "postgres")
+    os.chmod(store, 0o755)
+
+
 def test_storage_refusing_writes_loses_nothing(cluster, conn):
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    readonly = read_only_store(cluster, "readonly-store")
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (storage_url = 'file://{readonly}')")
     load(conn, 1000)
-    readonly = Path(cluster.host) / "readonly-store"
-    readonly.mkdir(exist_ok=True)
-    os.chmod(readonly, stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-    conn.execute(f"SET milvus.storage_url = 'file://{readonly}'")
     with pytest.raises(psycopg.errors.IoError) as e:
         conn.execute("SELECT * FROM milvus_flush('items_idx')")
     assert e.value.diag.message_primary.startswith(
@@ -120,7 +132,7 @@ def test_storage_refusing_writes_loses_nothing(cluster, conn):
     assert [s[1] for s in segments(conn)] == ["sealed", "growing"]
     assert len(all_index_ids(conn)) == 1010
 
-    conn.execute("RESET milvus.storage_url")
+    make_writable(readonly)  # the storage is fixed
     assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed", "flushed"]
     ids = all_index_ids(conn)
     assert len(ids) == len(set(ids)) == 1010
@@ -176,18 +188,15 @@ def test_create_index_reports_progress_and_flushes(cluster, conn):
 
 def test_create_index_with_storage_refusing_writes_warns_and_keeps_rows(cluster, conn):
     load(conn, 1000)
-    readonly = Path(cluster.host) / "readonly-store"
-    readonly.mkdir(exist_ok=True)
-    os.chmod(readonly, 0o555)
-    conn.execute(f"SET milvus.storage_url = 'file://{readonly}'")
+    readonly = read_only_store(cluster, "readonly-at-build")
     notices = []
     conn.add_notice_handler(lambda d: notices.append((d.severity, d.message_primary)))
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (storage_url = 'file://{readonly}')")
     assert any(sev == "WARNING" and msg.startswith('could not flush segment 1 of index "items_idx": storage file://')
                for sev, msg in notices), notices
     assert [s[1] for s in segments(conn)] == ["sealed", "growing"]
     assert len(all_index_ids(conn)) == 1000
-    conn.execute("RESET milvus.storage_url")
+    make_writable(readonly)
     assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
     assert len(set(all_index_ids(conn))) == 1000
 

@@ -1,6 +1,10 @@
-"""S3 for real: the lifecycle against a moto S3 server on loopback, and the
-credential settings hidden from everyone but superusers."""
+"""S3 for real, against a moto S3 server on loopback: the lifecycle, the
+credential settings hidden from everyone but superusers, an outage in the
+middle of work, corrupt and vanished objects, malformed URLs; and the local
+cache under a small bound."""
 
+import signal
+import threading
 import socket
 import subprocess
 import time
@@ -10,12 +14,30 @@ import boto3
 import numpy as np
 import psycopg
 import pytest
+from pgvector.psycopg import register_vector
+
+from pathlib import Path
 
 from conftest import ROOT
 from test_flush import segments
-from test_index import METRICS, all_index_ids, check_search_quality, load, near
+from test_index import METRICS, all_index_ids, check_search_quality, index_ids, load, near
 
 BUCKET = "milvus-test"
+
+
+class S3Server:
+    """A moto server; `pause()` freezes it (SIGSTOP): connections are
+    accepted by the kernel and never answered, as with a hung or
+    partitioned S3 endpoint. `resume()` lets it go on, objects intact."""
+
+    def __init__(self, proc, endpoint):
+        self.proc, self.endpoint = proc, endpoint
+
+    def pause(self):
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self):
+        self.proc.send_signal(signal.SIGCONT)
 
 
 @pytest.fixture(scope="module")
@@ -38,24 +60,29 @@ def s3():
                 raise
             time.sleep(0.2)
     urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT"), timeout=5)
-    yield endpoint
+    server = S3Server(proc, endpoint)
+    yield server
+    server.resume()
     proc.terminate()
     proc.wait(timeout=10)
 
 
-def use_s3(conn, endpoint, prefix):
+def use_s3(conn, s3, prefix):
     conn.execute(f"SET milvus.storage_url = 's3://{BUCKET}/{prefix}'")
-    for name, value in [("s3_endpoint", endpoint), ("s3_region", "us-east-1"),
+    for name, value in [("s3_endpoint", s3.endpoint), ("s3_region", "us-east-1"),
                         ("s3_access_key_id", "testing"), ("s3_secret_access_key", "testing-secret")]:
         conn.execute(f"SET milvus.{name} = '{value}'")
     conn.execute("SET milvus.s3_allow_http = on")
     conn.execute("SET milvus.s3_path_style = on")
 
 
-def bucket_keys(endpoint):
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing-secret")
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+def client(s3):
+    return boto3.client("s3", endpoint_url=s3.endpoint, region_name="us-east-1",
+                        aws_access_key_id="testing", aws_secret_access_key="testing-secret")
+
+
+def bucket_keys(s3):
+    pages = client(s3).get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
     return sorted(o["Key"] for p in pages for o in p.get("Contents", []))
 
 
@@ -107,3 +134,196 @@ def test_s3_credentials_are_hidden_from_other_users(conn):
     finally:
         conn.execute("RESET ROLE")
         conn.execute("DROP ROLE milvus_reader")
+
+
+def clear_local_cache(cluster):
+    """Empties the local segment cache, as on a fresh replica."""
+    objects = Path(cluster.host) / "data" / "pg_milvus" / "cache" / "objects"
+    for p in objects.iterdir():
+        p.unlink()
+
+
+def connect_s3(cluster, dbname, s3, prefix):
+    c = cluster.connect(dbname)
+    register_vector(c)
+    use_s3(c, s3, prefix)
+    return c
+
+
+def test_storage_outage_mid_work_fails_clearly_and_recovers(cluster, conn, s3):
+    use_s3(conn, s3, "outage")
+    conn.execute("SET milvus.storage_timeout = 1")
+    dbname = conn.info.dbname
+    load(conn, 5000)
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    load(conn, 1000, seed=2, start_id=5000)
+    assert len(all_index_ids(conn)) == 6000  # segment 1 is now loaded and cached
+
+    s3.pause()
+    try:
+        # Inserts never touch storage.
+        load(conn, 500, seed=3, start_id=6000)
+        # Searches of loaded or cached segments go on, in this backend and a new one.
+        assert len(set(all_index_ids(conn))) == 6500
+        with connect_s3(cluster, dbname, s3, "outage") as other:
+            assert len(set(all_index_ids(other))) == 6500
+        # A flush fails, naming the storage and the cause; the rows stay sealed.
+        with pytest.raises(psycopg.errors.IoError) as failed:
+            conn.execute("SELECT * FROM milvus_flush('items_idx')")
+        message = str(failed.value)
+        assert "could not flush segment 2" in message and f"s3://{BUCKET}/outage" in message, message
+        assert "timed out" in message or "timeout" in message, message
+        assert failed.value.diag.message_detail.startswith("The rows stay in the sealed segment; nothing is lost.")
+        assert [s[1] for s in segments(conn)] == ["flushed", "sealed", "growing"]
+        assert len(set(all_index_ids(conn))) == 6500
+
+        # Slow storage stays interruptible: with a long timeout the flush
+        # would wait a minute per request; a cancel ends it at once.
+        with connect_s3(cluster, dbname, s3, "outage") as slow:
+            slow.execute("SET milvus.storage_timeout = 60")
+            pid = slow.info.backend_pid
+            outcome = {}
+
+            def flush():
+                started = time.monotonic()
+                try:
+                    slow.execute("SELECT * FROM milvus_flush('items_idx')")
+                except psycopg.Error as e:
+                    outcome["error"] = e
+                outcome["took"] = time.monotonic() - started
+
+            t = threading.Thread(target=flush)
+            t.start()
+            time.sleep(1.5)
+            conn.execute("SELECT pg_cancel_backend(%s)", (pid,))
+            t.join(30)
+            assert isinstance(outcome.get("error"), psycopg.errors.QueryCanceled), outcome
+            assert outcome["took"] < 10, outcome  # the request alone would take 60 s
+
+        # A segment in neither this backend nor the local cache: a clear
+        # error naming it, never a partial answer.
+        clear_local_cache(cluster)
+        with connect_s3(cluster, dbname, s3, "outage") as cold:
+            cold.execute("SET milvus.storage_timeout = 1")
+            with pytest.raises(psycopg.errors.IoError, match='could not read segment 1 of index "items_idx"'):
+                all_index_ids(cold)
+    finally:
+        s3.resume()
+
+    # Back: the flush succeeds; nothing lost, nothing twice.
+    assert [r[1:] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == [(2, "flushed")]
+    heap = {r[0] for r in conn.execute("SELECT id FROM items")}
+    with connect_s3(cluster, dbname, s3, "outage") as fresh:
+        ids = all_index_ids(fresh)
+    assert len(ids) == len(set(ids)) and set(ids) == heap and len(heap) == 6500
+
+
+def test_corrupt_or_vanished_objects_are_named_never_served(cluster, conn, s3):
+    use_s3(conn, s3, "corrupt")
+    dbname = conn.info.dbname
+    rows = load(conn, 5000)
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    binlog = next(k for k in bucket_keys(s3) if k.startswith("corrupt/") and "/insert-" in k)
+    key = binlog.split("/", 1)[1]  # as named in messages: below the URL's prefix
+    body = client(s3).get_object(Bucket=BUCKET, Key=binlog)["Body"].read()
+    damaged = bytearray(body)
+    damaged[len(damaged) // 2] ^= 0x40  # one bit, same size
+    client(s3).put_object(Bucket=BUCKET, Key=binlog, Body=bytes(damaged))
+    clear_local_cache(cluster)
+
+    with connect_s3(cluster, dbname, s3, "corrupt") as c:
+        with pytest.raises(psycopg.errors.IoError) as failed:
+            index_ids(c, "<->", rows[0], 10)
+        message = str(failed.value)
+        assert 'could not read segment 1 of index "items_idx"' in message and key in message and "corrupt" in message, message
+        assert "REINDEX" in failed.value.diag.message_detail
+    error = conn.execute("SELECT error FROM milvus_segments('items_idx') WHERE segment_id = 1").fetchone()[0]
+    assert error and key in error and "corrupt" in error, error
+
+    # The documented repair: rebuild from the table.
+    conn.execute("REINDEX INDEX items_idx")
+    assert conn.execute("SELECT error FROM milvus_segments('items_idx') WHERE segment_id = 1").fetchone() == (None,)
+    with connect_s3(cluster, dbname, s3, "corrupt") as c:
+        assert len(set(all_index_ids(c))) == 5000
+
+    # An object deleted behind our back: the same, "not found".
+    keys = [k for k in bucket_keys(s3) if k.startswith("corrupt/") and "/insert-" in k and k != binlog]
+    client(s3).delete_object(Bucket=BUCKET, Key=keys[-1])
+    clear_local_cache(cluster)
+    with connect_s3(cluster, dbname, s3, "corrupt") as c:
+        with pytest.raises(psycopg.errors.IoError, match="not found"):
+            index_ids(c, "<->", rows[0], 10)
+
+
+def test_malformed_storage_urls_are_refused_when_set(conn):
+    for url, reason in [("/tmp/objects", "expected scheme://"), ("gs://bucket", 'unsupported scheme "gs"'),
+                        ("s3://Bad_Bucket/x", "bucket names use lowercase"), ("file://relative", "absolute path")]:
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as refused:
+            conn.execute(f"SET milvus.storage_url = '{url}'")
+        assert reason in refused.value.diag.message_detail, refused.value.diag.message_detail
+    conn.execute("SET milvus.storage_url = 's3://a-bucket/prefix'")  # well formed: accepted, not contacted
+    conn.execute("RESET milvus.storage_url")
+
+
+def test_cache_evicts_to_its_bound_and_answers_stay_the_same(cluster, conn):
+    dbname = conn.info.dbname
+    conn.execute(f'ALTER DATABASE "{dbname}" SET milvus.cache_size = 16')  # MB, the least it takes
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    rows = []
+    for b in range(4):  # four segments of about 7 MB each (binlog and graph)
+        rows.append(load(conn, 5000, seed=b, start_id=b * 5000))
+        conn.execute("SELECT * FROM milvus_flush('items_idx')")
+    clear_local_cache(cluster)
+    queries = near(np.concatenate(rows), 10)
+
+    def answers():
+        with cluster.connect(dbname) as c:  # a new backend loads every segment
+            register_vector(c)
+            got = [index_ids(c, "<->", q, 10) for q in queries], sorted(all_index_ids(c))
+            stats = c.execute("SELECT hits, misses, evictions, cached_bytes, capacity_bytes FROM milvus_cache_stats()").fetchone()
+            return got, stats
+
+    first, stats = answers()
+    assert stats[1] >= 8 and stats[2] > 0, stats  # everything missed once, and some was evicted
+    assert stats[3] <= stats[4] == 16 << 20, stats
+    second, stats2 = answers()
+    assert second == first and len(first[1]) == 20_000
+    assert stats2[2] > stats[2], "still evicting, still under the bound"
+
+    # Prewarm loads an index's segments ahead of queries.
+    with cluster.connect(dbname) as c:
+        segs, size = c.execute("SELECT * FROM milvus_prewarm('items_idx')").fetchone()
+        assert segs == 4 and size > 16 << 20
+    conn.execute(f'ALTER DATABASE "{dbname}" RESET milvus.cache_size')
+
+
+def test_an_index_keeps_its_storage_when_the_setting_changes(cluster, conn, s3):
+    """WITH (storage_url) puts one index on S3 while the server's default
+    stays local; the location is fixed at build, so changing
+    milvus.storage_url later strands nothing."""
+    dbname = conn.info.dbname
+    use_s3(conn, s3, "unused-default")
+    conn.execute("RESET milvus.storage_url")  # the embedded default for everything else
+    load(conn, 5000)
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (storage_url = 's3://{BUCKET}/per-index')")
+    conn.execute("CREATE INDEX items_local_idx ON items USING milvus (embedding vector_cosine_ops)")
+    on_s3 = [k for k in bucket_keys(s3) if k.startswith("per-index/")]
+    assert sorted(k.rsplit("/", 1)[1].split("-")[0] for k in on_s3) == ["index", "insert"], on_s3
+    index_oid = conn.execute("SELECT 'items_idx'::regclass::oid").fetchone()[0]
+    local = Path(cluster.host) / "data" / "pg_milvus" / "objects"
+    assert not [p for p in local.rglob("*") if p.is_file() and f"/{index_oid}/" in str(p)]
+
+    # Another location for new indexes; the existing ones keep theirs.
+    conn.execute(f"SET milvus.storage_url = 's3://{BUCKET}/moved'")
+    with connect_s3(cluster, dbname, s3, "moved") as c:
+        assert len(set(all_index_ids(c))) == 5000
+        with c.transaction():
+            c.execute("SET LOCAL enable_seqscan = off")
+            c.execute("SET LOCAL milvus.max_scan_tuples = 2147483647")
+            assert len(index_ids(c, "<=>", np.ones(64, np.float32), 100_000)) == 5000
+    load(conn, 100, seed=2, start_id=5000)
+    assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
+    assert not [k for k in bucket_keys(s3) if k.startswith("moved/")]
+
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="invalid storage_url option"):
+        conn.execute("CREATE INDEX bad_idx ON items USING milvus (embedding vector_l2_ops) WITH (storage_url = 'ftp://x')")

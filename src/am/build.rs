@@ -85,8 +85,10 @@ pub unsafe extern "C-unwind" fn ambuild(
             flush::seal(index, SealReason::Build);
         }
         flush_sealed_segments(index, state.rows);
-        // A database that had no milvus index is visited again at once.
+        // A database that had no milvus index is visited again at once; a
+        // rebuilt index has no damaged segment.
         crate::worker::shared::set_idle_until(pg_sys::MyDatabaseId.to_u32(), 0);
+        crate::worker::shared::set_damage(pg_sys::MyDatabaseId.to_u32(), (*index).rd_id.to_u32(), 0, None);
 
         let mut result = PgBox::<pg_sys::IndexBuildResult>::alloc0();
         result.heap_tuples = heap_rows;
@@ -161,7 +163,10 @@ unsafe fn init_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type) {
     unsafe {
         let dims = dims_of(index);
         let metric = metric_of(index);
-        let mut manifest = Manifest::new(dims as u32, metric);
+        // Where the objects will live, for good: the index's storage_url
+        // option, else milvus.storage_url, else the embedded default (None).
+        let url = super::options::storage_url(index).or_else(crate::gucs::storage_url_setting);
+        let mut manifest = Manifest::new(dims as u32, metric, url);
         let growing_segment = manifest.add_growing(super::flush::now());
         let manifest_bytes = manifest.encode();
 

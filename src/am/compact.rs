@@ -96,7 +96,7 @@ pub(crate) unsafe fn run_plan(index: pg_sys::Relation, plan: &CompactionPlan) ->
         let o = options::of(index);
         let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: flush::build_threads() };
         let id = index_id(index);
-        let storage = crate::storage::try_storage();
+        let storage = crate::storage::try_storage_at(manifest.storage_url.as_deref());
         let scratch = std::path::PathBuf::from(crate::gucs::scratch_dir());
         let flushed: Result<Flushed, String> = crate::storage::run_job("compact", move |cancel| {
             let storage = storage?;

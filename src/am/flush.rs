@@ -207,7 +207,7 @@ pub(crate) unsafe fn describe(index: pg_sys::Relation, segment: SegmentId) -> St
 pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId, why: &str) -> Result<Option<u64>, String> {
     unsafe {
         let _lock = SegmentLock::acquire(index, segment.0);
-        let meta = page::read_meta(index);
+        let (meta, manifest) = page::read_meta_and_manifest(index);
         let Some(chain) = meta.sealed().iter().find(|c| c.segment == segment.0).copied() else {
             return Ok(None);
         };
@@ -221,7 +221,7 @@ pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId, 
         let o = options::of(index);
         let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: build_threads() };
         let id = index_id(index);
-        let storage = storage::try_storage();
+        let storage = storage::try_storage_at(manifest.storage_url.as_deref());
         let scratch = std::path::PathBuf::from(crate::gucs::scratch_dir());
         let flushed: Result<Flushed, String> = storage::run_job("flush", move |cancel| {
             let storage = storage?;
@@ -331,7 +331,7 @@ unsafe fn flush_index(index_oid: pg_sys::Oid, flush: bool) -> Vec<(i64, String)>
     }
 }
 
-pub(super) unsafe fn check_milvus_index(index: pg_sys::Relation) {
+pub(crate) unsafe fn check_milvus_index(index: pg_sys::Relation) {
     unsafe {
         let am = pg_sys::get_am_name((*(*index).rd_rel).relam);
         if am.is_null() || std::ffi::CStr::from_ptr(am).to_bytes() != b"milvus" {
@@ -340,7 +340,7 @@ pub(super) unsafe fn check_milvus_index(index: pg_sys::Relation) {
     }
 }
 
-pub(super) unsafe fn check_owner(index: pg_sys::Relation) {
+pub(crate) unsafe fn check_owner(index: pg_sys::Relation) {
     unsafe {
         if !pg_sys::pg_class_ownercheck((*index).rd_id, pg_sys::GetUserId()) {
             ereport!(
@@ -450,8 +450,9 @@ fn milvus_segments(
         });
         pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
         let time = |secs: u64| to_timestamptz(secs);
-        // The background workers' current failure streak on this index.
-        let failure = crate::worker::shared::last_failure(pg_sys::MyDatabaseId.to_u32(), index.to_u32());
+        // The background workers' current failure streak on this index, and
+        // a segment searches could not load.
+        let trouble = crate::worker::shared::trouble(pg_sys::MyDatabaseId.to_u32(), index.to_u32());
         manifest
             .segments
             .iter()
@@ -469,9 +470,11 @@ fn milvus_segments(
                     time(m.created_at),
                     m.sealed_at.map(time),
                     m.flushed_at.map(time),
-                    // A failure not tied to a segment concerns every sealed one.
-                    failure.as_ref().filter(|(s, _, _)| *s == m.id.0 || (*s == 0 && m.state == SegmentState::Sealed)).map(|(_, error, attempts)| {
-                        format!("{error} (background worker, {attempts} failed attempts; retrying with backoff)")
+                    trouble.damage.as_ref().filter(|(s, _)| *s == m.id.0).map(|(_, error)| error.clone()).or_else(|| {
+                        // A failure not tied to a segment concerns every sealed one.
+                        trouble.failure.as_ref().filter(|(s, _, _)| *s == m.id.0 || (*s == 0 && m.state == SegmentState::Sealed)).map(
+                            |(_, error, attempts)| format!("{error} (background worker, {attempts} failed attempts; retrying with backoff)"),
+                        )
                     }),
                 )
             })

@@ -29,8 +29,8 @@ use crate::worker::shared::{JobKind, JobRecord};
 
 type GcRow = (pg_sys::Oid, i64, i64, i64);
 
-fn collect(prefix: String, referenced: HashSet<String>) -> GcReport {
-    let storage = crate::storage::storage();
+fn collect(url: Option<&str>, prefix: String, referenced: HashSet<String>) -> GcReport {
+    let storage = crate::storage::storage_at(url);
     let grace = crate::gucs::gc_grace_period();
     crate::storage::run_job("gc", move |_| storage.collect_garbage(&prefix, &referenced, grace, SystemTime::now()))
         .unwrap_or_else(|e| raise_io(format!("garbage collection failed: {e}")))
@@ -48,7 +48,8 @@ fn record(r: &GcReport, job: JobRecord) {
     }
 }
 
-unsafe fn gc_index(oid: pg_sys::Oid, why: &str) -> GcRow {
+/// Collects one index's garbage; returns its row and its storage URL.
+unsafe fn gc_index(oid: pg_sys::Oid, why: &str) -> (GcRow, Option<String>) {
     unsafe {
         let index = pg_sys::index_open(oid, pg_sys::RowExclusiveLock as i32);
         flush::check_milvus_index(index);
@@ -56,23 +57,23 @@ unsafe fn gc_index(oid: pg_sys::Oid, why: &str) -> GcRow {
         let job = JobRecord::start(JobKind::Gc, oid.to_u32(), &[], format!("index \"{}\"", super::relation_name(index)), why.to_owned());
         let (_, manifest) = page::read_meta_and_manifest(index);
         let referenced: HashSet<String> = manifest.referenced_keys().map(str::to_owned).collect();
-        let report = collect(index_id(index).prefix(), referenced);
+        let report = collect(manifest.storage_url.as_deref(), index_id(index).prefix(), referenced);
         record(&report, job);
         if !report.deleted.is_empty() {
             let deleted: HashSet<&str> = report.deleted.iter().map(String::as_str).collect();
             change_manifest(index, |m| m.forget_dropped(|k| deleted.contains(k)));
         }
         pg_sys::index_close(index, pg_sys::RowExclusiveLock as i32);
-        row(oid, &report)
+        (row(oid, &report), manifest.storage_url)
     }
 }
 
-/// Index OIDs with objects under this database's prefix.
-fn indexes_in_storage() -> BTreeSet<u32> {
+/// Index OIDs with objects under this database's prefix at `url`.
+fn indexes_in_storage(url: Option<&str>) -> BTreeSet<u32> {
     // SAFETY: reading backend globals.
     let (cluster, database) = unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::MyDatabaseId.to_u32()) };
     let prefix = ObjectKey::database_prefix(cluster, database);
-    let storage = crate::storage::storage();
+    let storage = crate::storage::storage_at(url);
     let listed = crate::storage::run_job("gc", move |_| storage.list(&prefix).map(|l| (prefix, l)));
     let (prefix, listed) = listed.unwrap_or_else(|e| raise_io(format!("garbage collection failed: {e}")));
     listed.iter().filter_map(|o| o.key.strip_prefix(&prefix)?.split('/').next()?.parse().ok()).collect()
@@ -80,7 +81,7 @@ fn indexes_in_storage() -> BTreeSet<u32> {
 
 /// Collects the objects of an index that no longer exists, unless its OID
 /// is locked (an index being created).
-unsafe fn gc_dropped(oid: u32, why: &str) -> Option<GcRow> {
+unsafe fn gc_dropped(oid: u32, url: Option<&str>, why: &str) -> Option<GcRow> {
     unsafe {
         let relid = pg_sys::Oid::from(oid);
         if !pg_sys::ConditionalLockRelationOid(relid, pg_sys::AccessExclusiveLock as i32) {
@@ -88,7 +89,7 @@ unsafe fn gc_dropped(oid: u32, why: &str) -> Option<GcRow> {
         }
         let result = (!super::relation_exists(oid)).then(|| {
             let job = JobRecord::start(JobKind::Gc, oid, &[], format!("dropped index {oid}"), why.to_owned());
-            let report = collect(index_id_of(oid).prefix(), HashSet::new());
+            let report = collect(url, index_id_of(oid).prefix(), HashSet::new());
             record(&report, job);
             row(relid, &report)
         });
@@ -115,7 +116,7 @@ fn milvus_gc(
 > {
     let rows: Vec<GcRow> = match index {
         // SAFETY: index_open checks the OID and locks the relation.
-        Some(oid) => vec![unsafe { gc_index(oid, "milvus_gc()") }],
+        Some(oid) => vec![unsafe { gc_index(oid, "milvus_gc()").0 }],
         None => {
             // SAFETY: a catalog check of the current user.
             if !unsafe { pg_sys::superuser() } {
@@ -129,14 +130,29 @@ fn milvus_gc(
 
 /// Collects the garbage of every milvus index of the database, and of every
 /// dropped one; `why` is logged with each job.
+///
+/// Dropped indexes are looked for where objects may be: the embedded
+/// default, `milvus.storage_url`, and every live index's location. The
+/// objects of a dropped index whose location none of those is (it had its
+/// own `storage_url`) are left: delete that prefix by hand.
 pub(crate) fn gc_database(why: &str) -> Vec<GcRow> {
     let live = flush::all_milvus_indexes();
     let live_u32: HashSet<u32> = live.iter().map(|o| o.to_u32()).collect();
-    // SAFETY: index_open checks each OID and locks the relation; gc_dropped
-    // locks what it collects.
-    let mut rows: Vec<GcRow> = live.into_iter().map(|oid| unsafe { gc_index(oid, why) }).collect();
-    for oid in indexes_in_storage().into_iter().filter(|o| !live_u32.contains(o)) {
-        rows.extend(unsafe { gc_dropped(oid, why) });
+    let mut locations: Vec<Option<String>> = vec![None, crate::gucs::storage_url_setting()];
+    let mut rows = Vec::new();
+    for oid in live {
+        // SAFETY: index_open checks the OID and locks the relation.
+        let (row, url) = unsafe { gc_index(oid, why) };
+        rows.push(row);
+        locations.push(url);
+    }
+    locations.sort();
+    locations.dedup();
+    for url in &locations {
+        for oid in indexes_in_storage(url.as_deref()).into_iter().filter(|o| !live_u32.contains(o)) {
+            // SAFETY: gc_dropped locks what it collects.
+            rows.extend(unsafe { gc_dropped(oid, url.as_deref(), why) });
+        }
     }
     rows
 }

@@ -1,6 +1,12 @@
 //! Index options: `CREATE INDEX ... USING milvus (...) WITH (m = 16,
-//! ef_construction = 64, segment_max_rows = 100000)`, validated by
-//! Postgres' reloptions machinery with the ranges below.
+//! ef_construction = 64, segment_max_rows = 100000, storage_url =
+//! 's3://bucket/prefix')`, validated by Postgres' reloptions machinery with
+//! the ranges below (and the URL by its form).
+//!
+//! `storage_url` is read when the index is built (CREATE INDEX, REINDEX,
+//! TRUNCATE) and recorded in its manifest; changing it with ALTER INDEX
+//! takes effect at the next REINDEX, never strands the objects already
+//! written.
 
 use std::mem::offset_of;
 
@@ -14,6 +20,9 @@ pub struct Options {
     pub m: i32,
     pub ef_construction: i32,
     pub segment_max_rows: i32,
+    /// Offset of the `storage_url` string from the start of the struct, 0
+    /// when not given (how Postgres stores string options).
+    storage_url_offset: i32,
 }
 
 pub const DEFAULT_M: i32 = 16;
@@ -47,6 +56,27 @@ pub fn init() {
             100_000_000,
             lock,
         );
+        pg_sys::add_string_reloption(
+            RELOPT_KIND,
+            c"storage_url".as_ptr(),
+            c"Where this index's segments are stored (file:///dir or s3://bucket/prefix), instead of milvus.storage_url".as_ptr(),
+            std::ptr::null(),
+            Some(validate_storage_url),
+            lock,
+        );
+    }
+}
+
+/// Refuses a malformed `storage_url` option at CREATE INDEX or ALTER INDEX.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn validate_storage_url(value: *const std::ffi::c_char) {
+    if value.is_null() {
+        return;
+    }
+    // SAFETY: Postgres passes the option's value as a C string.
+    let url = unsafe { std::ffi::CStr::from_ptr(value) }.to_string_lossy();
+    if let Err(e) = milvus_core::storage::StorageUrl::parse(&url) {
+        pgrx::ereport!(ERROR, pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("invalid storage_url option: {e}"));
     }
 }
 
@@ -61,6 +91,11 @@ pub unsafe extern "C-unwind" fn amoptions(reloptions: pg_sys::Datum, validate: b
         int(c"m", offset_of!(Options, m)),
         int(c"ef_construction", offset_of!(Options, ef_construction)),
         int(c"segment_max_rows", offset_of!(Options, segment_max_rows)),
+        pg_sys::relopt_parse_elt {
+            optname: c"storage_url".as_ptr(),
+            opttype: pg_sys::relopt_type::RELOPT_TYPE_STRING,
+            offset: offset_of!(Options, storage_url_offset) as i32,
+        },
     ];
     // SAFETY: the table describes `Options`, which starts with a varlena header.
     unsafe {
@@ -82,9 +117,28 @@ pub(crate) unsafe fn of(index: pg_sys::Relation) -> Options {
     unsafe {
         let raw = (*index).rd_options.cast::<Options>();
         if raw.is_null() {
-            Options { vl_len_: 0, m: DEFAULT_M, ef_construction: DEFAULT_EF_CONSTRUCTION, segment_max_rows: DEFAULT_SEGMENT_MAX_ROWS }
+            Options {
+                vl_len_: 0,
+                m: DEFAULT_M,
+                ef_construction: DEFAULT_EF_CONSTRUCTION,
+                segment_max_rows: DEFAULT_SEGMENT_MAX_ROWS,
+                storage_url_offset: 0,
+            }
         } else {
             *raw
         }
+    }
+}
+
+/// The index's `storage_url` option, if given.
+pub(crate) unsafe fn storage_url(index: pg_sys::Relation) -> Option<String> {
+    // SAFETY: a string option lives inside the same varlena, at its offset.
+    unsafe {
+        let raw = (*index).rd_options.cast::<Options>();
+        if raw.is_null() || (*raw).storage_url_offset == 0 {
+            return None;
+        }
+        let value = std::ffi::CStr::from_ptr(raw.cast::<std::ffi::c_char>().add((*raw).storage_url_offset as usize));
+        Some(value.to_string_lossy().into_owned()).filter(|s| !s.is_empty())
     }
 }

@@ -163,7 +163,7 @@ pub(crate) unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifes
             .collect()
     });
     if !missing.is_empty() {
-        let storage = crate::storage::storage();
+        let storage = crate::storage::storage_at(manifest.storage_url.as_deref());
         let cache = crate::storage::cache();
         let results = crate::storage::run_job("load", move |_| {
             missing
@@ -171,8 +171,13 @@ pub(crate) unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifes
                 .map(|e| (loaded_key(oid, &e), e.meta.id, e.delta_binlogs.len(), jobs::load(&storage, &cache, &e, metric)))
                 .collect::<Vec<_>>()
         });
+        crate::storage::report_cache_use();
+        // SAFETY: a backend global.
+        let database = unsafe { pg_sys::MyDatabaseId.to_u32() };
         for (key, id, deltas, result) in results {
             let segment = result.unwrap_or_else(|e| {
+                // Shown by milvus_segments() until the segment loads again.
+                crate::worker::shared::set_damage(database, oid, id.0, Some(&e.to_string()));
                 ereport!(
                     ERROR,
                     PgSqlErrorCode::ERRCODE_IO_ERROR,
@@ -180,8 +185,35 @@ pub(crate) unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifes
                     "Queries need every flushed segment; REINDEX rebuilds the index from the table if an object is lost."
                 );
             });
+            crate::worker::shared::set_damage(database, oid, id.0, None);
             LOADED.with_borrow_mut(|loaded| loaded.insert(key, (deltas, Arc::new(segment))));
         }
     }
     LOADED.with_borrow(|loaded| keys.iter().map(|k| loaded[k].1.clone()).collect())
+}
+
+/// Downloads (through the local cache) and loads every flushed segment of
+/// `index`, so the first queries do not pay for it; returns how many
+/// segments and bytes the index's objects hold. Fails like a search would,
+/// naming a segment that cannot be read. Owner or superuser, as the other
+/// maintenance functions.
+#[pg_extern(sql = "
+CREATE FUNCTION milvus_prewarm(index regclass)
+    RETURNS TABLE(segments integer, bytes bigint)
+    VOLATILE PARALLEL UNSAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+COMMENT ON FUNCTION milvus_prewarm(regclass) IS 'load the flushed segments of a milvus index into the local cache';
+")]
+fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments, i32), name!(bytes, i64))> {
+    // SAFETY: index_open checks the OID and locks the relation.
+    unsafe {
+        let rel = pg_sys::index_open(index, pg_sys::AccessShareLock as i32);
+        flush::check_milvus_index(rel);
+        flush::check_owner(rel);
+        let (meta, manifest) = page::read_meta_and_manifest(rel);
+        let metric = Metric::from_code(meta.metric).expect("meta page checked");
+        let segments = loaded_segments(rel, &manifest, metric);
+        let bytes: u64 = manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).map(|e| e.meta.bytes).sum();
+        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
+        TableIterator::once((segments.len() as i32, bytes as i64))
+    }
 }

@@ -98,7 +98,7 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
             }
             if !dead.is_empty() {
                 pg_sys::vacuum_delay_point();
-                write_tombstones(index, segment.id, &dead);
+                write_tombstones(index, manifest.storage_url.as_deref(), segment.id, &dead);
                 (*stats).tuples_removed += dead.len() as f64;
             }
         }
@@ -135,10 +135,10 @@ unsafe fn delete_from_chain(index: pg_sys::Relation, head: pg_sys::BlockNumber, 
 }
 
 /// Writes tombstones to storage, then publishes them in the manifest.
-unsafe fn write_tombstones(index: pg_sys::Relation, segment: SegmentId, rows: &[u32]) {
+unsafe fn write_tombstones(index: pg_sys::Relation, url: Option<&str>, segment: SegmentId, rows: &[u32]) {
     unsafe {
         let id = flush::index_id(index);
-        let storage = crate::storage::storage();
+        let storage = crate::storage::storage_at(url);
         let rows_owned = rows.to_vec();
         let delta = crate::storage::run_job("tombstones", move |_| jobs::write_tombstones(&storage, id, segment, &rows_owned))
             .unwrap_or_else(|e| {

@@ -70,13 +70,16 @@ impl SegmentCache {
     pub fn get(&self, storage: &Storage, object: &ObjectRef) -> Result<Vec<u8>, CacheError> {
         let path = self.path_of(&object.key);
         if let Ok(bytes) = std::fs::read(&path) {
-            if bytes.len() as u64 == object.size {
+            // Verified on every hit, not only on download: a local file can
+            // rot or be overwritten too, and CRC-32C costs far less than the
+            // load it guards.
+            if verify(object, &bytes).is_ok() {
                 self.stats.hits.fetch_add(1, Ordering::Relaxed);
                 touch(&path);
                 return Ok(bytes);
             }
-            // A stale or cut entry (a crash mid-write cannot leave one, but a
-            // full disk can): refetch.
+            // A cut or damaged entry (a crash mid-write cannot leave one; a
+            // full disk or a stray write can): refetch it.
             let _ = std::fs::remove_file(&path);
         }
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
@@ -198,6 +201,19 @@ mod tests {
         storage.delete("1/2/a").unwrap();
         let e = cache.get(&storage, &refs[0]).unwrap_err().to_string();
         assert_eq!(e, "storage memory://: object 1/2/a not found");
+    }
+
+    #[test]
+    fn a_damaged_cache_entry_is_refetched_not_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let (storage, refs) = setup(&[("1/2/a", 64)]);
+        let cache = SegmentCache::new(dir.path(), 1 << 20).unwrap();
+        let good = cache.get(&storage, &refs[0]).unwrap();
+        // Same size, other bytes: only the checksum can tell.
+        std::fs::write(cache.path_of("1/2/a"), vec![0xeeu8; 64]).unwrap();
+        assert_eq!(cache.get(&storage, &refs[0]).unwrap(), good);
+        assert_eq!(cache.stats.misses.load(Ordering::Relaxed), 2, "the damaged entry counted as a miss");
+        assert_eq!(std::fs::read(cache.path_of("1/2/a")).unwrap(), good, "and repaired");
     }
 
     #[test]

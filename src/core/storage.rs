@@ -203,6 +203,45 @@ pub struct GcReport {
     pub kept_young: usize,
 }
 
+/// A storage URL, checked for form only (no I/O): what a setting or an
+/// index option may be set to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StorageUrl {
+    /// `memory://`: in-process, for tests.
+    Memory,
+    /// `file:///absolute/dir`.
+    File { path: String },
+    /// `s3://bucket/prefix`; the prefix without surrounding slashes.
+    S3 { bucket: String, prefix: String },
+}
+
+impl StorageUrl {
+    pub fn parse(url: &str) -> Result<StorageUrl, StorageError> {
+        let invalid = |reason: &str| StorageError::InvalidUrl { url: url.to_owned(), reason: reason.to_owned() };
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("expected scheme://..., e.g. file:///var/lib/milvus or s3://bucket/prefix"))?;
+        match scheme {
+            "memory" if rest.is_empty() => Ok(StorageUrl::Memory),
+            "memory" => Err(invalid("memory:// takes no path")),
+            "file" if rest.starts_with('/') => Ok(StorageUrl::File { path: rest.to_owned() }),
+            "file" => Err(invalid("file:// needs an absolute path, e.g. file:///var/lib/milvus")),
+            "s3" => {
+                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+                if bucket.is_empty() {
+                    return Err(invalid("s3:// needs a bucket, e.g. s3://bucket/prefix"));
+                }
+                if bucket.len() < 3 || bucket.len() > 63 {
+                    return Err(invalid("bucket names are 3 to 63 characters long"));
+                }
+                if !bucket.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.') {
+                    return Err(invalid("bucket names use lowercase letters, digits, '-' and '.'"));
+                }
+                Ok(StorageUrl::S3 { bucket: bucket.to_owned(), prefix: prefix.trim_matches('/').to_owned() })
+            }
+            other => Err(invalid(&format!("unsupported scheme \"{other}\" (use file, s3 or memory)"))),
+        }
+    }
+}
+
 /// An opened object store.
 pub struct Storage {
     store: Arc<dyn ObjectStore>,
@@ -225,30 +264,14 @@ impl Storage {
     /// not stop anything that does not need it.
     pub fn open(url: &str, s3: &S3Options, retry: RetryPolicy) -> Result<Self, StorageError> {
         let invalid = |reason: &str| StorageError::InvalidUrl { url: url.to_owned(), reason: reason.to_owned() };
-        let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("expected scheme://..., e.g. file:///var/lib/milvus or s3://bucket/prefix"))?;
-        let (store, prefix): (Arc<dyn ObjectStore>, String) = match scheme {
-            "memory" => {
-                if !rest.is_empty() {
-                    return Err(invalid("memory:// takes no path"));
-                }
-                (Arc::new(InMemory::new()), String::new())
-            }
-            "file" => {
-                if !rest.starts_with('/') {
-                    return Err(invalid("file:// needs an absolute path, e.g. file:///var/lib/milvus"));
-                }
-                std::fs::create_dir_all(rest).map_err(|e| invalid(&format!("cannot create directory {rest}: {e}")))?;
-                let fs = LocalFileSystem::new_with_prefix(rest).map_err(|e| invalid(&e.to_string()))?;
+        let (store, prefix): (Arc<dyn ObjectStore>, String) = match StorageUrl::parse(url)? {
+            StorageUrl::Memory => (Arc::new(InMemory::new()), String::new()),
+            StorageUrl::File { path } => {
+                std::fs::create_dir_all(&path).map_err(|e| invalid(&format!("cannot create directory {path}: {e}")))?;
+                let fs = LocalFileSystem::new_with_prefix(&path).map_err(|e| invalid(&e.to_string()))?;
                 (Arc::new(fs), String::new())
             }
-            "s3" => {
-                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-                if bucket.is_empty() {
-                    return Err(invalid("s3:// needs a bucket, e.g. s3://bucket/prefix"));
-                }
-                if !bucket.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.') {
-                    return Err(invalid("bucket names use lowercase letters, digits, '-' and '.'"));
-                }
+            StorageUrl::S3 { bucket, prefix } => {
                 let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
                 if let Some(v) = &s3.endpoint {
                     b = b.with_endpoint(v);
@@ -276,9 +299,8 @@ impl Storage {
                     .with_connect_timeout(retry.request_timeout.min(Duration::from_secs(5)));
                 let no_retries = RetryConfig { max_retries: 0, ..Default::default() };
                 let s3 = b.with_client_options(client).with_retry(no_retries).build().map_err(|e| invalid(&e.to_string()))?;
-                (Arc::new(s3), prefix.trim_matches('/').to_owned())
+                (Arc::new(s3), prefix)
             }
-            other => return Err(invalid(&format!("unsupported scheme \"{other}\" (use file, s3 or memory)"))),
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -445,8 +467,19 @@ mod tests {
         assert_eq!(msg("gs://b"), "invalid storage URL \"gs://b\": unsupported scheme \"gs\" (use file, s3 or memory)");
         assert_eq!(msg("s3:///p"), "invalid storage URL \"s3:///p\": s3:// needs a bucket, e.g. s3://bucket/prefix");
         assert_eq!(msg("s3://Bad_Bucket"), "invalid storage URL \"s3://Bad_Bucket\": bucket names use lowercase letters, digits, '-' and '.'");
+        assert_eq!(msg("s3://ab"), "invalid storage URL \"s3://ab\": bucket names are 3 to 63 characters long");
         assert!(open("memory://").is_ok());
         assert!(open("s3://bucket/some/prefix").is_ok(), "opening does not contact the service");
+        // Parsing alone (what settings and index options are checked with)
+        // touches nothing: not even a directory is made.
+        assert_eq!(
+            StorageUrl::parse("s3://bucket//some/prefix/").unwrap(),
+            StorageUrl::S3 { bucket: "bucket".into(), prefix: "some/prefix".into() }
+        );
+        let dir = "/nonexistent-pg-milvus-test/objects";
+        assert_eq!(StorageUrl::parse(&format!("file://{dir}")).unwrap(), StorageUrl::File { path: dir.into() });
+        assert!(!std::path::Path::new(dir).exists());
+        assert_eq!(StorageUrl::parse("memory://x").unwrap_err().to_string(), "invalid storage URL \"memory://x\": memory:// takes no path");
     }
 
     #[test]

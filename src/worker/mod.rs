@@ -109,13 +109,14 @@ pub extern "C-unwind" fn milvus_launcher_main(_arg: pg_sys::Datum) {
     shared::set_launcher_pid(unsafe { pg_sys::MyProcPid });
     log!("pg_milvus launcher started (max_workers {}, naptime {} s)", crate::gucs::max_workers(), crate::gucs::naptime().as_secs());
     let mut running: Vec<(u32, DynamicBackgroundWorker)> = Vec::new();
+    let mut short_of_slots = false;
     let mut next_round = Instant::now();
     loop {
         // Workers that have exited free their slot.
         running.retain(|(_, w)| !matches!(w.pid(), Err(BackgroundWorkerStatus::Stopped | BackgroundWorkerStatus::PostmasterDied)));
         let full_round = Instant::now() >= next_round;
         if full_round || shared::any_wanted() {
-            launch(&mut running, full_round);
+            launch(&mut running, full_round, &mut short_of_slots);
             if full_round {
                 next_round = Instant::now() + crate::gucs::naptime();
             }
@@ -126,8 +127,9 @@ pub extern "C-unwind" fn milvus_launcher_main(_arg: pg_sys::Datum) {
 
 /// Starts a worker for each database due a visit (every database not
 /// recently found empty on a full round; those a backend asked for on any
-/// round), while there are free worker slots.
-fn launch(running: &mut Vec<(u32, DynamicBackgroundWorker)>, full_round: bool) {
+/// round), while there are free worker slots. A lack of slots is logged
+/// once until a worker starts again.
+fn launch(running: &mut Vec<(u32, DynamicBackgroundWorker)>, full_round: bool, short_of_slots: &mut bool) {
     let max = crate::gucs::max_workers();
     let now = now();
     for database in databases() {
@@ -149,12 +151,17 @@ fn launch(running: &mut Vec<(u32, DynamicBackgroundWorker)>, full_round: bool) {
             .set_restart_time(None)
             .load_dynamic();
         match started {
-            Ok(worker) => running.push((database, worker)),
+            Ok(worker) => {
+                running.push((database, worker));
+                *short_of_slots = false;
+            }
             Err(_) => {
                 // Every slot of max_worker_processes is taken: try later.
-                warning!(
-                    "pg_milvus could not start a background worker; raise max_worker_processes (it must cover milvus.max_workers + 1)"
-                );
+                if !std::mem::replace(short_of_slots, true) {
+                    warning!(
+                        "pg_milvus could not start a background worker; raise max_worker_processes (it must cover milvus.max_workers + 1)"
+                    );
+                }
                 break;
             }
         }

@@ -91,6 +91,10 @@ struct IndexSlot {
     /// The last failure of the current streak, for `milvus_segments()`.
     failed_segment: u64,
     error: Text<256>,
+    /// A segment that could not be loaded for a search (corrupt or missing
+    /// object), until it loads again or the index is rebuilt.
+    damaged_segment: u64,
+    damage: Text<256>,
 }
 
 #[derive(Clone, Copy)]
@@ -104,9 +108,19 @@ struct DatabaseSlot {
     wanted: bool,
 }
 
+/// The server's use of the local segment cache, summed over processes.
+#[derive(Clone, Copy, Default)]
+pub struct CacheCounters {
+    pub hits: u64,
+    pub misses: u64,
+    pub bytes_downloaded: u64,
+    pub evictions: u64,
+}
+
 #[derive(Clone, Copy)]
 pub struct Shared {
     launcher_pid: i32,
+    cache: CacheCounters,
     next_job: u64,
     jobs: [Job; MAX_JOBS],
     indexes: [IndexSlot; MAX_INDEXES],
@@ -303,15 +317,67 @@ pub fn record_outcome(database: u32, index: u32, now: u64, outcome: Result<(), (
     .unwrap_or(Streak::Quiet)
 }
 
-/// The current failure streak of an index's background work, if any:
-/// (segment, error, consecutive failures).
-pub fn last_failure(database: u32, index: u32) -> Option<(u64, String, u32)> {
+/// What is wrong with an index's segments, for `milvus_segments()`: the
+/// background workers' current failure streak (segment, error, attempts),
+/// and a segment searches could not load (segment, error).
+pub struct IndexTrouble {
+    pub failure: Option<(u64, String, u32)>,
+    pub damage: Option<(u64, String)>,
+}
+
+pub fn trouble(database: u32, index: u32) -> IndexTrouble {
+    let none = IndexTrouble { failure: None, damage: None };
     if !enabled() {
-        return None;
+        return none;
     }
     let shared = SHARED.share();
-    let slot = shared.indexes.iter().find(|s| s.database == database && s.index == index)?;
-    (slot.backoff.failures > 0).then(|| (slot.failed_segment, slot.error.get().to_owned(), slot.backoff.failures))
+    let Some(slot) = shared.indexes.iter().find(|s| s.database == database && s.index == index) else {
+        return none;
+    };
+    IndexTrouble {
+        failure: (slot.backoff.failures > 0).then(|| (slot.failed_segment, slot.error.get().to_owned(), slot.backoff.failures)),
+        damage: (slot.damaged_segment != 0).then(|| (slot.damaged_segment, slot.damage.get().to_owned())),
+    }
+}
+
+/// Records that `segment` of an index could not be loaded (`Some(error)`),
+/// or that it loaded (`None`: clears a damage recorded for it; segment 0
+/// clears any, for a rebuilt index).
+pub fn set_damage(database: u32, index: u32, segment: u64, error: Option<&str>) {
+    if !enabled() {
+        return;
+    }
+    // Look before making a slot: a healthy load must not claim one.
+    if error.is_none() && !SHARED.share().indexes.iter().any(|s| s.database == database && s.index == index && s.damaged_segment != 0) {
+        return;
+    }
+    with_index(database, index, |slot| match error {
+        Some(e) => {
+            slot.damaged_segment = segment;
+            slot.damage.set(e);
+        }
+        None if segment == 0 || slot.damaged_segment == segment => {
+            slot.damaged_segment = 0;
+            slot.damage.set("");
+        }
+        None => {}
+    });
+}
+
+/// Adds a process's cache use to the server's counters.
+pub fn add_cache_counters(delta: CacheCounters) {
+    if enabled() {
+        let mut shared = SHARED.exclusive();
+        shared.cache.hits += delta.hits;
+        shared.cache.misses += delta.misses;
+        shared.cache.bytes_downloaded += delta.bytes_downloaded;
+        shared.cache.evictions += delta.evictions;
+    }
+}
+
+/// The server's cache counters; `None` without shared memory.
+pub fn cache_counters() -> Option<CacheCounters> {
+    enabled().then(|| SHARED.share().cache)
 }
 
 /// Runs `f` on the database's slot, made if missing.

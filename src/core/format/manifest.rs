@@ -20,6 +20,11 @@
 //! version. A build reads every version up to its own: version N has its own
 //! struct (`ManifestV1`, ...) converted into the current [`Manifest`]. Writing
 //! always uses the newest version.
+//!
+//! Version 2 added `storage_url`: where the index's objects live, fixed when
+//! the index is built, so changing `milvus.storage_url` later moves new
+//! indexes, never strands existing ones. A version 1 manifest reads as
+//! `None`, the embedded default directory.
 
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +32,7 @@ use super::{FormatError, FormatErrorKind, Reader, Writer, check_body, check_head
 use crate::segment::{IndexState, LifecycleError, SealReason, SegmentId, SegmentMeta, SegmentState};
 
 pub const MAGIC: &[u8; 8] = b"PGMVMAN\0";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 pub const HEADER_LEN: usize = 64;
 
 /// An object in storage, as the manifest references it.
@@ -93,11 +98,37 @@ pub struct Manifest {
     pub dims: u32,
     pub metric: u8,
     pub segments: Vec<SegmentEntry>,
+    /// Where the objects live (`s3://bucket/prefix`, `file:///dir`); `None`
+    /// for the server's embedded default directory.
+    pub storage_url: Option<String>,
+}
+
+/// The body of a version 1 manifest.
+#[derive(Deserialize)]
+struct ManifestV1 {
+    generation: u64,
+    next_segment_id: u64,
+    dims: u32,
+    metric: u8,
+    segments: Vec<SegmentEntry>,
+}
+
+impl From<ManifestV1> for Manifest {
+    fn from(m: ManifestV1) -> Self {
+        Manifest {
+            generation: m.generation,
+            next_segment_id: m.next_segment_id,
+            dims: m.dims,
+            metric: m.metric,
+            segments: m.segments,
+            storage_url: None,
+        }
+    }
 }
 
 impl Manifest {
-    pub fn new(dims: u32, metric: crate::Metric) -> Self {
-        Manifest { generation: 0, next_segment_id: 1, dims, metric: metric.code(), segments: Vec::new() }
+    pub fn new(dims: u32, metric: crate::Metric, storage_url: Option<String>) -> Self {
+        Manifest { generation: 0, next_segment_id: 1, dims, metric: metric.code(), segments: Vec::new(), storage_url }
     }
 
     /// Segments searches must read (everything not dropped).
@@ -228,19 +259,22 @@ impl Manifest {
         let body_crc = r.u32();
         let body = &bytes[HEADER_LEN..];
         check_body(object, body, body_len, body_crc)?;
-        let invalid = |e: bincode::error::DecodeError| FormatError::new(object, FormatErrorKind::Invalid(format!("manifest body: {e}")));
         match version {
-            1 => {
-                let (m, used): (Manifest, usize) =
-                    bincode::serde::decode_from_slice(body, bincode::config::standard()).map_err(invalid)?;
-                if used != body.len() {
-                    return Err(FormatError::new(object, FormatErrorKind::Invalid(format!("{} bytes after the manifest body", body.len() - used))));
-                }
-                Ok(m)
-            }
+            1 => decode_body::<ManifestV1>(object, body).map(Manifest::from),
+            2 => decode_body::<Manifest>(object, body),
             _ => unreachable!("check_header refuses versions above {VERSION}"),
         }
     }
+}
+
+/// A whole body, nothing after it.
+fn decode_body<T: serde::de::DeserializeOwned>(object: &str, body: &[u8]) -> Result<T, FormatError> {
+    let invalid = |e: bincode::error::DecodeError| FormatError::new(object, FormatErrorKind::Invalid(format!("manifest body: {e}")));
+    let (m, used): (T, usize) = bincode::serde::decode_from_slice(body, bincode::config::standard()).map_err(invalid)?;
+    if used != body.len() {
+        return Err(FormatError::new(object, FormatErrorKind::Invalid(format!("{} bytes after the manifest body", body.len() - used))));
+    }
+    Ok(m)
 }
 
 /// Moves a flushing segment to flushed with the objects the job wrote.
@@ -263,7 +297,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn sample() -> Manifest {
-        let mut m = Manifest::new(128, crate::Metric::L2);
+        let mut m = Manifest::new(128, crate::Metric::L2, Some("s3://bucket/prefix".into()));
         let mut flushed = SegmentMeta::growing(SegmentId(1), 10);
         flushed.rows = 1000;
         flushed.deleted_rows = 3;
@@ -289,6 +323,27 @@ mod tests {
     }
 
     #[test]
+    fn reads_version_1_as_the_default_storage() {
+        // A version 1 body is a version 2 body without its last field.
+        #[derive(Serialize)]
+        struct V1<'a> {
+            generation: u64,
+            next_segment_id: u64,
+            dims: u32,
+            metric: u8,
+            segments: &'a [SegmentEntry],
+        }
+        let m = sample();
+        let v1 = V1 { generation: m.generation, next_segment_id: m.next_segment_id, dims: m.dims, metric: m.metric, segments: &m.segments };
+        let body = bincode::serde::encode_to_vec(&v1, bincode::config::standard()).unwrap();
+        let mut w = Writer(Vec::new());
+        w.bytes(MAGIC).u16(1).u16(0).u64(body.len() as u64).u32(crc32c::crc32c(&body));
+        let mut bytes = finish_header(w, HEADER_LEN);
+        bytes.extend_from_slice(&body);
+        assert_eq!(Manifest::decode("o", &bytes).unwrap(), Manifest { storage_url: None, ..m });
+    }
+
+    #[test]
     fn round_trip() {
         let m = sample();
         assert_eq!(Manifest::decode("o", &m.encode()).unwrap(), m);
@@ -298,7 +353,7 @@ mod tests {
 
     #[test]
     fn changes_follow_the_lifecycle_and_bump_the_generation() {
-        let mut m = Manifest::new(4, crate::Metric::L2);
+        let mut m = Manifest::new(4, crate::Metric::L2, None);
         let a = m.add_growing(1);
         m.seal(a, 10, SealReason::Manual, 2).unwrap();
         let flushed = |segment, rows| Flushed {

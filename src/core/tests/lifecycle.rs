@@ -69,7 +69,7 @@ fn lifecycle(url: &str) {
     let cancel = AtomicBool::new(false);
     let params = HnswParams::default();
     let data = dataset(SEGMENTS * ROWS_PER_SEGMENT);
-    let mut m = Manifest::new(DIMS as u32, Metric::L2);
+    let mut m = Manifest::new(DIMS as u32, Metric::L2, None);
 
     // Five segments: grow, seal, flush (binlog + HNSW), publish.
     for s in 0..SEGMENTS {
