@@ -1,7 +1,7 @@
 # pg_milvus: every entry point. `make demo` and `make test` work on a fresh
 # machine: each starts with scripts/setup.sh, which installs what is missing.
 
-.PHONY: demo test stop setup install install-debug test-core test-pg test-regress test-e2e bench-core bench-hnsw clean
+.PHONY: demo test stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-core bench-hnsw clean
 
 demo:
 	bash scripts/demo.sh
@@ -32,6 +32,15 @@ test-regress:
 
 test-e2e:
 	.venv/bin/python -m pytest -q tests
+
+# The end-to-end workload (benches/workload): ingest, time to indexed,
+# recall and QPS, deletes and compaction, beside pgvector and a plain table.
+# Writes bench-results/{report.json,report.md,recall_qps.svg}.
+bench:
+	bash scripts/bench.sh
+
+bench-quick:
+	bash scripts/bench.sh --quick
 
 # Criterion benches of the core: distance kernels, binlog formats, merge,
 # brute force against HNSW per segment size.

@@ -25,12 +25,14 @@ use pgrx::prelude::*;
 use crate::gucs;
 
 type StorageKey = (String, S3Options, Duration);
+/// The cache directory and its bound.
+type CacheKey = (String, u64);
 
 thread_local! {
     /// The stores this backend opened, by URL and settings: a few at most
     /// (the default, and each `storage_url` indexes were built with).
     static STORAGES: RefCell<Vec<(StorageKey, Arc<Storage>)>> = const { RefCell::new(Vec::new()) };
-    static CACHE: RefCell<Option<((String, u64), Arc<SegmentCache>)>> = const { RefCell::new(None) };
+    static CACHE: RefCell<Option<(CacheKey, Arc<SegmentCache>)>> = const { RefCell::new(None) };
 }
 
 /// The store at `url`, `None` meaning the embedded default directory: an

@@ -1,0 +1,842 @@
+//! The workload driver: one run of the life of a collection against a
+//! running cluster, over libpq, for pg_milvus beside pgvector's HNSW (when
+//! the `vector` extension is installed) and a plain table, so that every
+//! ratio is measured on the same machine in the same minutes.
+//!
+//! Phases, each timed: bulk load (COPY); INSERT with the index present, in
+//! statements of 1,000 rows and of one row; time from the last insert until
+//! every row is in an indexed segment (pgvector: its CREATE INDEX); recall@10,
+//! QPS and latency at several `ef_search`, one client and several; the same
+//! with 10% of the rows still growing; DELETE 10% + VACUUM, compaction, and
+//! queries again; bytes on local disk and in object storage.
+//!
+//! ```text
+//! milvus-workload --host H --port P [--n 100000] [--dim 128] [--clusters 1000]
+//!     [--seed 42] [--queries 500] [--uniform | --file base.fvecs|base.npy]
+//!     [--clients 4] [--repeats 3] [--out bench-results] [--m 16] [--ef-construction 64]
+//! ```
+//!
+//! Writes `report.json` (every figure and the machine), `report.md` and
+//! `recall_qps.svg` into `--out`. `scripts/bench.sh` starts a cluster and
+//! runs it (`make bench`, `make bench-quick`).
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use milvus_core::Metric;
+use milvus_core::synthetic::{Rng, gaussian_mixture};
+use postgres::{Client, NoTls};
+use rayon::prelude::*;
+use serde::Serialize;
+
+const K: usize = 10;
+const EF_VALUES: [usize; 5] = [20, 40, 100, 200, 400];
+const BATCH: usize = 1000;
+const DB: &str = "milvus_bench";
+
+struct Args {
+    host: String,
+    port: u16,
+    n: usize,
+    dim: usize,
+    clusters: usize,
+    seed: u64,
+    queries: usize,
+    uniform: bool,
+    file: Option<PathBuf>,
+    clients: usize,
+    repeats: usize,
+    out: PathBuf,
+    m: usize,
+    ef_construction: usize,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        host: "/tmp".into(),
+        port: 5432,
+        n: 100_000,
+        dim: 128,
+        clusters: 1000,
+        seed: 42,
+        queries: 500,
+        uniform: false,
+        file: None,
+        clients: 4,
+        repeats: 3,
+        out: "bench-results".into(),
+        m: 16,
+        ef_construction: 64,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| die(&format!("{flag} needs a value")));
+        let num = |v: String| v.parse::<usize>().unwrap_or_else(|_| die(&format!("{flag}: not a number: {v}")));
+        match flag.as_str() {
+            "--host" => a.host = value(),
+            "--port" => a.port = num(value()) as u16,
+            "--n" => a.n = num(value()),
+            "--dim" => a.dim = num(value()),
+            "--clusters" => a.clusters = num(value()),
+            "--seed" => a.seed = num(value()) as u64,
+            "--queries" => a.queries = num(value()),
+            "--uniform" => a.uniform = true,
+            "--file" => a.file = Some(value().into()),
+            "--clients" => a.clients = num(value()).max(1),
+            "--repeats" => a.repeats = num(value()).max(1),
+            "--out" => a.out = value().into(),
+            "--m" => a.m = num(value()),
+            "--ef-construction" => a.ef_construction = num(value()),
+            other => die(&format!("unknown argument {other} (see the header of benches/workload/main.rs)")),
+        }
+    }
+    a
+}
+
+fn die(message: &str) -> ! {
+    eprintln!("milvus-workload: {message}");
+    std::process::exit(2)
+}
+
+/// Progress on stderr: a phase starts, a phase ends with its figure.
+fn step(what: &str) {
+    eprint!("  {what} ... ");
+    let _ = std::io::stderr().flush();
+}
+
+fn done(figure: &str) {
+    eprintln!("{figure}");
+}
+
+/// A phase measured in rows per second, with its progress line.
+fn rate(what: &str, f: impl FnOnce() -> f64) -> Option<f64> {
+    step(what);
+    let rows_per_s = f();
+    done(&format!("{rows_per_s:.0} rows/s"));
+    Some(rows_per_s)
+}
+
+/// A phase measured in seconds, with its progress line.
+fn seconds(what: &str, f: impl FnOnce()) -> Option<f64> {
+    step(what);
+    let start = Instant::now();
+    f();
+    let secs = start.elapsed().as_secs_f64();
+    done(&format!("{secs:.2} s"));
+    Some(secs)
+}
+
+// ---------------------------------------------------------------- data
+
+struct Dataset {
+    dim: usize,
+    base: Vec<f32>,
+    queries: Vec<f32>,
+    description: String,
+}
+
+impl Dataset {
+    fn rows(&self) -> usize {
+        self.base.len() / self.dim
+    }
+    fn row(&self, i: usize) -> &[f32] {
+        &self.base[i * self.dim..(i + 1) * self.dim]
+    }
+    fn query(&self, i: usize) -> &[f32] {
+        &self.queries[i * self.dim..(i + 1) * self.dim]
+    }
+    fn query_count(&self) -> usize {
+        self.queries.len() / self.dim
+    }
+}
+
+fn dataset(a: &Args) -> Dataset {
+    let (dim, all, description) = if let Some(path) = &a.file {
+        let (dim, v) = read_vectors(path).unwrap_or_else(|e| die(&format!("{}: {e}", path.display())));
+        (dim, v, format!("{} ({} rows held out as queries)", path.display(), a.queries))
+    } else if a.uniform {
+        let mut rng = Rng::new(a.seed);
+        (a.dim, rng.vector((a.n + a.queries) * a.dim), format!("uniform in [-1, 1), seed {}", a.seed))
+    } else {
+        let v = gaussian_mixture(a.n + a.queries, a.dim, a.clusters, 0.1, a.seed);
+        (a.dim, v, format!("Gaussian mixture: {} clusters, sigma 0.1, centres uniform in [-1, 1), seed {}", a.clusters, a.seed))
+    };
+    let rows = all.len() / dim;
+    if rows <= a.queries {
+        die("fewer rows than queries");
+    }
+    let base_rows = (rows - a.queries).min(if a.file.is_some() { usize::MAX } else { a.n });
+    let (base, queries) = all.split_at(base_rows * dim);
+    Dataset { dim, base: base.to_vec(), queries: queries[..a.queries * dim].to_vec(), description }
+}
+
+/// `.fvecs` (per vector: int32 dimensions, then float32s) or `.npy` (a 2-D
+/// little-endian float32 array in C order).
+fn read_vectors(path: &Path) -> Result<(usize, Vec<f32>), String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let f32s = |b: &[u8]| b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>();
+    if path.extension().is_some_and(|e| e == "npy") {
+        if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+            return Err("not a .npy file".into());
+        }
+        let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+        let header = std::str::from_utf8(&bytes[10..10 + header_len]).map_err(|e| e.to_string())?;
+        if !header.contains("'descr': '<f4'") || header.contains("'fortran_order': True") {
+            return Err(format!("only little-endian float32 in C order is read, not {header}"));
+        }
+        let shape = header.split("'shape': (").nth(1).and_then(|s| s.split(')').next()).ok_or("no shape")?;
+        let dims: Vec<usize> = shape.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+        let [_, dim] = dims[..] else { return Err(format!("expected a 2-D array, got shape ({shape})")) };
+        Ok((dim, f32s(&bytes[10 + header_len..])))
+    } else {
+        let dim = u32::from_le_bytes(bytes.get(..4).ok_or("empty file")?.try_into().unwrap()) as usize;
+        let record = 4 + dim * 4;
+        if dim == 0 || bytes.len() % record != 0 {
+            return Err("not an .fvecs file".into());
+        }
+        Ok((dim, bytes.chunks_exact(record).flat_map(|r| f32s(&r[4..])).collect()))
+    }
+}
+
+/// Exact top-K row numbers of each query among the rows `keep` accepts,
+/// cached under `out` for the unfiltered case.
+fn ground_truth(d: &Dataset, keep: &(dyn Fn(usize) -> bool + Sync), cache: Option<&Path>) -> Vec<Vec<u32>> {
+    if let Some(bytes) = cache.and_then(|p| std::fs::read(p).ok()).filter(|b| b.len() == d.query_count() * K * 4) {
+        return bytes.chunks_exact(K * 4).map(|q| q.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()).collect();
+    }
+    let truth: Vec<Vec<u32>> = (0..d.query_count())
+        .into_par_iter()
+        .map(|q| {
+            let query = d.query(q);
+            let mut best: Vec<(f32, u32)> =
+                (0..d.rows()).filter(|&i| keep(i)).map(|i| (Metric::L2.distance(query, d.row(i)), i as u32)).collect();
+            let nth = K.min(best.len() - 1);
+            best.select_nth_unstable_by(nth, |a, b| a.0.total_cmp(&b.0));
+            best.truncate(K);
+            best.sort_by(|a, b| a.0.total_cmp(&b.0));
+            best.into_iter().map(|e| e.1).collect()
+        })
+        .collect();
+    if let Some(p) = cache {
+        let bytes: Vec<u8> = truth.iter().flatten().flat_map(|i| i.to_le_bytes()).collect();
+        let _ = std::fs::write(p, bytes);
+    }
+    truth
+}
+
+fn text(v: &[f32]) -> String {
+    let mut s = String::with_capacity(v.len() * 10);
+    s.push('[');
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        write!(s, "{x}").unwrap();
+    }
+    s.push(']');
+    s
+}
+
+// ---------------------------------------------------------------- targets
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Milvus,
+    Pgvector,
+    Plain,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Milvus => "pg_milvus",
+            Kind::Pgvector => "pgvector hnsw",
+            Kind::Plain => "no index",
+        }
+    }
+    fn table(self) -> &'static str {
+        match self {
+            Kind::Milvus => "items_milvus",
+            Kind::Pgvector => "items_pgvector",
+            Kind::Plain => "items_plain",
+        }
+    }
+    /// The vector type and distance operator of the target's extension.
+    fn vector_type(self, dim: usize) -> String {
+        match self {
+            Kind::Pgvector => format!("pgv.vector({dim})"),
+            _ => format!("public.vector({dim})"),
+        }
+    }
+    fn op(self) -> &'static str {
+        match self {
+            Kind::Pgvector => "OPERATOR(pgv.<->)",
+            _ => "OPERATOR(public.<->)",
+        }
+    }
+    fn cast(self) -> &'static str {
+        match self {
+            Kind::Pgvector => "pgv.vector",
+            _ => "public.vector",
+        }
+    }
+    fn ef_setting(self) -> Option<&'static str> {
+        match self {
+            Kind::Milvus => Some("milvus.ef_search"),
+            Kind::Pgvector => Some("hnsw.ef_search"),
+            Kind::Plain => None,
+        }
+    }
+}
+
+#[derive(Serialize, Default)]
+struct Machine {
+    cpu: String,
+    cores: usize,
+    memory_gb: f64,
+    postgres: String,
+    date: String,
+}
+
+#[derive(Serialize)]
+struct QueryRun {
+    label: String,
+    ef_search: usize,
+    clients: usize,
+    recall_at_10: f64,
+    /// Median over the repeats, with the range.
+    qps: f64,
+    qps_min: f64,
+    qps_max: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+#[derive(Serialize, Default)]
+struct TargetReport {
+    target: String,
+    copy_rows_per_s: Option<f64>,
+    insert_batch_rows_per_s: Option<f64>,
+    insert_single_rows_per_s: Option<f64>,
+    /// pg_milvus: last insert until every row is in an indexed segment;
+    /// pgvector: CREATE INDEX on the loaded table.
+    time_to_indexed_s: Option<f64>,
+    delete_vacuum_s: Option<f64>,
+    compaction_s: Option<f64>,
+    /// The first query of a new connection (all sealed).
+    cold_query_ms: Option<f64>,
+    table_bytes: Option<i64>,
+    index_bytes: Option<i64>,
+    object_store_bytes: Option<i64>,
+    cache_bytes: Option<i64>,
+    queries: Vec<QueryRun>,
+    notes: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    machine: Machine,
+    dataset: String,
+    rows: usize,
+    dim: usize,
+    queries: usize,
+    m: usize,
+    ef_construction: usize,
+    clients: usize,
+    repeats: usize,
+    targets: Vec<TargetReport>,
+}
+
+struct Bench<'a> {
+    a: &'a Args,
+    d: &'a Dataset,
+    truth: Vec<Vec<u32>>,
+}
+
+impl Bench<'_> {
+    fn connect(&self) -> Client {
+        let conn = format!("host={} port={} user=postgres dbname={DB}", self.a.host, self.a.port);
+        Client::connect(&conn, NoTls).unwrap_or_else(|e| die(&format!("cannot connect ({conn}): {e}")))
+    }
+
+    fn create_table(&self, c: &mut Client, kind: Kind) {
+        let t = kind.table();
+        c.batch_execute(&format!("DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id bigint PRIMARY KEY, embedding {})", kind.vector_type(self.d.dim)))
+            .unwrap();
+    }
+
+    fn create_index(&self, c: &mut Client, kind: Kind) {
+        let (t, a) = (kind.table(), self.a);
+        let sql = match kind {
+            Kind::Milvus => format!("CREATE INDEX ON {t} USING milvus (embedding vector_l2_ops) WITH (m = {}, ef_construction = {})", a.m, a.ef_construction),
+            Kind::Pgvector => format!("CREATE INDEX ON {t} USING hnsw (embedding pgv.vector_l2_ops) WITH (m = {}, ef_construction = {})", a.m, a.ef_construction),
+            Kind::Plain => return,
+        };
+        c.batch_execute(&sql).unwrap();
+    }
+
+    fn copy(&self, c: &mut Client, kind: Kind, rows: std::ops::Range<usize>) -> f64 {
+        let count = rows.len();
+        let start = Instant::now();
+        let mut w = c.copy_in(&format!("COPY {} (id, embedding) FROM STDIN", kind.table())).unwrap();
+        for i in rows {
+            writeln!(w, "{i}\t{}", text(self.d.row(i))).unwrap();
+        }
+        w.finish().unwrap();
+        count as f64 / start.elapsed().as_secs_f64()
+    }
+
+    /// Multi-row INSERTs of `BATCH` rows; `ids` map row numbers to ids.
+    fn insert_batches(&self, c: &mut Client, kind: Kind, rows: std::ops::Range<usize>, id_offset: usize) -> f64 {
+        let count = rows.len();
+        let start = Instant::now();
+        let rows: Vec<usize> = rows.collect();
+        for chunk in rows.chunks(BATCH) {
+            let mut sql = format!("INSERT INTO {} (id, embedding) VALUES ", kind.table());
+            for (j, i) in chunk.iter().enumerate() {
+                if j > 0 {
+                    sql.push(',');
+                }
+                write!(sql, "({}, '{}')", i + id_offset, text(self.d.row(*i))).unwrap();
+            }
+            c.batch_execute(&sql).unwrap();
+        }
+        count as f64 / start.elapsed().as_secs_f64()
+    }
+
+    /// One row per statement (autocommit), a prepared INSERT.
+    fn insert_single(&self, c: &mut Client, kind: Kind, rows: std::ops::Range<usize>, id_offset: usize) -> f64 {
+        let count = rows.len();
+        let stmt = c.prepare(&format!("INSERT INTO {} (id, embedding) VALUES ($1, CAST($2::text AS {}))", kind.table(), kind.cast())).unwrap();
+        let start = Instant::now();
+        for i in rows {
+            c.execute(&stmt, &[&((i + id_offset) as i64), &text(self.d.row(i))]).unwrap();
+        }
+        count as f64 / start.elapsed().as_secs_f64()
+    }
+
+    fn delete_vacuum(&self, c: &mut Client, kind: Kind, predicate: &str) -> f64 {
+        let start = Instant::now();
+        c.batch_execute(&format!("DELETE FROM {t} WHERE {predicate}", t = kind.table())).unwrap();
+        c.batch_execute(&format!("VACUUM {}", kind.table())).unwrap();
+        start.elapsed().as_secs_f64()
+    }
+
+    /// The query phase: recall@10 of the first run, QPS median and range
+    /// over the repeats, latency percentiles of all of them.
+    fn queries(&self, kind: Kind, label: &str, ef: usize, clients: usize, truth: &[Vec<u32>], limit: usize) -> QueryRun {
+        let queries: Vec<usize> = (0..self.d.query_count().min(limit)).collect();
+        let sql = format!("SELECT id FROM {} ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}", kind.table(), kind.op(), kind.cast());
+        let mut qps = Vec::new();
+        let mut latencies = Vec::new();
+        let mut recall = 0.0;
+        for repeat in 0..self.a.repeats {
+            let per_client: Vec<Vec<usize>> = (0..clients).map(|c| queries.iter().copied().skip(c).step_by(clients).collect()).collect();
+            // Each client connects and runs one untimed query first, as a
+            // pooled connection would have (a new backend loads every
+            // segment once: that cost is reported apart, `cold_query_ms`);
+            // the timing starts when all are ready.
+            let ready = std::sync::Barrier::new(clients);
+            type ClientRun = (Instant, Instant, Vec<(usize, Vec<i64>, f64)>);
+            let results: Vec<ClientRun> = std::thread::scope(|s| {
+                let handles: Vec<_> = per_client
+                    .iter()
+                    .map(|mine| {
+                        let (sql, ready) = (&sql, &ready);
+                        s.spawn(move || {
+                            let mut c = self.connect();
+                            if let Some(setting) = kind.ef_setting() {
+                                c.batch_execute(&format!("SET {setting} = {ef}")).unwrap();
+                            }
+                            if kind == Kind::Plain {
+                                c.batch_execute("SET max_parallel_workers_per_gather = 0").unwrap();
+                            }
+                            let stmt = c.prepare(sql).unwrap();
+                            c.query(&stmt, &[&text(self.d.query(0))]).unwrap();
+                            ready.wait();
+                            let start = Instant::now();
+                            let out = mine
+                                .iter()
+                                .map(|&q| {
+                                    let t = Instant::now();
+                                    let rows = c.query(&stmt, &[&text(self.d.query(q))]).unwrap();
+                                    (q, rows.iter().map(|r| r.get::<_, i64>(0)).collect(), t.elapsed().as_secs_f64() * 1e3)
+                                })
+                                .collect();
+                            (start, Instant::now(), out)
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let start = results.iter().map(|r| r.0).min().expect("one client at least");
+            let end = results.iter().map(|r| r.1).max().expect("one client at least");
+            let results: Vec<Vec<(usize, Vec<i64>, f64)>> = results.into_iter().map(|r| r.2).collect();
+            qps.push(queries.len() as f64 / (end - start).as_secs_f64());
+            for (q, ids, ms) in results.into_iter().flatten() {
+                latencies.push(ms);
+                if repeat == 0 {
+                    let want: HashSet<i64> = truth[q].iter().map(|&i| i as i64).collect();
+                    recall += ids.iter().filter(|i| want.contains(i)).count() as f64 / K as f64;
+                }
+            }
+        }
+        qps.sort_by(f64::total_cmp);
+        latencies.sort_by(f64::total_cmp);
+        let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+        QueryRun {
+            label: label.to_owned(),
+            ef_search: ef,
+            clients,
+            recall_at_10: recall / queries.len() as f64,
+            qps: qps[qps.len() / 2],
+            qps_min: qps[0],
+            qps_max: qps[qps.len() - 1],
+            p50_ms: pct(0.5),
+            p99_ms: pct(0.99),
+        }
+    }
+
+    /// The first query of a new connection: for pg_milvus it loads every
+    /// flushed segment into the backend (from the local cache, here).
+    fn cold_query_ms(&self, kind: Kind) -> f64 {
+        let mut c = self.connect();
+        let sql = format!("SELECT id FROM {} ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}", kind.table(), kind.op(), kind.cast());
+        let start = Instant::now();
+        c.query(&sql, &[&text(self.d.query(0))]).unwrap();
+        start.elapsed().as_secs_f64() * 1e3
+    }
+
+    fn query_sweep(&self, kind: Kind, label: &str, truth: &[Vec<u32>], r: &mut TargetReport) {
+        if r.cold_query_ms.is_none() {
+            step(&format!("{label}: first query of a new connection"));
+            r.cold_query_ms = Some(self.cold_query_ms(kind));
+            done(&format!("{:.1} ms", r.cold_query_ms.unwrap()));
+        }
+        for ef in EF_VALUES {
+            for clients in [1, self.a.clients] {
+                step(&format!("{label}: ef_search {ef}, {clients} client(s)"));
+                let run = self.queries(kind, label, ef, clients, truth, usize::MAX);
+                done(&format!("recall@10 {:.3}, {:.0} QPS, p99 {:.2} ms", run.recall_at_10, run.qps, run.p99_ms));
+                r.queries.push(run);
+            }
+        }
+    }
+
+    fn sizes(&self, c: &mut Client, kind: Kind, r: &mut TargetReport) {
+        let t = kind.table();
+        r.table_bytes = Some(c.query_one(&format!("SELECT pg_relation_size('{t}')"), &[]).unwrap().get(0));
+        r.index_bytes = c
+            .query_opt(&format!("SELECT pg_relation_size(indexrelid)::bigint FROM pg_index WHERE indrelid = '{t}'::regclass AND NOT indisprimary"), &[])
+            .unwrap()
+            .map(|row| row.get(0));
+        if kind == Kind::Milvus {
+            r.object_store_bytes = Some(
+                c.query_one(
+                    &format!("SELECT coalesce(sum(bytes), 0)::bigint FROM milvus_segments('{t}_embedding_idx') WHERE state = 'flushed'"),
+                    &[],
+                )
+                .unwrap()
+                .get(0),
+            );
+            r.cache_bytes = Some(c.query_one("SELECT cached_bytes FROM milvus_cache_stats()", &[]).unwrap().get(0));
+        }
+    }
+
+    /// Polls until no row waits in the growing or a sealed segment.
+    fn wait_indexed(&self, c: &mut Client) {
+        let index = format!("{}_embedding_idx", Kind::Milvus.table());
+        c.query(&format!("SELECT * FROM milvus_flush('{index}')"), &[]).unwrap();
+        loop {
+            let pending: i64 = c
+                .query_one(
+                    &format!("SELECT count(*) FROM milvus_segments('{index}') WHERE (state IN ('growing', 'sealed', 'flushing') AND rows > 0) OR (state = 'flushed' AND rows > 4096 AND index_state <> 'ready')"),
+                    &[],
+                )
+                .unwrap()
+                .get(0);
+            if pending == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn run_milvus(&self) -> TargetReport {
+        let kind = Kind::Milvus;
+        let n = self.d.rows();
+        let mut r = TargetReport { target: kind.name().into(), ..Default::default() };
+        let mut c = self.connect();
+        self.create_table(&mut c, kind);
+        self.create_index(&mut c, kind);
+        r.insert_batch_rows_per_s =
+            rate(&format!("INSERT {n} rows, {BATCH} per statement, index present"), || self.insert_batches(&mut c, kind, 0..n, 0));
+        r.time_to_indexed_s = seconds("time from the last insert until every row is indexed", || self.wait_indexed(&mut c));
+        c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
+        self.query_sweep(kind, "all sealed", &self.truth, &mut r);
+
+        // 10% growing: the last tenth deleted and inserted again.
+        let tail = n - n / 10;
+        self.delete_vacuum(&mut c, kind, &format!("id >= {tail}"));
+        self.insert_batches(&mut c, kind, tail..n, 0);
+        self.query_sweep(kind, "10% growing", &self.truth, &mut r);
+        self.wait_indexed(&mut c);
+
+        self.deletes(&mut c, kind, &mut r);
+        r
+    }
+
+    /// The common end: DELETE 10% + VACUUM (pg_milvus: and the compaction
+    /// that purges them), queries again, sizes, single-row inserts.
+    fn deletes(&self, c: &mut Client, kind: Kind, r: &mut TargetReport) {
+        r.delete_vacuum_s = seconds("DELETE 10% + VACUUM", || {
+            self.delete_vacuum(c, kind, "id % 10 = 0");
+        });
+        if kind == Kind::Milvus {
+            r.compaction_s = seconds("compaction (milvus_compact(), purging at 10% deleted)", || {
+                c.batch_execute("SET milvus.compaction_delete_ratio = 0.1").unwrap();
+                c.query(&format!("SELECT * FROM milvus_compact('{}_embedding_idx')", kind.table()), &[]).unwrap();
+            });
+        }
+        if kind != Kind::Plain {
+            let truth = ground_truth(self.d, &|i| i % 10 != 0, None);
+            self.query_sweep(kind, "after deletes", &truth, r);
+        }
+        self.sizes(c, kind, r);
+        let rows = 1000.min(self.d.rows());
+        r.insert_single_rows_per_s =
+            rate(&format!("INSERT {rows} rows, one per statement"), || self.insert_single(c, kind, 0..rows, 20 * self.d.rows()));
+    }
+
+    fn run_pgvector(&self) -> TargetReport {
+        let kind = Kind::Pgvector;
+        let n = self.d.rows();
+        let mut r = TargetReport { target: kind.name().into(), ..Default::default() };
+        let mut c = self.connect();
+        self.create_table(&mut c, kind);
+        r.copy_rows_per_s = rate(&format!("COPY {n} rows"), || self.copy(&mut c, kind, 0..n));
+        r.time_to_indexed_s = seconds("CREATE INDEX ... USING hnsw", || {
+            self.create_index(&mut c, kind);
+        });
+        // INSERT with the index present: a sample (HNSW inserts are slow),
+        // under ids of their own, removed afterwards.
+        let sample = (n / 10).clamp(BATCH, 5 * BATCH).min(n);
+        r.insert_batch_rows_per_s = rate(&format!("INSERT {sample} rows, {BATCH} per statement, index present"), || {
+            self.insert_batches(&mut c, kind, 0..sample, 10 * n)
+        });
+        self.delete_vacuum(&mut c, kind, &format!("id >= {}", 10 * n));
+        c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
+        self.query_sweep(kind, "all sealed", &self.truth, &mut r);
+        self.deletes(&mut c, kind, &mut r);
+        r
+    }
+
+    fn run_plain(&self) -> TargetReport {
+        let kind = Kind::Plain;
+        let n = self.d.rows();
+        let mut r = TargetReport { target: kind.name().into(), ..Default::default() };
+        let mut c = self.connect();
+        self.create_table(&mut c, kind);
+        r.copy_rows_per_s = rate(&format!("COPY {n} rows"), || self.copy(&mut c, kind, 0..n));
+        self.create_table(&mut c, kind);
+        r.insert_batch_rows_per_s = rate(&format!("INSERT {n} rows, {BATCH} per statement"), || self.insert_batches(&mut c, kind, 0..n, 0));
+        c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
+        // The exact floor: a sequential scan per query, a few queries.
+        step("exact search (sequential scan), 1 client");
+        let run = self.queries(kind, "exact", 0, 1, &self.truth, 20);
+        done(&format!("recall@10 {:.3}, {:.1} QPS", run.recall_at_10, run.qps));
+        r.queries.push(run);
+        self.deletes(&mut c, kind, &mut r);
+        r
+    }
+}
+
+// ---------------------------------------------------------------- output
+
+fn machine(c: &mut Client) -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |text: &str, key: &str| text.lines().find(|l| l.starts_with(key)).and_then(|l| l.split(':').nth(1)).map(|v| v.trim().to_owned());
+    Machine {
+        cpu: field(&cpuinfo, "model name").unwrap_or_else(|| "unknown".into()),
+        cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        memory_gb: field(&meminfo, "MemTotal").and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok()).unwrap_or(0.0) / 1024.0 / 1024.0,
+        postgres: c.query_one("SELECT version()", &[]).unwrap().get(0),
+        date: c.query_one("SELECT now()::text", &[]).unwrap().get(0),
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(|v| if v >= 100.0 { format!("{v:.0}") } else { format!("{v:.2}") }).unwrap_or_default()
+}
+
+fn mb(v: Option<i64>) -> String {
+    v.map(|v| format!("{:.1}", v as f64 / 1048576.0)).unwrap_or_default()
+}
+
+fn markdown(r: &Report) -> String {
+    let mut s = String::new();
+    let m = &r.machine;
+    writeln!(s, "Machine: {} ({} cores, {:.1} GB), {}; {}.\n", m.cpu, m.cores, m.memory_gb, m.postgres.split(" on ").next().unwrap_or(""), m.date).unwrap();
+    writeln!(
+        s,
+        "Data: {} rows x {} dimensions, {}; {} held-out queries, recall@10 against exact search. HNSW m = {}, ef_construction = {}. QPS: median of {} runs (range in brackets).\n",
+        r.rows, r.dim, r.dataset, r.queries, r.m, r.ef_construction, r.repeats
+    )
+    .unwrap();
+    writeln!(s, "| | COPY rows/s | INSERT rows/s (1000/stmt) | INSERT rows/s (1/stmt) | time to indexed (s) | first query of a connection (ms) | DELETE 10% + VACUUM (s) | compaction (s) | table MB | index MB (pages) | object store MB | cache MB |").unwrap();
+    writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
+    for t in &r.targets {
+        writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            t.target,
+            opt(t.copy_rows_per_s),
+            opt(t.insert_batch_rows_per_s),
+            opt(t.insert_single_rows_per_s),
+            opt(t.time_to_indexed_s),
+            opt(t.cold_query_ms),
+            opt(t.delete_vacuum_s),
+            opt(t.compaction_s),
+            mb(t.table_bytes),
+            mb(t.index_bytes),
+            mb(t.object_store_bytes),
+            mb(t.cache_bytes)
+        )
+        .unwrap();
+    }
+    writeln!(s, "\n| | phase | ef_search | clients | recall@10 | QPS | p50 (ms) | p99 (ms) |").unwrap();
+    writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|").unwrap();
+    for t in &r.targets {
+        for q in &t.queries {
+            writeln!(
+                s,
+                "| {} | {} | {} | {} | {:.3} | {:.0} ({:.0}–{:.0}) | {:.2} | {:.2} |",
+                t.target, q.label, q.ef_search, q.clients, q.recall_at_10, q.qps, q.qps_min, q.qps_max, q.p50_ms, q.p99_ms
+            )
+            .unwrap();
+        }
+    }
+    for t in &r.targets {
+        for n in &t.notes {
+            writeln!(s, "\n{}: {n}", t.target).unwrap();
+        }
+    }
+    s
+}
+
+/// Recall@10 against single-client QPS, one line per target and phase.
+fn svg(r: &Report) -> String {
+    // (name, [(recall, QPS, ef_search)]) per target and phase.
+    type Series = (String, Vec<(f64, f64, usize)>);
+    let series: Vec<Series> = r
+        .targets
+        .iter()
+        .flat_map(|t| {
+            let mut labels: Vec<&str> = t.queries.iter().filter(|q| q.ef_search > 0).map(|q| q.label.as_str()).collect();
+            labels.dedup();
+            labels
+                .into_iter()
+                .map(|l| {
+                    let points = t.queries.iter().filter(|q| q.label == l && q.clients == 1).map(|q| (q.recall_at_10, q.qps, q.ef_search)).collect();
+                    (format!("{} ({l})", t.target), points)
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let (w, h, left, bottom) = (760.0, 460.0, 70.0, 50.0);
+    let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().map(|p| (p.0, p.1))).collect();
+    let x_min = all.iter().map(|p| p.0).fold(1.0, f64::min).clamp(0.0, 0.9);
+    let y_max = all.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let x = |v: f64| left + (v - x_min) / (1.0 - x_min) * (w - left - 200.0);
+    let y = |v: f64| h - bottom - v / y_max * (h - bottom - 20.0);
+    let colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
+    let mut s = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n");
+    writeln!(s, "<rect width='100%' height='100%' fill='white'/>").unwrap();
+    writeln!(s, "<line x1='{left}' y1='{}' x2='{}' y2='{}' stroke='black'/>", h - bottom, w - 200.0, h - bottom).unwrap();
+    writeln!(s, "<line x1='{left}' y1='20' x2='{left}' y2='{}' stroke='black'/>", h - bottom).unwrap();
+    for i in 0..=5 {
+        let v = x_min + (1.0 - x_min) * i as f64 / 5.0;
+        writeln!(s, "<text x='{:.1}' y='{}' text-anchor='middle'>{v:.2}</text>", x(v), h - bottom + 18.0).unwrap();
+        let q = y_max * i as f64 / 5.0;
+        writeln!(s, "<text x='{}' y='{:.1}' text-anchor='end'>{q:.0}</text>", left - 6.0, y(q) + 4.0).unwrap();
+    }
+    writeln!(s, "<text x='{}' y='{}' text-anchor='middle'>recall@10</text>", (left + w - 200.0) / 2.0, h - 10.0).unwrap();
+    writeln!(s, "<text x='16' y='{}' transform='rotate(-90 16 {})' text-anchor='middle'>QPS, 1 client</text>", h / 2.0, h / 2.0).unwrap();
+    for (i, (name, points)) in series.iter().enumerate() {
+        let color = colors[i % colors.len()];
+        let path: Vec<String> = points.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1))).collect();
+        writeln!(s, "<polyline points='{}' fill='none' stroke='{color}' stroke-width='2'/>", path.join(" ")).unwrap();
+        for p in points {
+            writeln!(s, "<circle cx='{:.1}' cy='{:.1}' r='3' fill='{color}'><title>ef_search {}</title></circle>", x(p.0), y(p.1), p.2).unwrap();
+        }
+        writeln!(s, "<text x='{}' y='{}' fill='{color}'>{name}</text>", w - 190.0, 30.0 + 18.0 * i as f64).unwrap();
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn main() {
+    let a = parse_args();
+    std::fs::create_dir_all(&a.out).unwrap_or_else(|e| die(&format!("{}: {e}", a.out.display())));
+    eprintln!("data");
+    let d = dataset(&a);
+    step(&format!("exact top-{K} of {} queries over {} rows", d.query_count(), d.rows()));
+    let cache_name = format!("truth-{}-{}-{}-{}-{}-{}.bin", d.rows(), d.dim, a.clusters, a.seed, d.query_count(), a.uniform as u8);
+    let cache = if a.file.is_none() { Some(a.out.join(cache_name)) } else { None };
+    let truth = ground_truth(&d, &|_| true, cache.as_deref());
+    done("done");
+
+    // A fresh database, with pgvector in a schema of its own when installed.
+    let admin = format!("host={} port={} user=postgres dbname=postgres", a.host, a.port);
+    let mut c = Client::connect(&admin, NoTls).unwrap_or_else(|e| die(&format!("cannot connect ({admin}): {e}")));
+    c.batch_execute(&format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)")).unwrap();
+    c.batch_execute(&format!("CREATE DATABASE {DB}")).unwrap();
+    let bench = Bench { a: &a, d: &d, truth };
+    let mut c = bench.connect();
+    c.batch_execute("CREATE EXTENSION pg_milvus").unwrap();
+    let pgvector = c
+        .batch_execute("CREATE SCHEMA pgv; CREATE EXTENSION vector SCHEMA pgv")
+        .map_err(|e| e.as_db_error().map(|d| d.message().to_owned()).unwrap_or_else(|| e.to_string()));
+    let machine = machine(&mut c);
+
+    let mut targets = Vec::new();
+    eprintln!("{}", Kind::Plain.name());
+    targets.push(bench.run_plain());
+    eprintln!("{}", Kind::Milvus.name());
+    targets.push(bench.run_milvus());
+    match pgvector {
+        Ok(()) => {
+            eprintln!("{}", Kind::Pgvector.name());
+            targets.push(bench.run_pgvector());
+        }
+        Err(e) => {
+            let note = format!("skipped: the vector extension is not installed in this cluster ({e})");
+            eprintln!("pgvector {note}");
+            targets.push(TargetReport { target: Kind::Pgvector.name().into(), notes: vec![note], ..Default::default() });
+        }
+    }
+    let report = Report {
+        machine,
+        dataset: d.description.clone(),
+        rows: d.rows(),
+        dim: d.dim,
+        queries: d.query_count(),
+        m: a.m,
+        ef_construction: a.ef_construction,
+        clients: a.clients,
+        repeats: a.repeats,
+        targets,
+    };
+    let write = |name: &str, body: String| {
+        let p = a.out.join(name);
+        std::fs::write(&p, body).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));
+        eprintln!("wrote {}", p.display());
+    };
+    write("report.json", serde_json::to_string_pretty(&report).unwrap());
+    write("report.md", markdown(&report));
+    write("recall_qps.svg", svg(&report));
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The end-to-end benchmark: installs the release build (and pgvector, from
+# Debian's packages, to compare against), starts a cluster with background
+# workers, runs the workload driver (benches/workload) and stops the cluster.
+#   bench.sh           100k x 128 vectors in 1,000 clusters: the report in docs/benchmarks.md
+#   bench.sh --quick   20k x 128, fewer queries and repeats: a 1-2 minute check
+# Extra arguments go to the driver (see benches/workload/main.rs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+args=(--n 100000 --dim 128 --clusters 1000 --queries 500 --repeats 3 --out bench-results)
+if [ "${1:-}" = --quick ]; then
+  shift
+  args=(--n 20000 --dim 128 --clusters 200 --queries 200 --repeats 2 --out bench-results/quick)
+fi
+
+scripts/setup.sh
+# pgvector, to compare against, where the machine's package sources have it
+# (Debian 12's own do not: then the report says it was skipped).
+if ! dpkg -s postgresql-15-pgvector >/dev/null 2>&1; then
+  apt-get update -qq >/dev/null 2>&1 || true
+  if apt-cache show postgresql-15-pgvector >/dev/null 2>&1; then
+    apt-get install -y -qq postgresql-15-pgvector >/dev/null
+  else
+    echo "postgresql-15-pgvector is not in this machine's package sources: pgvector will be skipped"
+  fi
+fi
+scripts/install.sh
+# The same memory for both indexes' builds; workers look every second.
+port=$(scripts/cluster.sh start bench "shared_buffers = '1GB'" "maintenance_work_mem = '1GB'" "milvus.naptime = 1")
+host=$(scripts/cluster.sh host bench)
+trap 'scripts/cluster.sh stop bench' EXIT
+cargo run --release -q -p milvus-workload -- --host "$host" --port "$port" "${args[@]}" "$@"
