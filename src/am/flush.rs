@@ -26,7 +26,7 @@ use std::time::SystemTime;
 use milvus_core::format::manifest::{Flushed, Manifest};
 use milvus_core::hnsw::HnswParams;
 use milvus_core::jobs::{self, IndexId};
-use milvus_core::search::PageRows;
+use milvus_core::search::{PageHits, PageRows};
 use milvus_core::segment::{SealReason, SegmentId, SegmentState};
 use milvus_core::Metric;
 use pgrx::prelude::*;
@@ -489,14 +489,16 @@ fn to_timestamptz(unix_secs: u64) -> TimestampWithTimeZone {
     TimestampWithTimeZone::try_from(ts).unwrap_or_else(|_| error!("timestamp out of range: {unix_secs}"))
 }
 
-/// Rows a scan must search in pages: the growing segment and every sealed
-/// segment not yet flushed. Call with the meta page share-locked.
-pub(crate) unsafe fn page_rows(index: pg_sys::Relation, meta: &Meta) -> PageRows {
+/// The distances to `query` of the rows a scan must search in pages: the
+/// growing segment and every sealed segment not yet flushed, computed as
+/// each page is read (no row is copied out). Call with the meta page
+/// share-locked.
+pub(crate) unsafe fn page_hits(index: pg_sys::Relation, meta: &Meta, metric: Metric, query: &[f32]) -> PageHits {
     let dims = meta.dims as usize;
-    let mut rows = PageRows::new(dims);
+    let mut hits = PageHits::default();
     let heads = std::iter::once(meta.growing_head).chain(meta.sealed().iter().map(|c| c.head));
     for head in heads {
-        unsafe { page::walk_chain(index, head, |_, p| page::for_each_row(p, dims, |_, key, v| rows.push(key, v))) };
+        unsafe { page::walk_chain(index, head, |_, p| page::for_each_row(p, dims, |_, key, v| hits.push(key, metric.distance(query, v)))) };
     }
-    rows
+    hits
 }

@@ -2,8 +2,9 @@
 //!
 //! `amrescan` takes the query vector; the first `amgettuple`, holding the
 //! meta page shared (so no seal or flush switches the manifest under it),
-//! reads the manifest and the rows of the page-resident segments (growing,
-//! and sealed ones not yet flushed), then loads the flushed segments, each
+//! reads the manifest and the distances of the page-resident rows (growing
+//! segment, and sealed ones not yet flushed) to the query, computed as the
+//! pages are read, then loads the flushed segments, each
 //! once per backend and kept while its tombstones do not change, through the
 //! local cache, off the main thread. A `milvus_core::search::Search` then
 //! yields rows nearest first with exact distances: brute force on page rows,
@@ -113,16 +114,17 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
             return None;
         }
         let query = PgVector::from_datum(key.sk_argument, false).expect("not null");
-        let (metric, manifest, rows) = page::with_meta_shared(index, |meta| {
-            milvus_core::vector::check_same_dims(meta.dims as usize, query.dims()).or_raise();
+        let query = query.as_slice();
+        let (metric, manifest, pages) = page::with_meta_shared(index, |meta| {
+            milvus_core::vector::check_same_dims(meta.dims as usize, query.len()).or_raise();
             let metric = Metric::from_code(meta.metric).expect("meta page checked");
-            (metric, page::read_manifest(index, meta), flush::page_rows(index, meta))
+            (metric, page::read_manifest(index, meta), flush::page_hits(index, meta, metric, query))
         });
         let segments = loaded_segments(index, &manifest, metric);
 
         let ef_search = gucs::ef_search();
         let options = SearchOptions { ef_search, first_k: ef_search, max_candidates: gucs::max_scan_tuples() };
-        Some(Search::new(metric, query.as_slice().to_vec(), rows, segments, options))
+        Some(Search::new(query.to_vec(), pages, segments, options))
     }
 }
 

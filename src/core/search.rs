@@ -3,7 +3,8 @@
 //! An index scan asks for rows in order of distance to a query. The rows are
 //! in two kinds of places:
 //! - **pages**: the growing segment, and sealed segments not yet flushed;
-//!   their rows are searched by brute force ([`PageRows`]);
+//!   their rows are searched by brute force, by distances computed as the
+//!   pages are read ([`PageHits`]);
 //! - **flushed segments** ([`LoadedSegment`]): searched with their HNSW graph,
 //!   or by brute force below [`BRUTE_FORCE_MAX_ROWS`] rows (where brute force
 //!   is faster: see docs/benchmarks.md), skipping tombstoned rows.
@@ -86,18 +87,45 @@ impl PageRows {
         self.vectors.extend_from_slice(vector);
     }
 
-    fn search(&self, metric: Metric, query: &[f32], k: usize, skip: &dyn Fn(Source, u32) -> bool) -> Vec<Hit> {
-        let hits = self
-            .keys
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !skip(Source::Pages, *i as u32))
-            .map(|(i, key)| Hit {
-                source: Source::Pages,
-                row: i as u32,
-                key: *key,
-                distance: metric.distance(query, &self.vectors[i * self.dims..(i + 1) * self.dims]),
-            })
+    /// The rows' distances to `query`: what a search needs of them.
+    pub fn hits(&self, metric: Metric, query: &[f32]) -> PageHits {
+        let mut hits = PageHits::default();
+        for (i, key) in self.keys.iter().enumerate() {
+            hits.push(*key, metric.distance(query, &self.vectors[i * self.dims..(i + 1) * self.dims]));
+        }
+        hits
+    }
+}
+
+/// Rows held in index pages as a search sees them: each row's key and its
+/// distance to the query, computed once, as the pages are read. The vectors
+/// are never copied out of the pages: a scan holds 12 bytes per row instead
+/// of the row. (It is not faster: reading the rows costs the same whether a
+/// copy or the distance kernel reads them first; docs/benchmarks.md.)
+#[derive(Debug, Clone, Default)]
+pub struct PageHits {
+    keys: Vec<u64>,
+    distances: Vec<f32>,
+}
+
+impl PageHits {
+    pub fn push(&mut self, key: u64, distance: f32) {
+        self.keys.push(key);
+        self.distances.push(distance);
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    fn search(&self, k: usize, skip: &dyn Fn(Source, u32) -> bool) -> Vec<Hit> {
+        let hits = (0..self.keys.len())
+            .filter(|i| !skip(Source::Pages, *i as u32))
+            .map(|i| Hit { source: Source::Pages, row: i as u32, key: self.keys[i], distance: self.distances[i] })
             .collect();
         top_k(hits, k)
     }
@@ -223,9 +251,8 @@ impl Default for SearchOptions {
 /// what it searches (segments are shared with the backend's cache), so an
 /// index scan can keep it between fetches.
 pub struct Search {
-    metric: Metric,
     query: Vec<f32>,
-    pages: PageRows,
+    pages: PageHits,
     segments: Vec<Arc<LoadedSegment>>,
     options: SearchOptions,
     k: usize,
@@ -235,15 +262,10 @@ pub struct Search {
 }
 
 impl Search {
-    pub fn new(
-        metric: Metric,
-        query: Vec<f32>,
-        pages: PageRows,
-        segments: Vec<Arc<LoadedSegment>>,
-        options: SearchOptions,
-    ) -> Self {
+    /// `pages`: the page-resident rows' distances to `query` (the segments
+    /// compute theirs under the metric they were built with).
+    pub fn new(query: Vec<f32>, pages: PageHits, segments: Vec<Arc<LoadedSegment>>, options: SearchOptions) -> Self {
         Search {
-            metric,
             query,
             pages,
             segments,
@@ -257,7 +279,7 @@ impl Search {
 
     /// Live rows across all sources.
     fn total_rows(&self) -> usize {
-        self.pages.keys.len() + self.segments.iter().map(|s| s.live_rows()).sum::<usize>()
+        self.pages.len() + self.segments.iter().map(|s| s.live_rows()).sum::<usize>()
     }
 
     /// One round: the k nearest not yet offered, from every source.
@@ -272,7 +294,7 @@ impl Search {
         let offered = &self.offered;
         let skip = |s: Source, r: u32| offered.contains(&(s, r));
         let ef = self.options.ef_search.max(want);
-        let mut lists = vec![self.pages.search(self.metric, &self.query, want, &skip)];
+        let mut lists = vec![self.pages.search(want, &skip)];
         lists.extend(self.segments.iter().map(|s| s.search(&self.query, want, ef, &skip)));
         let hits = merge(lists, want);
         if hits.is_empty() {
@@ -334,7 +356,7 @@ mod tests {
         let pages = PageRows { dims: DIMS, keys: (20_000..20_050).collect(), vectors: rng.vector(50 * DIMS) };
         let query = rng.vector(DIMS);
         let options = SearchOptions { ef_search: 40, first_k: 10, max_candidates: usize::MAX };
-        let all: Vec<Hit> = Search::new(Metric::L2, query.clone(), pages, segs, options).collect();
+        let all: Vec<Hit> = Search::new(query.clone(), pages.hits(Metric::L2, &query), segs, options).collect();
 
         let live = 5000 - 500 + 500 - 3 + 50;
         assert_eq!(all.len(), live, "every live row offered exactly once");
@@ -356,13 +378,14 @@ mod tests {
     fn max_candidates_bounds_the_search() {
         let segs = vec![Arc::new(segment(1, 100, 0, false, vec![]))];
         let options = SearchOptions { ef_search: 40, first_k: 7, max_candidates: 30 };
-        assert_eq!(Search::new(Metric::L2, vec![0.0; DIMS], PageRows::new(DIMS), segs, options).count(), 30);
+        assert_eq!(Search::new(vec![0.0; DIMS], PageHits::default(), segs, options).count(), 30);
     }
 
     #[test]
     fn nan_distances_sort_last() {
         let pages = PageRows { dims: 2, keys: vec![1, 2, 3], vectors: vec![0.0, 0.0, 1.0, 0.0, 0.0, 1.0] };
-        let hits: Vec<u64> = Search::new(Metric::Cosine, vec![1.0, 0.0], pages, vec![], SearchOptions::default()).map(|h| h.key).collect();
+        let query = vec![1.0, 0.0];
+        let hits: Vec<u64> = Search::new(query.clone(), pages.hits(Metric::Cosine, &query), vec![], SearchOptions::default()).map(|h| h.key).collect();
         assert_eq!(hits, vec![2, 3, 1]);
     }
 }

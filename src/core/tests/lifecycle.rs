@@ -12,7 +12,7 @@ use milvus_core::format::manifest::Manifest;
 use milvus_core::hnsw::HnswParams;
 use milvus_core::jobs::{self, IndexId};
 use milvus_core::policy::compaction::{self, CompactionPolicy, PlanKind};
-use milvus_core::search::{LoadedSegment, PageRows, Search, SearchOptions};
+use milvus_core::search::{LoadedSegment, PageHits, Search, SearchOptions};
 use milvus_core::segment::{SealReason, SegmentState};
 use milvus_core::storage::{RetryPolicy, S3Options, Storage};
 use milvus_core::synthetic::Rng;
@@ -52,7 +52,7 @@ fn check_search(segments: &[Arc<LoadedSegment>], data: &[f32], deleted: &dyn Fn(
         exact.sort_by(|a, b| a.0.total_cmp(&b.0));
         let truth: HashSet<u64> = exact.iter().take(10).map(|e| e.1).collect();
         let got: Vec<u64> =
-            Search::new(Metric::L2, q, PageRows::new(DIMS), segments.to_vec(), SearchOptions::default()).take(10).map(|h| h.key).collect();
+            Search::new(q, PageHits::default(), segments.to_vec(), SearchOptions::default()).take(10).map(|h| h.key).collect();
         assert_eq!(got.len(), 10);
         assert!(got.iter().all(|k| !deleted(*k)), "a dead row was returned");
         hits += got.iter().filter(|k| truth.contains(k)).count();
