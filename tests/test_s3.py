@@ -1,4 +1,5 @@
-"""S3 for real, against a moto S3 server on loopback: the lifecycle, the
+"""S3 for real, against a moto S3 server on loopback: the lifecycle (also on
+the local default, for comparison), the
 credential settings hidden from everyone but superusers, an outage in the
 middle of work, corrupt and vanished objects, malformed URLs; and the local
 cache under a small bound."""
@@ -86,29 +87,44 @@ def bucket_keys(s3):
     return sorted(o["Key"] for p in pages for o in p.get("Contents", []))
 
 
-def test_lifecycle_on_s3(conn, s3):
-    use_s3(conn, s3, "lifecycle")
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_lifecycle(cluster, conn, store, request):
+    """The main scenario twice: on the embedded default directory, and on
+    S3. Objects appear under the index's prefix, one per binlog, graph and
+    delta; compaction and GC leave exactly the live segment's."""
+    if store == "s3":
+        s3 = request.getfixturevalue("s3")
+        use_s3(conn, s3, "lifecycle")
     first = load(conn, 5000)
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")  # flushes to S3
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")  # flushes
     second = load(conn, 1000, seed=1, start_id=5000)
     assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
     check_search_quality(conn, METRICS["vector_l2_ops"], near(np.concatenate([first, second]), 30))
 
-    prefix = "lifecycle/{}/{}/{}/".format(*conn.execute(
+    index_prefix = "{}/{}/{}/".format(*conn.execute(
         "SELECT lpad(to_hex(s.system_identifier), 16, '0'), d.oid, 'items_idx'::regclass::oid"
         " FROM pg_control_system() s, pg_database d WHERE d.datname = current_database()").fetchone())
-    keys = bucket_keys(s3)
-    assert all(k.startswith(prefix) for k in keys), keys
-    kinds = sorted(k.rsplit("/", 1)[1].split("-")[0] for k in keys)
-    assert kinds == ["index", "insert", "insert"], keys  # segment 1 has a graph, segment 2 (1,000 rows) not
+
+    def objects():
+        """The index's object names, whichever the store."""
+        if store == "s3":
+            keys = [k for k in bucket_keys(s3) if k.startswith("lifecycle/")]
+            assert all(k.startswith("lifecycle/" + index_prefix) for k in keys), keys
+        else:
+            root = Path(cluster.host) / "data" / "pg_milvus" / "objects"
+            keys = [str(p.relative_to(root)) for p in (root / index_prefix).rglob("*") if p.is_file()]
+        return sorted(k.rsplit("/", 1)[1].split("-")[0] for k in keys)
+
+    assert objects() == ["index", "insert", "insert"]  # segment 1 has a graph, segment 2 (1,000 rows) not
 
     conn.execute("DELETE FROM items WHERE id % 10 = 3")
     conn.execute("VACUUM items")
-    assert sum(k.rsplit("/", 1)[1].startswith("delta-") for k in bucket_keys(s3)) == 2
+    assert objects() == ["delta", "delta", "index", "insert", "insert"]
     conn.execute("SELECT * FROM milvus_compact('items_idx')")
     conn.execute("SET milvus.gc_grace_period = 0")
     deleted = conn.execute("SELECT deleted_objects FROM milvus_gc('items_idx')").fetchone()[0]
     assert deleted == 5  # the two merged segments' insert, index and delta objects
+    assert objects() == ["index", "insert"]
     live = [s for s in segments(conn) if s[1] != "growing"]
     assert [(s[1], s[3]) for s in live] == [("flushed", 5400)], live
     ids = all_index_ids(conn)
