@@ -3,7 +3,8 @@
 call; deleted rows are compacted away while a searcher checks every answer;
 two sessions flushing by hand race the workers; storage failures back off,
 show in milvus_segments() and heal; orphan objects are collected; a fast
-shutdown during a flush is prompt and the work resumes after restart."""
+shutdown during a flush is prompt and the work resumes after restart; and a
+soak of writers, a deleter and searchers with the workers busy throughout."""
 
 import os
 import shutil
@@ -271,3 +272,105 @@ def test_everything_works_without_preload():
             check_search_quality(conn, "<->", near(rows, 20))
     finally:
         c.stop()
+
+
+SOAK_SECONDS = int(os.environ.get("PG_MILVUS_SOAK_SECONDS", "30"))
+
+
+def test_soak_writers_deleter_searchers_and_workers(cluster, conn):
+    """A bounded soak (PG_MILVUS_SOAK_SECONDS, 30 by default): 4 writers,
+    1 deleter with VACUUMs, 2 searchers, and the workers sealing (small
+    segments), flushing and compacting throughout. Every answer must be 10
+    distinct rows in distance order (a stale index entry would surface as a
+    row out of order); at the end the index holds exactly the table."""
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 2000)")
+    dbname = conn.info.dbname
+    stop = threading.Event()
+    errors, stats = [], {"inserted": 0, "deleted": 0, "searches": 0}
+    lock = threading.Lock()
+    committed = [0] * 4  # ids below w * 10M + committed[w] are in the table or deleted
+
+    def worker(body):
+        def run():
+            try:
+                with cluster.connect(dbname) as c:
+                    register_vector(c)
+                    body(c)
+            except Exception as e:  # reported by the test thread
+                errors.append(e)
+                stop.set()
+        return threading.Thread(target=run)
+
+    def writer(w):
+        def body(c):
+            rng = np.random.default_rng(w)
+            next_id = w * 10_000_000
+            while not stop.is_set():
+                rows = [(next_id + i, int(rng.integers(10)), v) for i, v in enumerate(near_data(rng, 50))]
+                with c.transaction(), c.cursor() as cur:
+                    cur.executemany("INSERT INTO items VALUES (%s, %s, %s)", rows)
+                next_id += 50
+                with lock:
+                    stats["inserted"] += 50
+                    committed[w] += 50
+                time.sleep(0.2)  # about 1,000 rows/s in all: a soak, not a load test
+        return body
+
+    def deleter(c):
+        rng, rounds = np.random.default_rng(99), 0
+        while not stop.is_set():
+            with lock:
+                pool = [(w, n) for w, n in enumerate(committed) if n]
+            if not pool:
+                time.sleep(0.1)
+                continue
+            victims = [int(w * 10_000_000 + rng.integers(n)) for w, n in (pool[i] for i in rng.integers(len(pool), size=40))]
+            gone = c.execute("DELETE FROM items WHERE id = ANY(%s) RETURNING id", (victims,)).fetchall()
+            with lock:
+                stats["deleted"] += len(gone)
+            rounds += 1
+            if rounds % 5 == 0:
+                c.execute("VACUUM items")
+            time.sleep(0.1)
+
+    def searcher(s):
+        def body(c):
+            rng = np.random.default_rng(100 + s)
+            while not stop.is_set():
+                q = near_data(rng, 1)[0]
+                rows = c.execute("SELECT id, embedding <-> %s FROM items ORDER BY embedding <-> %s LIMIT 10", (q, q)).fetchall()
+                ids, dists = [r[0] for r in rows], [r[1] for r in rows]
+                if len(set(ids)) != len(ids) or any(a > b + 1e-6 for a, b in zip(dists, dists[1:])):
+                    raise AssertionError(f"bad answer: {rows}")
+                with lock:
+                    stats["searches"] += 1
+        return body
+
+    threads = [worker(writer(w)) for w in range(4)] + [worker(deleter)] + [worker(searcher(s)) for s in range(2)]
+    for t in threads:
+        t.start()
+    stop.wait(SOAK_SECONDS)
+    stop.set()
+    ended = time.monotonic()
+    for t in threads:
+        t.join(120)
+    print(f"soak: {stats}, threads ended in {time.monotonic() - ended:.1f} s")
+    assert not errors, errors
+    assert stats["inserted"] > 0 and stats["deleted"] > 0 and stats["searches"] > 0, stats
+    kinds = {j[0] for j in jobs(conn) if j[2] == "done"}
+    assert {"seal", "flush", "compact"} <= kinds, kinds  # the workers worked throughout
+
+    conn.execute("VACUUM items")
+    heap = {r[0] for r in conn.execute("SELECT id FROM items")}
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)), "a row offered twice"
+    assert set(ids) == heap, (len(set(ids) - heap), len(heap - set(ids)))
+    assert len(heap) == stats["inserted"] - stats["deleted"]
+
+
+CENTRES = np.random.default_rng(7).uniform(-1, 1, (50, 64))
+
+
+def near_data(rng, n):
+    """`n` vectors of the soak's one mixture."""
+    return (CENTRES[rng.integers(0, len(CENTRES), n)] + 0.1 * rng.standard_normal((n, 64))).astype(np.float32)
