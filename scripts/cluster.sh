@@ -7,6 +7,7 @@
 #   cluster.sh crash NAME      kill -9 the postmaster and every backend (a power cut
 #                              for the server, not for the OS page cache)
 #   cluster.sh restart NAME    start an existing cluster again (crash recovery)
+#   cluster.sh standby NAME PRIMARY   a streaming replica of a running cluster
 #   cluster.sh port NAME | host NAME | psql NAME [psql args]
 #
 # Clusters live under $PG_MILVUS_RUN (default /tmp/pg_milvus). `start` always
@@ -69,6 +70,27 @@ case "${1:-}" in
       { tail -30 "$d/server.log"; exit 1; }
     echo "$port"
     ;;
+  standby)
+    # A streaming replica of a running cluster: pg_basebackup, then its own
+    # port and socket directory; hot_standby is on by default.
+    name=${2:?standby name}; primary=${3:?primary cluster name}
+    d=$(dir_of "$name"); p=$(dir_of "$primary")
+    stop "$name"
+    rm -rf "$d"
+    install -d -o postgres -g postgres -m 0700 "$d"
+    as_pg "$BIN/pg_basebackup" -h "$p" -p "$(cat "$p/port")" -U postgres -D "$d/data" -R -X stream -c fast >"$d/basebackup.log" 2>&1 ||
+      { cat "$d/basebackup.log"; exit 1; }
+    port=$(free_port $(( $(cat "$p/port") + 1 )))
+    {
+      echo "port = $port"
+      echo "unix_socket_directories = '$d'"
+    } >>"$d/data/postgresql.conf"
+    echo "$port" >"$d/port"
+    chown postgres:postgres "$d/port"
+    as_pg "$BIN/pg_ctl" -D "$d/data" -l "$d/server.log" -w -t 60 start >/dev/null ||
+      { tail -30 "$d/server.log"; exit 1; }
+    echo "$port"
+    ;;
   stop) stop "${2:?cluster name}" ;;
   crash)
     d=$(dir_of "${2:?cluster name}")
@@ -96,5 +118,5 @@ case "${1:-}" in
     name=${2:?cluster name}; shift 2
     exec psql -X -h "$(dir_of "$name")" -p "$(cat "$(dir_of "$name")/port")" -U postgres "$@"
     ;;
-  *) sed -n '2,12p' "$0"; exit 2 ;;
+  *) sed -n '2,14p' "$0"; exit 2 ;;
 esac

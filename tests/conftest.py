@@ -24,6 +24,15 @@ class Cluster:
         self.port = int(subprocess.check_output([CLUSTER, "start", name, *settings], text=True).strip())
         self.host = subprocess.check_output([CLUSTER, "host", name], text=True).strip()
 
+    @classmethod
+    def standby_of(cls, name: str, primary: "Cluster") -> "Cluster":
+        """A streaming replica of `primary` (pg_basebackup), started."""
+        c = cls.__new__(cls)
+        c.name = name
+        c.port = int(subprocess.check_output([CLUSTER, "standby", name, primary.name], text=True).strip())
+        c.host = subprocess.check_output([CLUSTER, "host", name], text=True).strip()
+        return c
+
     def connect(self, dbname: str = "postgres", **kwargs) -> psycopg.Connection:
         # prepare_threshold=None: psycopg would otherwise prepare a statement
         # after its fifth run, and a prepared plan keeps ignoring later changes

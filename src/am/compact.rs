@@ -146,6 +146,9 @@ fn milvus_compact(
         name!(removed_rows, i64),
     ),
 > {
+    if !dry_run {
+        flush::check_not_in_recovery("milvus_compact()");
+    }
     let oids = index.map(|o| vec![o]).unwrap_or_else(flush::all_milvus_indexes);
     let to_workers = !wait && !dry_run && crate::worker::shared::workers_running();
     if !wait && !dry_run && !to_workers {

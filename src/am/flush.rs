@@ -331,6 +331,20 @@ unsafe fn flush_index(index_oid: pg_sys::Oid, flush: bool) -> Vec<(i64, String)>
     }
 }
 
+/// Maintenance writes WAL and objects: not on a standby, where the
+/// primary's jobs arrive by replay.
+pub(crate) fn check_not_in_recovery(function: &str) {
+    // SAFETY: reads shared state.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            format!("cannot run {function} on a standby"),
+            "Segments are sealed, flushed and compacted on the primary; the standby replays them."
+        );
+    }
+}
+
 pub(crate) unsafe fn check_milvus_index(index: pg_sys::Relation) {
     unsafe {
         let am = pg_sys::get_am_name((*(*index).rd_rel).relam);
@@ -389,6 +403,7 @@ fn milvus_flush(
     index: default!(Option<pg_sys::Oid>, "NULL"),
     wait: default!(bool, true),
 ) -> TableIterator<'static, (name!(index, pg_sys::Oid), name!(segment_id, i64), name!(state, String))> {
+    check_not_in_recovery("milvus_flush()");
     let oids = match index {
         Some(oid) => vec![oid],
         None => all_milvus_indexes(),

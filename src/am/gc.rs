@@ -114,6 +114,7 @@ fn milvus_gc(
     'static,
     (name!(index, pg_sys::Oid), name!(deleted_objects, i64), name!(referenced_objects, i64), name!(young_objects, i64)),
 > {
+    flush::check_not_in_recovery("milvus_gc()");
     let rows: Vec<GcRow> = match index {
         // SAFETY: index_open checks the OID and locks the relation.
         Some(oid) => vec![unsafe { gc_index(oid, "milvus_gc()").0 }],

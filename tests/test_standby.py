@@ -1,0 +1,73 @@
+"""A physical standby: made with pg_basebackup from a primary whose index
+stores its segments in a directory both servers reach (as an S3 bucket
+would be). The standby replays the growing segment and the manifest from
+WAL, reads the sealed segments from the same storage through its own
+cache, runs no workers, refuses maintenance, and once promoted carries on
+the lifecycle."""
+
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+
+from conftest import CLUSTER, Cluster
+from test_index import all_index_ids, index_ids, load, near
+
+
+def replayed(primary, standby):
+    lsn = primary.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if standby.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)).fetchone()[0]:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the standby did not catch up")
+
+
+def test_standby_replays_reads_the_same_storage_and_takes_over():
+    primary = Cluster("primary", ["milvus.naptime = 1"])
+    standby = None
+    try:
+        store = Path(primary.host) / "shared-store"
+        with primary.connect() as p:
+            p.execute("CREATE EXTENSION pg_milvus")
+            register_vector(p)
+            p.execute("CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector(64))")
+            p.execute(f"SET milvus.storage_url = 'file://{store}'")
+            rows = load(p, 5000)
+            p.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")  # flushed to the store
+            standby = Cluster.standby_of("standby", primary)
+            rows = np.concatenate([rows, load(p, 300, seed=2, start_id=5000)])  # growing, in WAL only
+            queries = near(rows, 10)
+            with standby.connect() as s:
+                register_vector(s)
+                replayed(p, s)
+                segs = "SELECT segment_id, state, rows FROM milvus_segments('items_idx') ORDER BY 1"
+                assert s.execute(segs).fetchall() == p.execute(segs).fetchall() == [(1, "flushed", 5000), (2, "growing", 300)]
+                for q in queries:
+                    assert index_ids(s, "<->", q, 10) == index_ids(p, "<->", q, 10)
+                assert sorted(all_index_ids(s)) == list(range(5300))
+                # Its own cache, filled from the shared store.
+                assert s.execute("SELECT misses > 0 AND cached_bytes > 0 FROM milvus_cache_stats()").fetchone() == (True,)
+                assert list((Path(standby.host) / "data" / "pg_milvus" / "cache" / "objects").iterdir())
+                # No workers on a standby, and no maintenance.
+                assert not s.execute("SELECT 1 FROM pg_stat_activity WHERE backend_type LIKE 'pg_milvus%'").fetchall()
+                with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+                    s.execute("SELECT * FROM milvus_flush('items_idx')")
+        # Failover: the primary goes, the standby is promoted and carries on.
+        primary.stop()
+        subprocess.run(["runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pg_ctl", "-D",
+                        f"{standby.host}/data", "-w", "promote"], check=True, capture_output=True)
+        with standby.connect() as s:
+            register_vector(s)
+            assert [r[2] for r in s.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
+            ids = all_index_ids(s)
+            assert len(ids) == len(set(ids)) == 5300
+    finally:
+        if standby:
+            subprocess.run([CLUSTER, "stop", "standby"], check=True)
+        primary.stop()
