@@ -1,7 +1,7 @@
 # pg_milvus: every entry point. `make demo` and `make test` work on a fresh
 # machine: each starts with scripts/setup.sh, which installs what is missing.
 
-.PHONY: demo test stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-core bench-hnsw clean
+.PHONY: demo test stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-core bench-hnsw fuzz clean
 
 demo:
 	bash scripts/demo.sh
@@ -50,6 +50,11 @@ bench-core:
 # One 100k x 128 segment: build time, recall@10, QPS, p50/p99 per ef_search.
 bench-hnsw:
 	cargo bench -p milvus-core --bench hnsw_recall
+
+# libFuzzer on the vector parsers and the binlog and manifest decoders,
+# FUZZ_SECONDS each (default 60); needs a nightly toolchain.
+fuzz:
+	bash scripts/fuzz.sh
 
 clean:
 	bash scripts/cluster.sh stop-all

@@ -1,0 +1,34 @@
+//! Writes a seed corpus of valid encodings into `seeds/<target>/`, so the
+//! fuzzer starts past the headers and checksums.
+use milvus_core::Metric;
+use milvus_core::format::manifest::Manifest;
+use milvus_core::format::{delta, insert};
+use milvus_core::segment::SegmentId;
+
+fn write(target: &str, name: &str, bytes: &[u8]) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds").join(target);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), bytes).unwrap();
+}
+
+fn main() {
+    for (i, text) in ["[1,2,3]", "[ -1.5e-3 , 2.25,3e+2]", "[0]", "[1,2", "[NaN]", "[1,,2]"].iter().enumerate() {
+        write("vector_text", &format!("seed-{i}"), text.as_bytes());
+    }
+    let mut binary = 3i16.to_be_bytes().to_vec();
+    binary.extend(0i16.to_be_bytes());
+    for v in [1.0f32, -2.5, 3.25] {
+        binary.extend(v.to_be_bytes());
+    }
+    write("vector_binary", "seed-0", &binary);
+    let keys: Vec<u64> = (0..4).collect();
+    let vectors: Vec<f32> = (0..12).map(|i| i as f32 / 3.0).collect();
+    write("insert_binlog", "seed-0", &insert::encode(SegmentId(7), Metric::L2, 3, &keys, &vectors));
+    write("insert_binlog", "seed-1", &insert::encode(SegmentId(1), Metric::Cosine, 1, &[], &[]));
+    write("delta_binlog", "seed-0", &delta::encode(SegmentId(7), &[0, 3, 9]));
+    let mut m = Manifest::new(3, Metric::L2, Some("s3://bucket/prefix".into()));
+    m.add_growing(100);
+    write("manifest", "seed-0", &m.encode());
+    write("manifest", "seed-1", &Manifest::new(128, Metric::InnerProduct, None).encode());
+    println!("seeds written to {}/seeds", env!("CARGO_MANIFEST_DIR"));
+}
