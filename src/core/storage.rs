@@ -250,6 +250,9 @@ pub struct Storage {
     url: String,
     retry: RetryPolicy,
     runtime: tokio::runtime::Runtime,
+    /// For `file://` stores, the directory: where a crash mid-upload leaves
+    /// a staging file (`<key>#<n>`) that listings never show.
+    local_root: Option<std::path::PathBuf>,
 }
 
 impl fmt::Debug for Storage {
@@ -264,7 +267,12 @@ impl Storage {
     /// not stop anything that does not need it.
     pub fn open(url: &str, s3: &S3Options, retry: RetryPolicy) -> Result<Self, StorageError> {
         let invalid = |reason: &str| StorageError::InvalidUrl { url: url.to_owned(), reason: reason.to_owned() };
-        let (store, prefix): (Arc<dyn ObjectStore>, String) = match StorageUrl::parse(url)? {
+        let parsed = StorageUrl::parse(url)?;
+        let local_root = match &parsed {
+            StorageUrl::File { path } => Some(std::path::PathBuf::from(path)),
+            _ => None,
+        };
+        let (store, prefix): (Arc<dyn ObjectStore>, String) = match parsed {
             StorageUrl::Memory => (Arc::new(InMemory::new()), String::new()),
             StorageUrl::File { path } => {
                 std::fs::create_dir_all(&path).map_err(|e| invalid(&format!("cannot create directory {path}: {e}")))?;
@@ -306,7 +314,7 @@ impl Storage {
             .enable_all()
             .build()
             .map_err(|e| invalid(&format!("cannot start the I/O runtime: {e}")))?;
-        Ok(Storage { store, prefix: Path::from(prefix), url: url.to_owned(), retry, runtime })
+        Ok(Storage { store, prefix: Path::from(prefix), url: url.to_owned(), retry, runtime, local_root })
     }
 
     pub fn url(&self) -> &str {
@@ -407,6 +415,26 @@ impl Storage {
                 self.delete(&obj.key)?;
                 report.deleted_bytes += obj.size;
                 report.deleted.push(obj.key);
+            }
+        }
+        // Staging files of uploads a crash cut short (file:// only): never
+        // listed, never referenced; removed past the same grace period.
+        if let Some(root) = &self.local_root {
+            let mut dirs = vec![root.join(prefix)];
+            while let Some(dir) = dirs.pop() {
+                let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+                for entry in entries.flatten() {
+                    let (path, Ok(meta)) = (entry.path(), entry.metadata()) else { continue };
+                    if meta.is_dir() {
+                        dirs.push(path);
+                    } else if entry.file_name().to_string_lossy().contains('#')
+                        && now.duration_since(meta.modified().unwrap_or(now)).unwrap_or_default() >= grace
+                        && std::fs::remove_file(&path).is_ok()
+                    {
+                        report.deleted_bytes += meta.len();
+                        report.deleted.push(path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned());
+                    }
+                }
             }
         }
         Ok(report)
@@ -536,7 +564,19 @@ mod tests {
     fn file_store_round_trip_and_gc() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("file://{}", dir.path().join("store").display());
-        round_trip_and_gc(&Storage::open(&url, &S3Options::default(), RetryPolicy::default()).unwrap());
+        let storage = Storage::open(&url, &S3Options::default(), RetryPolicy::default()).unwrap();
+        round_trip_and_gc(&storage);
+        // A crash mid-upload leaves a staging file that no listing shows:
+        // GC removes it past the grace period too.
+        let prefix = ObjectKey::index_prefix(0x7301, 5, 16384);
+        let staging = dir.path().join("store").join(&prefix).join("00000000000000000009").join("insert-00000000000000ff.binlog#1");
+        std::fs::create_dir_all(staging.parent().unwrap()).unwrap();
+        std::fs::write(&staging, b"half an upload").unwrap();
+        let report = storage.collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), SystemTime::now()).unwrap();
+        assert!(staging.exists() && report.deleted.iter().all(|k| !k.contains('#')), "young: kept");
+        let later = SystemTime::now() + Duration::from_secs(7200);
+        let report = storage.collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), later).unwrap();
+        assert!(!staging.exists() && report.deleted.iter().any(|k| k.ends_with("#1")), "{:?}", report.deleted);
     }
 
     #[test]
