@@ -11,7 +11,8 @@ static STORAGE_URL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>:
 static STORAGE_TIMEOUT_S: GucSetting<i32> = GucSetting::<i32>::new(30);
 static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static CACHE_SIZE_MB: GucSetting<i32> = GucSetting::<i32>::new(1024);
-static DEBUG_FLUSH_PAUSE_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+static DEBUG_PAUSE_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+static DEBUG_PAUSE_AT: GucSetting<PausePoint> = GucSetting::<PausePoint>::new(PausePoint::Commit);
 static S3_ENDPOINT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static S3_REGION: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static S3_ACCESS_KEY_ID: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -195,12 +196,20 @@ pub fn init() {
         GucFlags::UNIT_S,
     );
     GucRegistry::define_int_guc(
-        c"milvus.debug_commit_pause",
-        c"Test hook: milliseconds a flush or compaction waits between its upload and its manifest commit.",
-        c"For crash tests only (kill -9 inside that window). Range 0 to 600000; default 0. Superuser only.",
-        &DEBUG_FLUSH_PAUSE_MS,
+        c"milvus.debug_pause",
+        c"Test hook: milliseconds a job waits at the point milvus.debug_pause_at names.",
+        c"For crash tests only (kill -9 inside that window). Range 0 to 600000; default 0 (no pause). Superuser only.",
+        &DEBUG_PAUSE_MS,
         0,
         600_000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_enum_guc(
+        c"milvus.debug_pause_at",
+        c"Test hook: where milvus.debug_pause holds a job.",
+        c"commit (a flush or compaction between its upload and its manifest commit; the default), upload (a flush between its insert binlog and its index file), release (a flush committed, its pages not yet emptied), insert (a row's page write in WAL, its transaction not committed), gc (garbage collection after its first deletion). Superuser only.",
+        &DEBUG_PAUSE_AT,
         GucContext::Suset,
         GucFlags::default(),
     );
@@ -278,8 +287,25 @@ pub fn cache_size_bytes() -> u64 {
     CACHE_SIZE_MB.get() as u64 * 1024 * 1024
 }
 
-pub fn debug_commit_pause() -> std::time::Duration {
-    std::time::Duration::from_millis(DEBUG_FLUSH_PAUSE_MS.get() as u64)
+/// Where `milvus.debug_pause` holds a job (see `crate::debug`).
+#[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PausePoint {
+    #[name = c"commit"]
+    Commit,
+    #[name = c"upload"]
+    Upload,
+    #[name = c"release"]
+    Release,
+    #[name = c"insert"]
+    Insert,
+    #[name = c"gc"]
+    Gc,
+}
+
+/// The pause to make at `point`, if the settings ask for one there.
+pub fn debug_pause(point: PausePoint) -> Option<std::time::Duration> {
+    let ms = DEBUG_PAUSE_MS.get();
+    (ms > 0 && DEBUG_PAUSE_AT.get() == point).then(|| std::time::Duration::from_millis(ms as u64))
 }
 
 pub fn compaction_delete_ratio() -> f64 {

@@ -6,6 +6,7 @@
 //! `milvus_core` (src/core), which never calls Postgres.
 
 pub mod am;
+mod debug;
 mod error;
 mod gucs;
 mod storage;

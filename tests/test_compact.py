@@ -2,15 +2,13 @@
 and after a compaction (a concurrent searcher checks every answer), and a
 dropped index's objects are collected."""
 
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
-from pgvector.psycopg import register_vector
 
 from test_flush import segments
-from test_index import all_index_ids, index_ids, load, near
+from test_index import ExactSearcher, all_index_ids, load, near
 
 
 def test_searches_stay_right_during_compaction(cluster, conn):
@@ -24,37 +22,15 @@ def test_searches_stay_right_during_compaction(cluster, conn):
         conn.execute("SELECT * FROM milvus_flush('items_idx')")
     conn.execute("DELETE FROM items WHERE id % 10 < 3")
     conn.execute("VACUUM items")
-    dbname = conn.info.dbname
-    queries = near(np.concatenate(data), 20)
-    truth = {}
-    with conn.transaction():
-        conn.execute("SET LOCAL enable_indexscan = off")
-        for i, q in enumerate(queries):
-            truth[i] = set(index_ids(conn, "<->", q, 10))
-    failures, stop, rounds = [], threading.Event(), [0]
-
-    def searcher():
-        with cluster.connect(dbname) as c:
-            register_vector(c)
-            while not stop.is_set():
-                for i, q in enumerate(queries):
-                    got = index_ids(c, "<->", q, 10)
-                    if len(got) != 10 or set(got) != truth[i]:
-                        failures.append((i, sorted(got), sorted(truth[i])))
-                rounds[0] += 1
-
-    t = threading.Thread(target=searcher)
-    t.start()
     # Searches run before, during (the merged segment is uploaded but not yet
     # published for half a second) and after the switch.
-    conn.execute("SET milvus.debug_commit_pause = 500")
-    plans = conn.execute("SELECT plan, input_segments, output_segment FROM milvus_compact('items_idx')").fetchall()
-    done = rounds[0]
-    while rounds[0] < done + 2 and t.is_alive():
-        time.sleep(0.01)
-    stop.set()
-    t.join()
-    assert rounds[0] > 0 and not failures, failures[:3]
+    with ExactSearcher(cluster, conn, near(np.concatenate(data), 20)) as searcher:
+        conn.execute("SET milvus.debug_pause = 500")
+        plans = conn.execute("SELECT plan, input_segments, output_segment FROM milvus_compact('items_idx')").fetchall()
+        after = searcher.more_rounds(2)
+        while not after():
+            time.sleep(0.01)
+    assert searcher.rounds > 0 and not searcher.failures, searcher.failures[:3]
     assert len(plans) == 1 and plans[0][1] == [1, 2, 3], plans
     assert [(s[1], s[3], s[4]) for s in segments(conn) if s[1] != "dropped"] == [("growing", 0, 0), ("flushed", 2730, 0)]
     ids = all_index_ids(conn)

@@ -2,28 +2,50 @@
 lifecycle, while several sessions insert rows with known ids, then crash
 recovery and the checks of the invariants: every committed row is in the
 index exactly once, no deleted row comes back, nothing referenced is
-missing, and GC collects what the crash left unreferenced.
+missing, no index page leaks, and GC collects what the crash left
+unreferenced.
 
-Points: mid-insert (writers only); a flush uploaded but not committed; a
-compaction uploaded but not swapped in (both held in that window by
-milvus.debug_commit_pause). PG_MILVUS_CRASH_RUNS repetitions per point (2
-by default; the report prints the matrix)."""
+Points (milvus.debug_pause / debug_pause_at hold a job exactly there):
+- mid_insert: writers only, killed wherever they are;
+- insert_in_wal: a row's page write is in the WAL, its transaction open;
+- flush_mid_upload: the insert binlog uploaded, the index file not yet;
+- flush_before_commit: a flush uploaded, its manifest commit not made;
+- flush_after_commit: the manifest commit made, the segment's pages not yet
+  emptied;
+- compaction_before_commit: a compaction uploaded, not swapped in;
+- gc_mid_delete: garbage collection after its first deletion.
+PG_MILVUS_CRASH_RUNS repetitions per point (2 by default; the report prints
+the matrix)."""
 
 import os
 import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
+from conftest import DIMS
 from test_index import all_index_ids, clustered, load
 
 RUNS = int(os.environ.get("PG_MILVUS_CRASH_RUNS", "2"))
-POINTS = ["mid_insert", "flush_before_commit", "compaction_before_commit"]
+FLUSH = "SELECT * FROM milvus_flush('items_idx')"
+COMPACT = "SELECT * FROM milvus_compact('items_idx')"
+GC = "SELECT * FROM milvus_gc('items_idx')"
+UNCOMMITTED_ID = 9_000_000  # the row insert_in_wal leaves in an open transaction
+# point: (where the job is held, the job, how the test knows it is there)
+POINTS = {
+    "mid_insert": None,
+    "insert_in_wal": ("insert", "INSERT INTO items VALUES (%s, 0, %s)", "sleeping"),
+    "flush_mid_upload": ("upload", FLUSH, "binlog"),
+    "flush_before_commit": ("commit", FLUSH, "sleeping"),
+    "flush_after_commit": ("release", FLUSH, "sleeping"),
+    "compaction_before_commit": ("commit", COMPACT, "sleeping"),
+    "gc_mid_delete": ("gc", GC, "deleted"),
+}
 MATRIX = {}
-
 
 def writers(cluster, dbname, stop, committed, count=3):
     """Sessions inserting batches of 20 rows, recording the ids whose COMMIT
@@ -59,18 +81,33 @@ def files(directory):
     return sorted(p for p in directory.rglob("*") if p.is_file()) if directory.exists() else []
 
 
-def paused_job(cluster, dbname, sql):
-    """Runs `sql` with the pause between upload and commit; the crash ends it."""
+def held_job(cluster, dbname, at, sql):
+    """Runs `sql` in a session that holds it at `at`; the crash ends it."""
     def run():
         try:
             with cluster.connect(dbname) as c:
-                c.execute("SET milvus.debug_commit_pause = 600000")
-                c.execute(sql)
+                register_vector(c)
+                c.execute("SET milvus.gc_grace_period = 0")
+                c.execute(f"SET milvus.debug_pause_at = {at}")
+                c.execute("SET milvus.debug_pause = 600000")
+                args = (UNCOMMITTED_ID, np.ones(DIMS, np.float32)) if "INSERT" in sql else None
+                c.execute(sql, args)
         except psycopg.OperationalError:
             pass
     t = threading.Thread(target=run)
     t.start()
     return t
+
+
+def wait_until(condition, what):
+    deadline = time.time() + 120
+    while not condition():
+        assert time.time() < deadline, f"the job never got {what}"
+        time.sleep(0.02)
+
+
+def pages(conn):
+    return dict(conn.execute("SELECT kind, pages FROM milvus_index_pages('items_idx')").fetchall())
 
 
 @pytest.mark.parametrize("point", POINTS)
@@ -81,30 +118,42 @@ def test_crash_matrix(cluster, conn, point):
     results = []
     for run in range(RUNS):
         # Known rows: two flushed segments with tombstones (a compaction
-        # plan), and rows still growing.
+        # plan), and rows still growing; enough of them for a flush to build
+        # an HNSW graph (an index file to upload) where the point needs one.
         base = set()
         for b in range(2):
             load(conn, 1500, seed=b, start_id=10_000 * run + 1500 * b)
             base.update(range(10_000 * run + 1500 * b, 10_000 * run + 1500 * (b + 1)))
-            conn.execute("SELECT * FROM milvus_flush('items_idx')")
+            conn.execute(FLUSH)
         conn.execute("DELETE FROM items WHERE id % 10 = 3 AND id < 1000000")
         conn.execute("VACUUM items")
         dead = {i for i in base if i % 10 == 3}
-        before = len(files(objects))
+        if point == "flush_mid_upload":
+            load(conn, 5000, seed=run, start_id=10_000 * run + 3000)
+            base.update(range(10_000 * run + 3000, 10_000 * run + 8000))
+        if point == "gc_mid_delete":
+            conn.execute(COMPACT)  # its inputs' objects become garbage
+        before = files(objects)
 
         stop, committed = threading.Event(), set()
         threads = writers(cluster, dbname, stop, committed)
         time.sleep(0.5)
         job = None
-        if point == "flush_before_commit":
-            job = paused_job(cluster, dbname, "SELECT * FROM milvus_flush('items_idx')")
-        elif point == "compaction_before_commit":
-            job = paused_job(cluster, dbname, "SELECT * FROM milvus_compact('items_idx')")
-        if job:
-            deadline = time.time() + 60
-            while len(files(objects)) == before and time.time() < deadline:
-                time.sleep(0.02)
-            assert len(files(objects)) > before, "the job uploaded before the crash"
+        if POINTS[point]:
+            at, sql, sign = POINTS[point]
+            job = held_job(cluster, dbname, at, sql)
+            if sign == "sleeping":
+                wait_until(lambda: conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'").fetchone()[0] == 1, "held")
+            elif sign == "binlog":
+                def binlog_only():
+                    new = [p.name for p in files(objects) if p not in before]
+                    return any(n.startswith("insert-") and "#" not in n for n in new)
+                wait_until(binlog_only, "its insert binlog uploaded")
+                time.sleep(0.2)
+                assert not any(p.name.startswith("index-") for p in files(objects) if p not in before)
+            else:
+                wait_until(lambda: len(files(objects)) < len(before), "its first deletion done")
         cluster.crash()
         stop.set()
         for t in threads + ([job] if job else []):
@@ -118,15 +167,26 @@ def test_crash_matrix(cluster, conn, point):
         ids = all_index_ids(conn)
         lost = len((committed | (base - dead)) - set(ids))
         duplicated = len(ids) - len(set(ids))
-        dead_returned = len(dead & set(ids))
+        dead_returned = len((dead | {UNCOMMITTED_ID}) & set(ids))
         results.append((lost, duplicated, dead_returned))
         assert set(ids) == heap, "the index holds exactly the table"
+        # No page leaks: what a commit released before the crash is still
+        # listed, and VACUUM empties it.
+        after_crash = pages(conn)
+        assert after_crash["unreferenced"] == 0, after_crash
+        if point == "flush_after_commit":
+            assert after_crash["released"] > 0, after_crash
+        conn.execute("VACUUM items")
+        vacuumed = pages(conn)
+        assert vacuumed["released"] == 0 and vacuumed["unreferenced"] == 0, vacuumed
         # GC takes what the crash left unreferenced, and nothing else.
         conn.execute("SET milvus.gc_grace_period = 0")
-        _, deleted, referenced, young = conn.execute("SELECT * FROM milvus_gc('items_idx')").fetchone()
+        _, deleted, referenced, young = conn.execute(GC).fetchone()
         assert len(files(objects)) == referenced and young == 0
-        if job:
-            assert deleted >= 1, "the unpublished upload was collected"
+        if point in ("flush_mid_upload", "flush_before_commit", "compaction_before_commit", "gc_mid_delete"):
+            assert deleted >= 1, "the unpublished upload, or the rest of the garbage, was collected"
+        dropped = conn.execute("SELECT count(*) FROM milvus_segments('items_idx') WHERE state = 'dropped'").fetchone()[0]
+        assert dropped == 0, "GC forgot every dropped segment whose objects are gone"
         assert len(all_index_ids(conn)) == len(heap), "still complete after GC"
         conn.execute("DELETE FROM items WHERE id >= 1000000")  # the next run's writers start afresh
         conn.execute("VACUUM items")

@@ -73,7 +73,7 @@ def test_kill_9_between_upload_and_manifest_commit(cluster, conn):
     def flush_and_pause():
         try:
             with cluster.connect(dbname) as c:
-                c.execute("SET milvus.debug_commit_pause = 60000")
+                c.execute("SET milvus.debug_pause = 60000")
                 c.execute("SELECT * FROM milvus_flush('items_idx')")
         except psycopg.OperationalError:
             pass  # killed, as intended
@@ -168,7 +168,7 @@ def test_create_index_reports_progress_and_flushes(cluster, conn):
 
     def build():
         with cluster.connect(dbname) as c:
-            c.execute("SET milvus.debug_commit_pause = 300")  # room to observe each flush
+            c.execute("SET milvus.debug_pause = 300")  # room to observe each flush
             c.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 4500)")
 
     t = threading.Thread(target=build)
@@ -210,7 +210,7 @@ def test_cancelled_flush_returns_promptly_and_loses_nothing(cluster, conn):
     def flush():
         with cluster.connect(dbname) as c:
             outcome["pid"] = c.info.backend_pid
-            c.execute("SET milvus.debug_commit_pause = 60000")
+            c.execute("SET milvus.debug_pause = 60000")
             try:
                 c.execute("SELECT * FROM milvus_flush('items_idx')")
             except psycopg.errors.QueryCanceled as e:

@@ -54,6 +54,45 @@ def all_index_ids(conn, op="<->"):
             f"SELECT id FROM items ORDER BY embedding {op} %s LIMIT 100000000", (np.ones(DIMS, np.float32),))]
 
 
+class ExactSearcher:
+    """A session searching `queries` in a loop on a thread while the test
+    changes segments underneath, checking every answer against the exact top
+    10 a sequential scan gives now (segments below the brute-force threshold
+    make every index answer exact). Use as a context manager."""
+
+    def __init__(self, cluster, conn, queries):
+        self.truth = {}
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_indexscan = off")
+            for i, q in enumerate(queries):
+                self.truth[i] = set(index_ids(conn, "<->", q, 10))
+        self.failures, self.rounds, self._stop = [], 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(cluster, conn.info.dbname, queries))
+
+    def _run(self, cluster, dbname, queries):
+        with cluster.connect(dbname) as c:
+            register_vector(c)
+            while not self._stop.is_set():
+                for i, q in enumerate(queries):
+                    got = index_ids(c, "<->", q, 10)
+                    if len(got) != 10 or set(got) != self.truth[i]:
+                        self.failures.append((i, sorted(got), sorted(self.truth[i])))
+                self.rounds += 1
+
+    def more_rounds(self, n):
+        """Whether `n` more rounds ran since this was called (for wait loops)."""
+        target = self.rounds + n
+        return lambda: self.rounds >= target or not self._thread.is_alive()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self._stop.set()
+        self._thread.join()
+
+
 def check_search_quality(conn, op, queries, minimum=0.95):
     """recall@10 of the index against a sequential scan, ten distinct rows per
     answer, and a filter keeping 10% of rows still filling the LIMIT."""

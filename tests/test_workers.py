@@ -18,7 +18,7 @@ from pgvector.psycopg import register_vector
 
 from conftest import Cluster
 from test_flush import segments
-from test_index import all_index_ids, check_search_quality, index_ids, load, near, run_writers
+from test_index import ExactSearcher, all_index_ids, check_search_quality, load, near, run_writers
 
 SETTINGS = [
     "milvus.naptime = 1",
@@ -95,37 +95,13 @@ def test_deleted_rows_are_compacted_away_while_searches_stay_exact(cluster, conn
     for b in range(3):
         data.append(load(conn, 1300, seed=b, start_id=b * 1300))
         conn.execute("SELECT * FROM milvus_flush('items_idx')")
-    queries = near(np.concatenate(data), 20)
     conn.execute("DELETE FROM items WHERE id % 10 < 3")
-    truth = {}
-    with conn.transaction():
-        conn.execute("SET LOCAL enable_indexscan = off")
-        for i, q in enumerate(queries):
-            truth[i] = set(index_ids(conn, "<->", q, 10))
-    failures, stop, rounds = [], threading.Event(), [0]
-
-    def searcher():
-        with cluster.connect(conn.info.dbname) as c:
-            register_vector(c)
-            while not stop.is_set():
-                for i, q in enumerate(queries):
-                    got = index_ids(c, "<->", q, 10)
-                    if len(got) != 10 or set(got) != truth[i]:
-                        failures.append((i, sorted(got), sorted(truth[i])))
-                rounds[0] += 1
-
-    t = threading.Thread(target=searcher)
-    t.start()
-    try:
+    with ExactSearcher(cluster, conn, near(np.concatenate(data), 20)) as searcher:
         conn.execute("VACUUM items")  # tombstones: 30% of each segment is dead
         wait_for(lambda: [s for s in live_segments(conn) if s[1] == "flushed"] and
                  all(s[4] == 0 for s in live_segments(conn)), "the workers to compact the dead rows away")
-        done = rounds[0]
-        wait_for(lambda: rounds[0] >= done + 2 or not t.is_alive(), "searches after the compaction")
-    finally:
-        stop.set()
-        t.join()
-    assert rounds[0] > 2 and not failures, failures[:3]
+        wait_for(searcher.more_rounds(2), "searches after the compaction")
+    assert searcher.rounds > 2 and not searcher.failures, searcher.failures[:3]
     compactions = jobs(conn, "compact")
     assert compactions and all(j[2] == "done" for j in compactions), compactions
     assert sum(s[3] for s in live_segments(conn)) == 2730
@@ -230,13 +206,13 @@ def test_fast_shutdown_during_a_flush_is_prompt_and_the_flush_resumes(cluster, c
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
     dbname = conn.info.dbname
     # The worker's flush will hold still between upload and commit.
-    conn.execute("ALTER SYSTEM SET milvus.debug_commit_pause = 600000")
+    conn.execute("ALTER SYSTEM SET milvus.debug_pause = 600000")
     conn.execute("SELECT pg_reload_conf()")
     time.sleep(0.5)
     load(conn, 5000)
     conn.execute("SELECT * FROM milvus_flush('items_idx', wait => false)")
     wait_for(lambda: [j for j in jobs(conn, "flush") if j[2] == "running"], "the worker's flush to start")
-    conn.execute("ALTER SYSTEM RESET milvus.debug_commit_pause")  # for the restart
+    conn.execute("ALTER SYSTEM RESET milvus.debug_pause")  # for the restart
     conn.close()
     started = time.monotonic()
     cluster.stop()

@@ -201,6 +201,7 @@ unsafe fn init_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type) {
                 sealed_count: 0,
                 _reserved2: 0,
                 sealed: [SealedChain::default(); page::MAX_SEALED],
+                released: [page::NO_BLOCK; page::MAX_RELEASED],
             },
         );
         page::init_row_page(row_page, growing_segment.0);

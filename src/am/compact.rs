@@ -27,6 +27,7 @@ use pgrx::prelude::*;
 use super::flush::{self, SegmentLock, change_manifest, index_id, now};
 use super::page;
 use super::{options, relation_name};
+use crate::gucs::PausePoint;
 use crate::worker::shared::{JobKind, JobRecord};
 
 type CompactRow = (pg_sys::Oid, String, Vec<i64>, Option<i64>, i64);
@@ -112,7 +113,7 @@ pub(crate) unsafe fn run_plan(index: pg_sys::Relation, plan: &CompactionPlan) ->
                 return Err(message);
             }
         };
-        flush::pause_for_tests();
+        crate::debug::pause_at(PausePoint::Commit);
         let (rows, bytes) = (flushed.rows, flushed.bytes);
         change_manifest(index, |m| m.publish_compaction(&plan.inputs, flushed, now())).unwrap_or_else(|e| error!("{e}"));
         job.done(rows, bytes);

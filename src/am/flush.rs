@@ -33,6 +33,7 @@ use pgrx::prelude::*;
 
 use super::page::{self, Meta, META_BLOCK, SealedChain, Xlog};
 use super::{options, relation_name};
+use crate::gucs::PausePoint;
 use crate::storage;
 use crate::worker::shared::{JobKind, JobRecord};
 
@@ -93,27 +94,39 @@ impl Drop for SegmentLock {
 
 /// Under the meta page's exclusive lock: writes `manifest` as a new chain
 /// and, in one WAL record with whatever `change` does to the meta page (and
-/// to buffers it registers), points the meta page at it. Returns the old
-/// manifest's pages, to free once the meta lock is released.
+/// to buffers it registers), points the meta page at it and lists the old
+/// manifest's chain, and `released` (a chain the change stops referencing),
+/// as released. Call [`page::drain_released`] once the meta lock is
+/// released to empty them.
 pub(crate) unsafe fn commit(
     index: pg_sys::Relation,
     meta_buffer: pg_sys::Buffer,
     manifest: &Manifest,
+    released: Option<pg_sys::BlockNumber>,
     change: impl FnOnce(&mut Xlog, &mut Meta),
-) -> Vec<pg_sys::BlockNumber> {
+) {
     unsafe {
-        let old = *page::meta(pg_sys::BufferGetPage(meta_buffer));
-        let old_blocks = page::chain_blocks(index, old.manifest_head);
+        // Room for what this commit releases: normally there is; after a
+        // crash, or while another session drains, empty some pages first.
+        let needed = 1 + released.is_some() as usize;
+        while !page::has_release_room(&*page::meta(pg_sys::BufferGetPage(meta_buffer)), needed) {
+            let block = page::release_one(index, meta_buffer).expect("slots taken, so something is released");
+            pg_sys::RecordFreeIndexPage(index, block);
+        }
+        let old_head = (*page::meta(pg_sys::BufferGetPage(meta_buffer))).manifest_head;
         let bytes = manifest.encode();
         let head = page::write_manifest_chain(index, &bytes);
         let mut xlog = Xlog::start(index);
         let meta_page = xlog.register(meta_buffer, false);
+        page::cover_meta(meta_page);
         let meta = &mut *page::meta(meta_page);
         change(&mut xlog, meta);
         meta.manifest_head = head;
         meta.manifest_len = bytes.len() as u32;
+        for chain in std::iter::once(old_head).chain(released) {
+            assert!(page::add_released(meta, chain), "room was made above");
+        }
         xlog.finish();
-        old_blocks
     }
 }
 
@@ -125,9 +138,9 @@ pub(crate) unsafe fn change_manifest<T>(index: pg_sys::Relation, change: impl Fn
         let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
         let mut manifest = page::read_manifest(index, &meta);
         let out = change(&mut manifest);
-        let freed = commit(index, meta_buffer, &manifest, |_, _| {});
+        commit(index, meta_buffer, &manifest, None, |_, _| {});
         pg_sys::UnlockReleaseBuffer(meta_buffer);
-        page::free_pages(index, &freed);
+        page::drain_released(index);
         out
     }
 }
@@ -162,7 +175,7 @@ pub(crate) unsafe fn seal(index: pg_sys::Relation, reason: SealReason) -> Option
         let new_buffer = page::new_buffer(index);
         let new_block = pg_sys::BufferGetBlockNumber(new_buffer);
         let job = JobRecord::start(JobKind::Seal, (*index).rd_id.to_u32(), &[sealed.0], describe(index, sealed), why);
-        let freed = commit(index, meta_buffer, &manifest, |xlog, m| {
+        commit(index, meta_buffer, &manifest, None, |xlog, m| {
             let p = xlog.register(new_buffer, true);
             page::init_row_page(p, growing.0);
             m.sealed[m.sealed_count as usize] = SealedChain { segment: sealed.0, head: m.growing_head, _reserved: 0 };
@@ -173,7 +186,7 @@ pub(crate) unsafe fn seal(index: pg_sys::Relation, reason: SealReason) -> Option
         });
         pg_sys::UnlockReleaseBuffer(new_buffer);
         pg_sys::UnlockReleaseBuffer(meta_buffer);
-        page::free_pages(index, &freed);
+        page::drain_released(index);
         job.done(rows, 0);
         Some(sealed)
     }
@@ -223,10 +236,12 @@ pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId, 
         let id = index_id(index);
         let storage = storage::try_storage_at(manifest.storage_url.as_deref());
         let scratch = std::path::PathBuf::from(crate::gucs::scratch_dir());
+        let hold = crate::debug::Hold::at(PausePoint::Upload);
         let flushed: Result<Flushed, String> = storage::run_job("flush", move |cancel| {
             let storage = storage?;
             std::fs::create_dir_all(&scratch).map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
-            jobs::flush(&storage, id, segment, metric, dims, &rows.keys, &rows.vectors, params, &scratch, cancel)
+            let binlog_uploaded = || hold.hold(cancel);
+            jobs::flush(&storage, id, segment, metric, dims, &rows.keys, &rows.vectors, params, &scratch, cancel, &binlog_uploaded)
                 .map_err(|e| e.to_string())
         });
         let flushed = match flushed {
@@ -237,7 +252,7 @@ pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId, 
                 return Err(message);
             }
         };
-        pause_for_tests();
+        crate::debug::pause_at(PausePoint::Commit);
         let (rows, bytes) = (flushed.rows, flushed.bytes);
         publish_flush(index, flushed, chain);
         job.done(rows, bytes);
@@ -248,26 +263,6 @@ pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId, 
 /// What a failed flush means for the user, as the DETAIL of its message.
 pub const FLUSH_FAILED_DETAIL: &str =
     "The rows stay in the sealed segment; nothing is lost. Call milvus_flush() again once the cause is fixed.";
-
-/// `milvus.debug_commit_pause`: waits, interruptibly, between upload and
-/// commit, so crash tests can kill the server inside that window. It first
-/// makes the WAL written so far durable (the seal, in particular), so the
-/// window is exactly "sealed and uploaded, not yet published"; without it a
-/// crash may also lose the seal, which is just as safe (the rows are then
-/// growing again).
-pub(super) fn pause_for_tests() {
-    let pause = crate::gucs::debug_commit_pause();
-    if pause.is_zero() {
-        return;
-    }
-    // SAFETY: flushing WAL up to the current insert position.
-    unsafe { pg_sys::XLogFlush(pg_sys::GetXLogInsertRecPtr()) };
-    let start = std::time::Instant::now();
-    while start.elapsed() < pause {
-        pgrx::check_for_interrupts!();
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
 
 /// The threads an HNSW build may use: the machine's cores, at most 4.
 pub(super) fn build_threads() -> usize {
@@ -281,16 +276,15 @@ unsafe fn publish_flush(index: pg_sys::Relation, flushed: Flushed, chain: Sealed
         let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
         let mut manifest = page::read_manifest(index, &meta);
         manifest.publish_flush(flushed, now()).unwrap_or_else(|e| error!("{e}"));
-        let chain_blocks = page::chain_blocks(index, chain.head);
-        let freed = commit(index, meta_buffer, &manifest, |_, m| {
+        commit(index, meta_buffer, &manifest, Some(chain.head), |_, m| {
             let n = m.sealed_count as usize;
             let at = m.sealed[..n].iter().position(|c| c.segment == chain.segment).expect("sealed chain under our lock");
             m.sealed.copy_within(at + 1..n, at);
             m.sealed_count -= 1;
         });
         pg_sys::UnlockReleaseBuffer(meta_buffer);
-        page::free_pages(index, &freed);
-        page::free_pages(index, &chain_blocks);
+        crate::debug::pause_at(PausePoint::Release);
+        page::drain_released(index);
     }
 }
 

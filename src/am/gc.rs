@@ -25,6 +25,7 @@ use super::flush::change_manifest;
 use super::flush::{self, index_id, index_id_of};
 use super::page;
 use crate::error::raise_io;
+use crate::gucs::PausePoint;
 use crate::worker::shared::{JobKind, JobRecord};
 
 type GcRow = (pg_sys::Oid, i64, i64, i64);
@@ -32,7 +33,10 @@ type GcRow = (pg_sys::Oid, i64, i64, i64);
 fn collect(url: Option<&str>, prefix: String, referenced: HashSet<String>) -> GcReport {
     let storage = crate::storage::storage_at(url);
     let grace = crate::gucs::gc_grace_period();
-    crate::storage::run_job("gc", move |_| storage.collect_garbage(&prefix, &referenced, grace, SystemTime::now()))
+    let hold = crate::debug::Hold::at(PausePoint::Gc);
+    crate::storage::run_job("gc", move |cancel| {
+        storage.collect_garbage(&prefix, &referenced, grace, SystemTime::now(), &|| hold.hold(cancel))
+    })
         .unwrap_or_else(|e| raise_io(format!("garbage collection failed: {e}")))
 }
 
@@ -59,9 +63,11 @@ unsafe fn gc_index(oid: pg_sys::Oid, why: &str) -> (GcRow, Option<String>) {
         let referenced: HashSet<String> = manifest.referenced_keys().map(str::to_owned).collect();
         let report = collect(manifest.storage_url.as_deref(), index_id(index).prefix(), referenced);
         record(&report, job);
-        if !report.deleted.is_empty() {
-            let deleted: HashSet<&str> = report.deleted.iter().map(String::as_str).collect();
-            change_manifest(index, |m| m.forget_dropped(|k| deleted.contains(k)));
+        // Dropped segments none of whose objects is left, including those
+        // an earlier collection deleted before it was cut short.
+        let gone = |k: &str| !report.remaining.contains(k);
+        if manifest.clone().forget_dropped(gone) > 0 {
+            change_manifest(index, |m| m.forget_dropped(gone));
         }
         pg_sys::index_close(index, pg_sys::RowExclusiveLock as i32);
         (row(oid, &report), manifest.storage_url)

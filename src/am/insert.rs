@@ -20,6 +20,7 @@ use pgrx::FromDatum;
 
 use super::page::{self, INVALID_BLOCK, META_BLOCK, Xlog};
 use crate::error::OrRaise;
+use crate::gucs::PausePoint;
 use crate::vector::PgVector;
 
 #[pg_guard]
@@ -42,6 +43,7 @@ pub unsafe extern "C-unwind" fn aminsert(
         let vector = PgVector::from_datum(*values, false).expect("not null");
         insert_row(index, page::pack_tid(&*heap_tid), vector.as_slice());
     }
+    crate::debug::pause_at(PausePoint::Insert);
     false
 }
 

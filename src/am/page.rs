@@ -54,7 +54,22 @@ pub struct Meta {
     pub sealed_count: u32,
     pub _reserved2: u32,
     pub sealed: [SealedChain; MAX_SEALED],
+    /// Heads of page chains a manifest commit stopped referencing and that
+    /// are not emptied yet; [`NO_BLOCK`] for none. [`release_one`] empties a
+    /// chain page by page, advancing its head here in the same WAL record, so
+    /// a crash anywhere leaves each page either listed or free: none leaks.
+    /// Appended after the first fields of format 1, whose meta pages had
+    /// zeros here.
+    pub released: [pg_sys::BlockNumber; MAX_RELEASED],
 }
+
+/// Chains waiting to be emptied at once: a commit releases at most two (the
+/// old manifest and a flushed segment's rows).
+pub const MAX_RELEASED: usize = 4;
+
+/// "No chain" in [`Meta::released`]: block 0 is the meta page, never part of
+/// a chain.
+pub const NO_BLOCK: pg_sys::BlockNumber = 0;
 
 /// The page chain of a sealed, not yet flushed, segment.
 #[repr(C)]
@@ -72,6 +87,11 @@ pub const MAX_SEALED: usize = 64;
 impl Meta {
     pub fn sealed(&self) -> &[SealedChain] {
         &self.sealed[..self.sealed_count as usize]
+    }
+
+    /// Heads of the released chains not yet emptied.
+    pub fn released(&self) -> impl Iterator<Item = pg_sys::BlockNumber> + '_ {
+        self.released.iter().copied().filter(|&b| b != NO_BLOCK)
     }
 }
 
@@ -185,7 +205,7 @@ pub(crate) unsafe fn new_buffer(index: pg_sys::Relation) -> pg_sys::Buffer {
             let buffer = read_buffer(index, free);
             if pg_sys::ConditionalLockBuffer(buffer) {
                 let page = pg_sys::BufferGetPage(buffer);
-                if pgrx::pg_sys::PageIsNew(page) || pgrx::pg_sys::PageIsEmpty(page) {
+                if is_free(page) {
                     return buffer;
                 }
                 pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
@@ -209,6 +229,16 @@ pub(crate) unsafe fn init_meta(page: pg_sys::Page, meta_value: Meta) {
     unsafe {
         pg_sys::PageInit(page, pg_sys::BLCKSZ as usize, 0);
         *meta(page) = meta_value;
+        cover_meta(page);
+    }
+}
+
+/// Makes the page header cover the whole [`Meta`], so that WAL records carry
+/// every field (GenericXLog skips the hole between `pd_lower` and
+/// `pd_upper`; a meta page written before [`Meta::released`] existed ended
+/// earlier). Call on a registered meta page before changing it.
+pub(crate) unsafe fn cover_meta(page: pg_sys::Page) {
+    unsafe {
         let header = page.cast::<pg_sys::PageHeaderData>();
         (*header).pd_lower = (pg_sys::PageGetContents(page) as usize + size_of::<Meta>() - page as usize) as u16;
     }
@@ -365,24 +395,183 @@ pub(crate) unsafe fn chain_blocks(index: pg_sys::Relation, head: pg_sys::BlockNu
     blocks
 }
 
-/// Empties pages no chain references any more and records them in the free
-/// space map for reuse. Call only after the meta page stopped pointing at them.
-pub(crate) unsafe fn free_pages(index: pg_sys::Relation, blocks: &[pg_sys::BlockNumber]) {
+/// A page no chain uses: never initialised (a relation extension a crash
+/// cut short) or emptied by [`release_one`], which leaves no special space.
+/// An empty row page (a growing segment's first page before its first row)
+/// has special space and is never taken for free, even when a free space map
+/// that lost its latest changes in a crash still lists its block.
+pub(crate) unsafe fn is_free(page: pg_sys::Page) -> bool {
+    unsafe { pg_sys::PageIsNew(page) || (pg_sys::PageIsEmpty(page) && pg_sys::PageGetSpecialSize(page) == 0) }
+}
+
+fn is_chain_page(page: pg_sys::Page) -> bool {
+    // SAFETY: a locked page of the index; its special space is only read
+    // when it has the size of ours.
     unsafe {
-        for &block in blocks {
-            let buffer = read_buffer(index, block);
-            lock(buffer, true);
-            let mut xlog = Xlog::start(index);
-            let p = xlog.register(buffer, true);
-            pg_sys::PageInit(p, pg_sys::BLCKSZ as usize, 0);
-            xlog.finish();
-            pg_sys::UnlockReleaseBuffer(buffer);
-            pg_sys::RecordFreeIndexPage(index, block);
+        pg_sys::PageGetSpecialSize(page) as usize == maxalign(size_of::<RowPageOpaque>())
+            && matches!((*opaque(page)).page_id, ROW_PAGE_ID | MANIFEST_PAGE_ID)
+    }
+}
+
+/// Under the meta page's exclusive lock, in the WAL record that stops
+/// referencing `head`'s chain: lists the chain as released. Returns false if
+/// all slots are taken (empty them first with [`release_one`]).
+pub(crate) fn add_released(meta: &mut Meta, head: pg_sys::BlockNumber) -> bool {
+    if head == INVALID_BLOCK || head == NO_BLOCK {
+        return true;
+    }
+    match meta.released.iter().position(|&b| b == NO_BLOCK) {
+        Some(slot) => {
+            meta.released[slot] = head;
+            true
         }
-        if !blocks.is_empty() {
+        None => false,
+    }
+}
+
+/// Whether `meta` has room for `n` more released chains.
+pub(crate) fn has_release_room(meta: &Meta, n: usize) -> bool {
+    meta.released().count() + n <= MAX_RELEASED
+}
+
+/// Under the meta page's exclusive lock (`meta_buffer`): empties the first
+/// page of the first released chain and, in the same WAL record, makes the
+/// chain start at the next page. Returns the emptied block, for the free
+/// space map, or `None` when nothing is released.
+pub(crate) unsafe fn release_one(index: pg_sys::Relation, meta_buffer: pg_sys::Buffer) -> Option<pg_sys::BlockNumber> {
+    unsafe {
+        let current = &*meta(pg_sys::BufferGetPage(meta_buffer));
+        let slot = current.released.iter().position(|&b| b != NO_BLOCK)?;
+        let block = current.released[slot];
+        let buffer = read_buffer(index, block);
+        lock(buffer, true);
+        let page = pg_sys::BufferGetPage(buffer);
+        // A listed page is always a chain page; anything else ends the chain.
+        let next = if is_chain_page(page) { (*opaque(page)).next } else { INVALID_BLOCK };
+        let mut xlog = Xlog::start(index);
+        let meta_page = xlog.register(meta_buffer, false);
+        let p = xlog.register(buffer, true);
+        pg_sys::PageInit(p, pg_sys::BLCKSZ as usize, 0);
+        cover_meta(meta_page);
+        (*meta(meta_page)).released[slot] = if next == INVALID_BLOCK { NO_BLOCK } else { next };
+        xlog.finish();
+        pg_sys::UnlockReleaseBuffer(buffer);
+        Some(block)
+    }
+}
+
+/// Empties every released chain, one page per WAL record, taking the meta
+/// lock for each page only (inserts go on meanwhile), and offers the pages
+/// for reuse. Sessions draining at once share the work.
+pub(crate) unsafe fn drain_released(index: pg_sys::Relation) {
+    unsafe {
+        let mut freed = 0;
+        loop {
+            let meta_buffer = read_buffer(index, META_BLOCK);
+            lock(meta_buffer, true);
+            let block = release_one(index, meta_buffer);
+            pg_sys::UnlockReleaseBuffer(meta_buffer);
+            let Some(block) = block else { break };
+            pg_sys::RecordFreeIndexPage(index, block);
+            freed += 1;
+        }
+        if freed > 0 {
             // Recording a page updates only the FSM's leaf; searches for a
             // free page start at the top, which this brings up to date.
             pg_sys::IndexFreeSpaceMapVacuum(index);
+        }
+    }
+}
+
+/// VACUUM's sweep: empties released chains, takes back chain pages nothing
+/// references (a crash while a commit wrote its new manifest pages, before
+/// the meta page pointed at them, leaves such pages), then offers every free
+/// page to the free space map again (it is not crash-safe: a crash may lose
+/// pages recorded since the last checkpoint). Pages locked by someone are
+/// skipped.
+pub(crate) unsafe fn sweep_free_pages(index: pg_sys::Relation) {
+    unsafe {
+        drain_released(index);
+        reclaim_unreferenced(index);
+        let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+        for block in 1..blocks {
+            let buffer = read_buffer(index, block);
+            if pg_sys::ConditionalLockBuffer(buffer) {
+                let free = is_free(pg_sys::BufferGetPage(buffer));
+                pg_sys::UnlockReleaseBuffer(buffer);
+                if free {
+                    pg_sys::RecordFreeIndexPage(index, block);
+                }
+            } else {
+                pg_sys::ReleaseBuffer(buffer);
+            }
+            pgrx::check_for_interrupts!();
+        }
+        pg_sys::IndexFreeSpaceMapVacuum(index);
+    }
+}
+
+/// Every block the meta page reaches: the manifest, growing, sealed and
+/// released chains. The caller holds the meta page locked.
+unsafe fn reachable(index: pg_sys::Relation, m: &Meta) -> std::collections::HashSet<pg_sys::BlockNumber> {
+    let heads = [m.manifest_head, m.growing_head].into_iter().chain(m.sealed().iter().map(|c| c.head)).chain(m.released());
+    let mut blocks = std::collections::HashSet::new();
+    for head in heads {
+        unsafe { walk_chain(index, head, |b, _| _ = blocks.insert(b)) };
+    }
+    blocks
+}
+
+/// Frees chain pages the meta page does not reach. Candidates are found
+/// against a share-locked view (inserts go on); each is then checked again
+/// under the exclusive lock, where no commit or page extension is under way:
+/// a manifest page outside the current and released chains, or a row page
+/// of a segment neither growing nor sealed and outside the released chains,
+/// belongs to nothing.
+unsafe fn reclaim_unreferenced(index: pg_sys::Relation) {
+    unsafe {
+        let seen = with_meta_shared(index, |m| reachable(index, m));
+        let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+        let mut candidates = Vec::new();
+        for block in (1..blocks).filter(|b| !seen.contains(b)) {
+            let buffer = read_buffer(index, block);
+            lock(buffer, false);
+            if is_chain_page(pg_sys::BufferGetPage(buffer)) {
+                candidates.push(block);
+            }
+            pg_sys::UnlockReleaseBuffer(buffer);
+            pgrx::check_for_interrupts!();
+        }
+        if candidates.is_empty() {
+            return;
+        }
+        let meta_buffer = read_buffer(index, META_BLOCK);
+        lock(meta_buffer, true);
+        let m = *meta(pg_sys::BufferGetPage(meta_buffer));
+        let mut keep: std::collections::HashSet<pg_sys::BlockNumber> = std::collections::HashSet::new();
+        for head in std::iter::once(m.manifest_head).chain(m.released()) {
+            walk_chain(index, head, |b, _| _ = keep.insert(b));
+        }
+        let live_segment = |s: u64| s == m.growing_segment || m.sealed().iter().any(|c| c.segment == s);
+        let mut freed = Vec::new();
+        for block in candidates.into_iter().filter(|b| !keep.contains(b)) {
+            let buffer = read_buffer(index, block);
+            lock(buffer, true);
+            let page = pg_sys::BufferGetPage(buffer);
+            let orphan = is_chain_page(page)
+                && ((*opaque(page)).page_id == MANIFEST_PAGE_ID || !live_segment((*opaque(page)).segment));
+            if orphan {
+                let mut xlog = Xlog::start(index);
+                let p = xlog.register(buffer, true);
+                pg_sys::PageInit(p, pg_sys::BLCKSZ as usize, 0);
+                xlog.finish();
+                freed.push(block);
+            }
+            pg_sys::UnlockReleaseBuffer(buffer);
+        }
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        if !freed.is_empty() {
+            pgrx::log!("index \"{}\": took back {} pages nothing referenced", super::relation_name(index), freed.len());
         }
     }
 }
@@ -396,9 +585,7 @@ pub(crate) unsafe fn walk_chain(index: pg_sys::Relation, head: pg_sys::BlockNumb
             let buffer = read_buffer(index, block);
             lock(buffer, false);
             let page = pg_sys::BufferGetPage(buffer);
-            let is_chain_page = pg_sys::PageGetSpecialSize(page) as usize == maxalign(size_of::<RowPageOpaque>())
-                && matches!((*opaque(page)).page_id, ROW_PAGE_ID | MANIFEST_PAGE_ID);
-            if !is_chain_page {
+            if !is_chain_page(page) {
                 pg_sys::UnlockReleaseBuffer(buffer);
                 pgrx::ereport!(
                     ERROR,
@@ -434,4 +621,59 @@ mod tests {
         }
         assert!(max_dims_per_page() >= 2000, "a 2000-d vector fits a page: {}", max_dims_per_page());
     }
+}
+
+/// What each block of a milvus index holds, counted: `meta`, `manifest`,
+/// `growing`, `sealed`, `released` (waiting to be emptied), `free`, and
+/// `unreferenced` (a chain page nothing points at: a leak, which releasing
+/// chains through the meta page rules out, crashes included). Like
+/// pgstatindex, for operators and tests.
+#[pgrx::pg_extern(sql = "
+CREATE FUNCTION milvus_index_pages(index regclass) RETURNS TABLE(kind text, pages bigint)
+    VOLATILE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+COMMENT ON FUNCTION milvus_index_pages(regclass) IS 'the pages of a milvus index by what they hold';
+")]
+fn milvus_index_pages(
+    index: pg_sys::Oid,
+) -> pgrx::iter::TableIterator<'static, (pgrx::name!(kind, String), pgrx::name!(pages, i64))> {
+    use std::collections::{BTreeMap, HashMap};
+    // SAFETY: index_open checks the OID and locks the relation; pages are
+    // read under the meta page's share lock, each page share-locked.
+    let counts = unsafe {
+        let rel = pg_sys::index_open(index, pg_sys::AccessShareLock as i32);
+        super::flush::check_milvus_index(rel);
+        let counts = with_meta_shared(rel, |m| {
+            let mut kind_of: HashMap<pg_sys::BlockNumber, &str> = HashMap::new();
+            let mut chains: Vec<(&str, pg_sys::BlockNumber)> = vec![("manifest", m.manifest_head), ("growing", m.growing_head)];
+            chains.extend(m.sealed().iter().map(|c| ("sealed", c.head)));
+            chains.extend(m.released().map(|head| ("released", head)));
+            for (kind, head) in chains {
+                for block in chain_blocks(rel, head) {
+                    kind_of.insert(block, kind);
+                }
+            }
+            let mut counts: BTreeMap<&str, i64> =
+                ["meta", "manifest", "growing", "sealed", "released", "free", "unreferenced"].into_iter().map(|k| (k, 0)).collect();
+            *counts.get_mut("meta").expect("listed") += 1;
+            let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
+            for block in 1..blocks {
+                let kind = match kind_of.get(&block) {
+                    Some(kind) => *kind,
+                    None => {
+                        let buffer = read_buffer(rel, block);
+                        lock(buffer, false);
+                        let free = is_free(pg_sys::BufferGetPage(buffer));
+                        pg_sys::UnlockReleaseBuffer(buffer);
+                        if free { "free" } else { "unreferenced" }
+                    }
+                };
+                *counts.get_mut(kind).expect("listed") += 1;
+                pgrx::check_for_interrupts!();
+            }
+            counts.into_iter().map(|(k, n)| (k.to_owned(), n)).collect::<Vec<_>>()
+        });
+        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
+        counts
+    };
+    pgrx::iter::TableIterator::new(counts)
 }

@@ -19,7 +19,9 @@
 //! with the cause and the heap keeps its dead tuples (nothing is reused, so
 //! nothing is wrong); the next VACUUM tries again.
 //!
-//! `amvacuumcleanup` reports how many rows the index holds.
+//! `amvacuumcleanup` empties the page chains commits released (after a crash
+//! some may wait here), offers every free page to the free space map again,
+//! and reports how many rows the index holds.
 
 use milvus_core::jobs;
 use milvus_core::segment::{SegmentId, SegmentState};
@@ -159,12 +161,16 @@ pub unsafe extern "C-unwind" fn amvacuumcleanup(
     stats: *mut pg_sys::IndexBulkDeleteResult,
 ) -> *mut pg_sys::IndexBulkDeleteResult {
     unsafe {
-        if (*info).analyze_only || !stats.is_null() {
+        if (*info).analyze_only {
+            return stats;
+        }
+        let index = (*info).index;
+        page::sweep_free_pages(index);
+        if !stats.is_null() {
             return stats;
         }
         // No ambulkdelete ran (nothing to delete): count the rows.
         let stats = PgBox::<pg_sys::IndexBulkDeleteResult>::alloc0().into_pg();
-        let index = (*info).index;
         let (manifest, in_pages) = page::with_meta_shared(index, |meta| {
             let heads = std::iter::once(meta.growing_head).chain(meta.sealed().iter().map(|c| c.head));
             let in_pages: u64 = heads.map(|h| flush::count_rows(index, h, meta.dims as usize)).sum();

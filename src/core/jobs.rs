@@ -94,6 +94,7 @@ pub fn flush(
     params: HnswParams,
     scratch: &Path,
     cancel: &AtomicBool,
+    binlog_uploaded: &dyn Fn(),
 ) -> Result<Flushed, JobError> {
     let binlog_bytes = insert::encode(segment, metric, dims, keys, vectors);
     let binlog = InsertBinlog::decode("new insert binlog", &binlog_bytes)?;
@@ -104,6 +105,7 @@ pub fn flush(
         None
     };
     let insert_binlog = put(storage, id.key(segment, ObjectKind::InsertBinlog), binlog_bytes)?;
+    binlog_uploaded();
     let index_file = index_bytes.map(|b| put(storage, id.key(segment, ObjectKind::IndexFile), b)).transpose()?;
     let bytes = insert_binlog.size + index_file.as_ref().map_or(0, |o| o.size);
     Ok(Flushed { segment, rows: keys.len() as u64, insert_binlog, index_file, bytes })
@@ -164,5 +166,5 @@ pub fn compact(
             }
         }
     }
-    flush(storage, id, output, metric, dims, &keys, &vectors, params, scratch, cancel)
+    flush(storage, id, output, metric, dims, &keys, &vectors, params, scratch, cancel, &|| {})
 }

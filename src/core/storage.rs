@@ -201,6 +201,10 @@ pub struct GcReport {
     /// Unreferenced but younger than the grace period (maybe an upload whose
     /// manifest commit is still to come).
     pub kept_young: usize,
+    /// Every object listed and left in place. A dropped segment none of
+    /// whose objects is here may be forgotten, even when an earlier
+    /// collection, cut short, deleted some of them.
+    pub remaining: HashSet<String>,
 }
 
 /// A storage URL, checked for form only (no I/O): what a setting or an
@@ -398,23 +402,28 @@ impl Storage {
     /// Deletes the objects under `prefix` that `referenced` does not name and
     /// that are older than `grace` (invariant 5: a referenced object is never
     /// deleted; an unreferenced one is collected after the grace period).
+    /// `deleted` is called after each deletion.
     pub fn collect_garbage(
         &self,
         prefix: &str,
         referenced: &HashSet<String>,
         grace: Duration,
         now: SystemTime,
+        deleted: &dyn Fn(),
     ) -> Result<GcReport, StorageError> {
         let mut report = GcReport::default();
         for obj in self.list(prefix)? {
             if referenced.contains(&obj.key) {
                 report.kept_referenced += 1;
+                report.remaining.insert(obj.key);
             } else if now.duration_since(obj.last_modified).unwrap_or_default() < grace {
                 report.kept_young += 1;
+                report.remaining.insert(obj.key);
             } else {
                 self.delete(&obj.key)?;
                 report.deleted_bytes += obj.size;
                 report.deleted.push(obj.key);
+                deleted();
             }
         }
         // Staging files of uploads a crash cut short (file:// only): never
@@ -544,10 +553,10 @@ mod tests {
 
         let referenced: HashSet<String> = [a.clone(), b.clone()].into();
         let prefix = ObjectKey::index_prefix(0x7301, 5, 16384);
-        let young = storage.collect_garbage(&prefix, &referenced, Duration::from_secs(3600), SystemTime::now()).unwrap();
+        let young = storage.collect_garbage(&prefix, &referenced, Duration::from_secs(3600), SystemTime::now(), &|| {}).unwrap();
         assert_eq!((young.deleted.len(), young.kept_referenced, young.kept_young), (0, 2, 1));
         let later = SystemTime::now() + Duration::from_secs(7200);
-        let old = storage.collect_garbage(&prefix, &referenced, Duration::from_secs(3600), later).unwrap();
+        let old = storage.collect_garbage(&prefix, &referenced, Duration::from_secs(3600), later, &|| {}).unwrap();
         assert_eq!(old.deleted, vec![orphan.clone()]);
         assert!(storage.get(&a).is_ok() && storage.get(&b).is_ok(), "referenced objects are never deleted");
         assert!(matches!(storage.get(&orphan), Err(StorageError::NotFound { .. })));
@@ -572,10 +581,10 @@ mod tests {
         let staging = dir.path().join("store").join(&prefix).join("00000000000000000009").join("insert-00000000000000ff.binlog#1");
         std::fs::create_dir_all(staging.parent().unwrap()).unwrap();
         std::fs::write(&staging, b"half an upload").unwrap();
-        let report = storage.collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), SystemTime::now()).unwrap();
+        let report = storage.collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), SystemTime::now(), &|| {}).unwrap();
         assert!(staging.exists() && report.deleted.iter().all(|k| !k.contains('#')), "young: kept");
         let later = SystemTime::now() + Duration::from_secs(7200);
-        let report = storage.collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), later).unwrap();
+        let report = storage.collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), later, &|| {}).unwrap();
         assert!(!staging.exists() && report.deleted.iter().any(|k| k.ends_with("#1")), "{:?}", report.deleted);
     }
 

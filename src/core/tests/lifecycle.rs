@@ -77,7 +77,7 @@ fn lifecycle(url: &str) {
         m.seal(id, ROWS_PER_SEGMENT as u64, SealReason::Rows { rows: 10_000, max_rows: 10_000 }, 101).unwrap();
         let keys: Vec<u64> = (s * ROWS_PER_SEGMENT..(s + 1) * ROWS_PER_SEGMENT).map(|k| k as u64).collect();
         let vectors = &data[s * ROWS_PER_SEGMENT * DIMS..(s + 1) * ROWS_PER_SEGMENT * DIMS];
-        let flushed = jobs::flush(&storage, ID, id, Metric::L2, DIMS, &keys, vectors, params, scratch.path(), &cancel).unwrap();
+        let flushed = jobs::flush(&storage, ID, id, Metric::L2, DIMS, &keys, vectors, params, scratch.path(), &cancel, &|| {}).unwrap();
         assert!(flushed.index_file.is_some());
         m.publish_flush(flushed, 102).unwrap();
     }
@@ -126,14 +126,28 @@ fn lifecycle(url: &str) {
     let referenced: HashSet<String> = m.referenced_keys().map(str::to_owned).collect();
     let grace = Duration::from_secs(600);
     let now = SystemTime::now();
-    let young = storage.collect_garbage(&ID.prefix(), &referenced, grace, now).unwrap();
+    let young = storage.collect_garbage(&ID.prefix(), &referenced, grace, now, &|| {}).unwrap();
     assert!(young.deleted.is_empty());
-    let report = storage.collect_garbage(&ID.prefix(), &referenced, grace, now + 2 * grace).unwrap();
-    assert_eq!(report.deleted.iter().cloned().collect::<HashSet<_>>(), old_keys, "exactly the dropped segments' objects");
+    // A collection a crash cut short after its first deletion...
+    let cut = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        storage.collect_garbage(&ID.prefix(), &referenced, grace, now + 2 * grace, &|| panic!("the crash a test simulates"))
+    }));
+    assert!(cut.is_err(), "something was deleted, then the crash");
+    // ...then a whole one: together, exactly the dropped segments' objects.
+    let report = storage.collect_garbage(&ID.prefix(), &referenced, grace, now + 2 * grace, &|| {}).unwrap();
+    assert_eq!(report.deleted.len(), old_keys.len() - 1, "the first went before the crash");
+    assert!(report.deleted.iter().all(|k| old_keys.contains(k)));
     assert_eq!(report.kept_referenced, referenced.len());
+    assert_eq!(report.remaining, referenced, "what is left is what is referenced");
     for key in &referenced {
         storage.get(key).expect("a referenced object is never collected");
     }
+    // The manifest forgets the dropped segments whose objects are gone, the
+    // one deleted before the crash included.
+    let dropped = m.segments.iter().filter(|s| s.meta.state == SegmentState::Dropped).count();
+    assert!(dropped > 0);
+    assert_eq!(m.forget_dropped(|k| !report.remaining.contains(k)), dropped);
+    assert!(m.segments.iter().all(|s| s.meta.state != SegmentState::Dropped));
 }
 
 #[test]
