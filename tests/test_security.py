@@ -1,8 +1,10 @@
 """Who may do what, and what user input can reach: the maintenance
 functions need the index's owner (or a superuser); hostile table and index
 names never reach object keys; the extension works from a schema of its
-own, off the search path."""
+own, off the search path, beside another extension's type named `vector`."""
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import psycopg
@@ -79,3 +81,44 @@ def test_installs_in_its_own_schema_off_the_search_path(cluster, conn):
     assert ids[0] == 0
     jobs = conn.execute("SELECT kind, state FROM milvus_ext.milvus_jobs ORDER BY job_id").fetchall()
     assert ("flush", "done") in jobs, jobs
+
+
+def install_lookalike():
+    """Puts tests/fixtures' vector_lookalike extension (a foreign type named
+    `vector`, as pgvector's) where the server finds extensions."""
+    share = Path(subprocess.check_output(["pg_config", "--sharedir"], text=True).strip()) / "extension"
+    for f in (Path(__file__).parent / "fixtures").glob("vector_lookalike*"):
+        if not (share / f.name).exists() or (share / f.name).read_bytes() != f.read_bytes():
+            shutil.copyfile(f, share / f.name)
+
+
+def test_coexists_with_another_extensions_vector_type(cluster, conn):
+    install_lookalike()
+    conn.execute("DROP TABLE items")
+    conn.execute("DROP EXTENSION pg_milvus")
+    conn.execute("CREATE EXTENSION vector_lookalike SCHEMA public")
+    conn.execute("CREATE SCHEMA milvus_ext")
+    conn.execute("CREATE EXTENSION pg_milvus SCHEMA milvus_ext")
+    assert {r[0] for r in conn.execute("SELECT extname FROM pg_extension")} >= {"vector_lookalike", "pg_milvus"}
+    # The foreign type comes first on the search path: every unqualified
+    # name below could resolve to the wrong extension.
+    conn.execute("SET search_path = public, milvus_ext")
+    assert conn.execute("SELECT 'x'::vector::text, pg_typeof('x'::vector)::text").fetchone() == ("x", "vector")
+    conn.execute("CREATE TABLE items (id int PRIMARY KEY, other vector, embedding milvus_ext.vector(3))")
+    conn.execute("INSERT INTO items SELECT i, 'not a vector'::vector, ARRAY[i, i % 7, 1]::real[]::milvus_ext.vector"
+                 " FROM generate_series(1, 2000) i")
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    conn.execute("INSERT INTO items VALUES (0, 'x', '[0,0,1]')")
+    assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
+    conn.execute("SET enable_seqscan = off")
+    query = "SELECT id FROM items ORDER BY embedding <-> '[0,0,1]' LIMIT 3"
+    plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + query))
+    assert "Index Scan using items_idx" in plan, plan
+    assert [r[0] for r in conn.execute(query)][0] == 0
+    # Each extension's operator on its own type.
+    assert conn.execute("SELECT 'a'::vector <-> 'b'::vector").fetchone() == (0.0,)
+    assert conn.execute("SELECT '[0,3,4]'::milvus_ext.vector <-> '[0,0,0]'").fetchone() == (5.0,)
+    # Either drops without touching the other.
+    conn.execute("DROP TABLE items")
+    conn.execute("DROP EXTENSION vector_lookalike")
+    assert conn.execute("SELECT '[1,2]'::milvus_ext.vector::text").fetchone() == ("[1,2]",)
