@@ -34,6 +34,20 @@ free_port() {
 
 dir_of() { echo "$RUN/$1"; }
 
+# Starts the server of directory $1 and waits up to $2 seconds for it.
+start_server() {
+  as_pg "$BIN/pg_ctl" -D "$1/data" -l "$1/server.log" -w -t "$2" start >/dev/null ||
+    { tail -30 "$1/server.log"; exit 1; }
+}
+
+# A new cluster's last steps: record its port $2, start it, print the port.
+launch() {
+  echo "$2" >"$1/port"
+  chown postgres:postgres "$1/port"
+  start_server "$1" 60
+  echo "$2"
+}
+
 stop() {
   local d; d=$(dir_of "$1")
   if [ -f "$d/data/postmaster.pid" ]; then
@@ -64,11 +78,7 @@ case "${1:-}" in
       echo "log_min_messages = warning"
       for line in "$@"; do echo "$line"; done
     } >>"$d/data/postgresql.conf"
-    echo "$port" >"$d/port"
-    chown postgres:postgres "$d/port"
-    as_pg "$BIN/pg_ctl" -D "$d/data" -l "$d/server.log" -w -t 60 start >/dev/null ||
-      { tail -30 "$d/server.log"; exit 1; }
-    echo "$port"
+    launch "$d" "$port"
     ;;
   standby)
     # A streaming replica of a running cluster: pg_basebackup, then its own
@@ -85,11 +95,7 @@ case "${1:-}" in
       echo "port = $port"
       echo "unix_socket_directories = '$d'"
     } >>"$d/data/postgresql.conf"
-    echo "$port" >"$d/port"
-    chown postgres:postgres "$d/port"
-    as_pg "$BIN/pg_ctl" -D "$d/data" -l "$d/server.log" -w -t 60 start >/dev/null ||
-      { tail -30 "$d/server.log"; exit 1; }
-    echo "$port"
+    launch "$d" "$port"
     ;;
   stop) stop "${2:?cluster name}" ;;
   crash)
@@ -103,11 +109,7 @@ case "${1:-}" in
       sleep 0.1
     done
     ;;
-  restart)
-    d=$(dir_of "${2:?cluster name}")
-    as_pg "$BIN/pg_ctl" -D "$d/data" -l "$d/server.log" -w -t 120 start >/dev/null ||
-      { tail -30 "$d/server.log"; exit 1; }
-    ;;
+  restart) start_server "$(dir_of "${2:?cluster name}")" 120 ;;
   stop-all)
     [ -d "$RUN" ] || exit 0
     for d in "$RUN"/*/; do [ -d "$d" ] && stop "$(basename "$d")"; done
