@@ -47,9 +47,14 @@ fn main() {
     // (memory-mapped), not the graph still in the builder's memory.
     let scratch = tempfile::tempdir().unwrap();
     let file = index.to_index_file(scratch.path()).unwrap();
+    drop(index);
+    // What a backend pays before its first search of the segment.
+    let t = Instant::now();
     let index = SegmentIndex::from_index_file("bench", &file, Metric::L2, scratch.path()).unwrap();
+    let load = t.elapsed().as_secs_f64();
     println!("rows {rows}, dims {dims}, clusters {clusters} in {batches} batches, m {}, ef_construction {}, build threads {threads}", params.m, params.ef_construction);
     println!("build: {build:.1} s ({:.0} rows/s)", rows as f64 / build);
+    println!("load from the index file ({:.1} MB): {:.3} s", file.len() as f64 / 1e6, load);
 
     // Exact top-10 of each held-out query (brute force, the ground truth).
     let truth: Vec<HashSet<u32>> = held_out

@@ -14,8 +14,8 @@ Points (milvus.debug_pause / debug_pause_at hold a job exactly there):
   emptied;
 - compaction_before_commit: a compaction uploaded, not swapped in;
 - gc_mid_delete: garbage collection after its first deletion.
-PG_MILVUS_CRASH_RUNS repetitions per point (2 by default; the report prints
-the matrix)."""
+PG_MILVUS_CRASH_RUNS repetitions per point (3 by default, 20 for the full
+run); the matrix is printed at the end."""
 
 import os
 import threading
@@ -30,7 +30,7 @@ from pgvector.psycopg import register_vector
 from conftest import DIMS
 from test_index import all_index_ids, clustered, load
 
-RUNS = int(os.environ.get("PG_MILVUS_CRASH_RUNS", "2"))
+RUNS = int(os.environ.get("PG_MILVUS_CRASH_RUNS", "3"))
 FLUSH = "SELECT * FROM milvus_flush('items_idx')"
 COMPACT = "SELECT * FROM milvus_compact('items_idx')"
 GC = "SELECT * FROM milvus_gc('items_idx')"
@@ -46,6 +46,17 @@ POINTS = {
     "gc_mid_delete": ("gc", GC, "deleted"),
 }
 MATRIX = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report():
+    """Prints the matrix once every point ran: runs, lost, duplicated,
+    dead returned."""
+    yield
+    print(f"\n{'crash point':<26}{'runs':>6}{'lost':>6}{'dup':>6}{'dead':>6}")
+    for point, results in MATRIX.items():
+        sums = [sum(r[i] for r in results) for i in range(3)]
+        print(f"{point:<26}{len(results):>6}" + "".join(f"{n:>6}" for n in sums))
 
 def writers(cluster, dbname, stop, committed, count=3):
     """Sessions inserting batches of 20 rows, recording the ids whose COMMIT
@@ -115,7 +126,7 @@ def test_crash_matrix(cluster, conn, point):
     dbname = conn.info.dbname
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 20000)")
     objects = objects_of(cluster, conn)
-    results = []
+    results = MATRIX[point] = []  # filled run by run, printed even if a run fails
     for run in range(RUNS):
         # Known rows: two flushed segments with tombstones (a compaction
         # plan), and rows still growing; enough of them for a flush to build
@@ -163,6 +174,9 @@ def test_crash_matrix(cluster, conn, point):
         conn = cluster.connect(dbname)
         register_vector(conn)
 
+        # Every object the manifest references is there and intact: prewarm
+        # fetches and verifies each one (and fails naming any that is not).
+        conn.execute("SELECT * FROM milvus_prewarm('items_idx')")
         heap = {r[0] for r in conn.execute("SELECT id FROM items")}
         ids = all_index_ids(conn)
         lost = len((committed | (base - dead)) - set(ids))
@@ -190,7 +204,4 @@ def test_crash_matrix(cluster, conn, point):
         assert len(all_index_ids(conn)) == len(heap), "still complete after GC"
         conn.execute("DELETE FROM items WHERE id >= 1000000")  # the next run's writers start afresh
         conn.execute("VACUUM items")
-    MATRIX[point] = results
-    print(f"\ncrash matrix, {point}: {RUNS} runs, lost {sum(r[0] for r in results)}, "
-          f"duplicated {sum(r[1] for r in results)}, dead returned {sum(r[2] for r in results)}")
     assert all(r == (0, 0, 0) for r in results), results

@@ -248,3 +248,24 @@ def test_pages_freed_by_flushes_are_reused(conn):
         sizes.append(conn.execute("SELECT pg_relation_size('items_idx') / 8192").fetchone()[0])
     assert sizes[-1] == sizes[1], f"index pages per cycle: {sizes}"
     assert len(set(all_index_ids(conn))) == 8000
+    pages = dict(conn.execute("SELECT kind, pages FROM milvus_index_pages('items_idx')").fetchall())
+    assert pages["unreferenced"] == 0 and pages["released"] == 0, pages
+    assert pages["free"] > 0, "the last flush's pages wait for the next rows"
+
+
+def test_inserts_seal_a_full_segment_themselves(conn):
+    """No worker here (milvus.max_workers = 0): the insert that would take
+    the growing segment past segment_max_rows seals it, so no segment ever
+    exceeds the limit, and every row is found once."""
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 1000)")
+    load(conn, 3500)
+    rows = conn.execute("SELECT state, rows, seal_reason FROM milvus_segments('items_idx') ORDER BY segment_id").fetchall()
+    sealed = [r for r in rows if r[0] == "sealed"]
+    assert len(sealed) == 3 and rows[-1][0] == "growing", rows
+    per_page = 30  # 64-d rows: 8 + 256 bytes and a line pointer each, in 8 kB pages
+    assert all(1000 - per_page < r[1] <= 1000 and r[2].startswith("full at") for r in sealed), rows
+    assert sum(r[1] for r in rows) == 3500
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)) == 3500
+    flushed = conn.execute("SELECT * FROM milvus_flush('items_idx')").fetchall()
+    assert [r[2] for r in flushed] == ["flushed"] * 4

@@ -343,3 +343,12 @@ def test_an_index_keeps_its_storage_when_the_setting_changes(cluster, conn, s3):
 
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="invalid storage_url option"):
         conn.execute("CREATE INDEX bad_idx ON items USING milvus (embedding vector_l2_ops) WITH (storage_url = 'ftp://x')")
+
+    # Dropped, its location is known to no setting and no live index: GC
+    # still finds its objects there (build-time locations are remembered).
+    conn.execute("DROP INDEX items_idx")
+    with connect_s3(cluster, dbname, s3, "moved") as c:
+        c.execute("SET milvus.gc_grace_period = 0")
+        rows = c.execute("SELECT index::oid, deleted_objects FROM milvus_gc()").fetchall()
+    assert (index_oid, len(on_s3) + 1) in rows, rows  # + the flush's binlog
+    assert not [k for k in bucket_keys(s3) if k.startswith("per-index/")]

@@ -54,7 +54,8 @@ RESET enable_seqscan;
 SELECT count(*) FROM items WHERE embedding IS NOT NULL;
 
 -- CREATE INDEX on a populated table writes flushed segments of at most
--- segment_max_rows rows, sealed by the build.
+-- segment_max_rows rows, sealed by the build when one more page of rows
+-- (291 of 4 dimensions) would not fit.
 CREATE INDEX items_built ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 2000);
 SELECT segment_id, state, index_state, rows, seal_reason FROM milvus_segments('items_built');
 SELECT id FROM items ORDER BY embedding <-> '[0.5,0.5,0.5,0.5]' LIMIT 3;

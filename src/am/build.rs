@@ -5,8 +5,10 @@
 //! page (format, dimensions, metric, where the manifest is) and the growing
 //! segment's first row page in one WAL record.
 //! Phase 2, "loading rows", scans the heap (`table_index_build_scan`) and
-//! appends each row as `aminsert` does, sealing the growing segment every
-//! `segment_max_rows` rows and after the last one.
+//! appends each row as `aminsert` does, which seals the growing segment at
+//! `segment_max_rows`; the last one is sealed after the scan. Should the
+//! sealed segments reach the most that may wait (64), they are flushed
+//! right away, and the load goes on.
 //! Phase 3, "flushing segments", flushes every sealed segment (binlog, HNSW
 //! built on a helper thread, upload, manifest), so the index starts out as
 //! flushed, indexed segments. If storage refuses, CREATE INDEX still
@@ -32,8 +34,6 @@ use crate::vector::PgVector;
 struct BuildState {
     index: pg_sys::Relation,
     rows: f64,
-    in_growing: u64,
-    max_rows: u64,
 }
 
 const PHASE_LOAD: i64 = 2;
@@ -68,8 +68,7 @@ pub unsafe extern "C-unwind" fn ambuild(
         validate_options(index);
         init_index(index, pg_sys::ForkNumber::MAIN_FORKNUM);
 
-        let max_rows = options::of(index).segment_max_rows as u64;
-        let mut state = BuildState { index, rows: 0.0, in_growing: 0, max_rows };
+        let mut state = BuildState { index, rows: 0.0 };
         report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
         let heap_rows = pg_sys::table_index_build_scan(
             heap,
@@ -81,9 +80,7 @@ pub unsafe extern "C-unwind" fn ambuild(
             (&mut state as *mut BuildState).cast(),
             std::ptr::null_mut(),
         );
-        if state.in_growing > 0 {
-            flush::seal(index, SealReason::Build);
-        }
+        flush::seal(index, SealReason::Build);
         flush_sealed_segments(index, state.rows);
         // A database that had no milvus index is visited again at once; a
         // rebuilt index has no damaged segment.
@@ -112,12 +109,11 @@ unsafe extern "C-unwind" fn build_callback(
             return;
         }
         let vector = PgVector::from_datum(*values, false).expect("not null");
-        insert::insert_row(state.index, page::pack_tid(&*tid), vector.as_slice());
+        insert::insert_row(state.index, page::pack_tid(&*tid), vector.as_slice(), |_, _| SealReason::Build);
         state.rows += 1.0;
-        state.in_growing += 1;
-        if state.in_growing >= state.max_rows {
-            flush::seal(state.index, SealReason::Build);
-            state.in_growing = 0;
+        if state.rows as u64 % 1024 == 0 && page::read_meta(state.index).sealed_count as usize == page::MAX_SEALED {
+            flush_sealed_segments(state.index, state.rows);
+            report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
         }
     }
 }
@@ -166,6 +162,9 @@ unsafe fn init_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type) {
         // Where the objects will live, for good: the index's storage_url
         // option, else milvus.storage_url, else the embedded default (None).
         let url = super::options::storage_url(index).or_else(crate::gucs::storage_url_setting);
+        if let Some(url) = &url {
+            crate::storage::remember_location(url);
+        }
         let mut manifest = Manifest::new(dims as u32, metric, url);
         let growing_segment = manifest.add_growing(super::flush::now());
         let manifest_bytes = manifest.encode();
@@ -202,6 +201,7 @@ unsafe fn init_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type) {
                 _reserved2: 0,
                 sealed: [SealedChain::default(); page::MAX_SEALED],
                 released: [page::NO_BLOCK; page::MAX_RELEASED],
+                growing_pages: 1,
             },
         );
         page::init_row_page(row_page, growing_segment.0);

@@ -146,18 +146,36 @@ pub(crate) unsafe fn change_manifest<T>(index: pg_sys::Relation, change: impl Fn
 }
 
 /// Seals the growing segment if it has rows; returns the sealed segment.
+/// With [`page::MAX_SEALED`] segments already waiting for their flush, an
+/// error says so.
 pub(crate) unsafe fn seal(index: pg_sys::Relation, reason: SealReason) -> Option<SegmentId> {
+    unsafe { seal_with(index, reason, None, true) }
+}
+
+/// [`seal`], with two conditions: with `only`, it seals only that segment
+/// (if another session sealed it first, the new growing segment is left
+/// alone); without `full_is_error`, no room for another sealed segment means
+/// no seal (`None`) instead of an error.
+pub(crate) unsafe fn seal_with(
+    index: pg_sys::Relation,
+    reason: SealReason,
+    only: Option<SegmentId>,
+    full_is_error: bool,
+) -> Option<SegmentId> {
     unsafe {
         let meta_buffer = page::read_buffer(index, META_BLOCK);
         page::lock(meta_buffer, true);
         let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
         page::check_meta(index, &meta);
-        if growing_is_empty(index, &meta) {
+        if only.is_some_and(|s| s.0 != meta.growing_segment) || growing_is_empty(index, &meta) {
             pg_sys::UnlockReleaseBuffer(meta_buffer);
             return None;
         }
         if meta.sealed_count as usize == page::MAX_SEALED {
             pg_sys::UnlockReleaseBuffer(meta_buffer);
+            if !full_is_error {
+                return None;
+            }
             ereport!(
                 ERROR,
                 PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
@@ -183,6 +201,7 @@ pub(crate) unsafe fn seal(index: pg_sys::Relation, reason: SealReason) -> Option
             m.growing_segment = growing.0;
             m.growing_head = new_block;
             m.growing_tail = new_block;
+            m.growing_pages = 1;
         });
         pg_sys::UnlockReleaseBuffer(new_buffer);
         pg_sys::UnlockReleaseBuffer(meta_buffer);

@@ -75,14 +75,14 @@ unsafe fn gc_index(oid: pg_sys::Oid, why: &str) -> (GcRow, Option<String>) {
 }
 
 /// Index OIDs with objects under this database's prefix at `url`.
-fn indexes_in_storage(url: Option<&str>) -> BTreeSet<u32> {
+fn indexes_in_storage(url: Option<&str>) -> Result<BTreeSet<u32>, String> {
     // SAFETY: reading backend globals.
     let (cluster, database) = unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::MyDatabaseId.to_u32()) };
     let prefix = ObjectKey::database_prefix(cluster, database);
-    let storage = crate::storage::storage_at(url);
+    let storage = crate::storage::try_storage_at(url)?;
     let listed = crate::storage::run_job("gc", move |_| storage.list(&prefix).map(|l| (prefix, l)));
-    let (prefix, listed) = listed.unwrap_or_else(|e| raise_io(format!("garbage collection failed: {e}")));
-    listed.iter().filter_map(|o| o.key.strip_prefix(&prefix)?.split('/').next()?.parse().ok()).collect()
+    let (prefix, listed) = listed.map_err(|e| format!("garbage collection failed: {e}"))?;
+    Ok(listed.iter().filter_map(|o| o.key.strip_prefix(&prefix)?.split('/').next()?.parse().ok()).collect())
 }
 
 /// Collects the objects of an index that no longer exists, unless its OID
@@ -138,10 +138,11 @@ fn milvus_gc(
 /// Collects the garbage of every milvus index of the database, and of every
 /// dropped one; `why` is logged with each job.
 ///
-/// Dropped indexes are looked for where objects may be: the embedded
-/// default, `milvus.storage_url`, and every live index's location. The
-/// objects of a dropped index whose location none of those is (it had its
-/// own `storage_url`) are left: delete that prefix by hand.
+/// Dropped indexes are looked for wherever objects may be: the embedded
+/// default, `milvus.storage_url`, every live index's location, and every
+/// location an index was ever built with (`remembered_locations`). A
+/// remembered location that cannot be listed (a bucket since deleted) is
+/// skipped with a WARNING; the others fail the collection.
 pub(crate) fn gc_database(why: &str) -> Vec<GcRow> {
     let live = flush::all_milvus_indexes();
     let live_u32: HashSet<u32> = live.iter().map(|o| o.to_u32()).collect();
@@ -155,8 +156,19 @@ pub(crate) fn gc_database(why: &str) -> Vec<GcRow> {
     }
     locations.sort();
     locations.dedup();
-    for url in &locations {
-        for oid in indexes_in_storage(url.as_deref()).into_iter().filter(|o| !live_u32.contains(o)) {
+    let remembered = crate::storage::remembered_locations().into_iter().map(Some).filter(|u| !locations.contains(u));
+    let locations: Vec<(Option<String>, bool)> =
+        locations.iter().cloned().map(|u| (u, true)).chain(remembered.map(|u| (u, false))).collect();
+    for (url, required) in &locations {
+        let oids = match indexes_in_storage(url.as_deref()) {
+            Ok(oids) => oids,
+            Err(message) if *required => raise_io(message),
+            Err(message) => {
+                warning!("skipping storage location {}: {message}", url.as_deref().unwrap_or("default"));
+                continue;
+            }
+        };
+        for oid in oids.into_iter().filter(|o| !live_u32.contains(o)) {
             // SAFETY: gc_dropped locks what it collects.
             rows.extend(unsafe { gc_dropped(oid, url.as_deref(), why) });
         }

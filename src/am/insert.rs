@@ -8,7 +8,12 @@
 //!
 //! When the tail is full, the inserter takes the meta page exclusively,
 //! checks nobody extended the chain meanwhile, and in one WAL record links a
-//! new page, updates the meta page's tail and adds the row there.
+//! new page, updates the meta page's tail and page count, and adds the row
+//! there. If one more page would take the segment past `segment_max_rows`,
+//! it seals the segment instead (a cheap metadata commit, as Milvus' segment
+//! allocator closes a full segment) and adds the row to the new growing
+//! segment: segments never grow past their size limit, workers or not. With
+//! 64 sealed segments already waiting for their flush, it grows on.
 //!
 //! Lock order, everywhere: meta page, then row pages along the chain.
 //! Holding the meta page (shared) across the row write is what makes a seal
@@ -19,6 +24,8 @@ use pgrx::prelude::*;
 use pgrx::FromDatum;
 
 use super::page::{self, INVALID_BLOCK, META_BLOCK, Xlog};
+use milvus_core::segment::{SealReason, SegmentId};
+
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::vector::PgVector;
@@ -41,15 +48,17 @@ pub unsafe extern "C-unwind" fn aminsert(
             return false;
         }
         let vector = PgVector::from_datum(*values, false).expect("not null");
-        insert_row(index, page::pack_tid(&*heap_tid), vector.as_slice());
+        insert_row(index, page::pack_tid(&*heap_tid), vector.as_slice(), |rows, max_rows| SealReason::Rows { rows, max_rows });
     }
     crate::debug::pause_at(PausePoint::Insert);
     false
 }
 
-/// Appends one row to the growing segment.
-pub(crate) unsafe fn insert_row(index: pg_sys::Relation, key: u64, vector: &[f32]) {
+/// Appends one row to the growing segment; if that segment is at its size
+/// limit, seals it first, for `reason(rows, segment_max_rows)`.
+pub(crate) unsafe fn insert_row(index: pg_sys::Relation, key: u64, vector: &[f32], reason: impl Fn(u64, u64) -> SealReason) {
     unsafe {
+        let mut seal_at_limit = true;
         loop {
             let meta_buffer = page::read_buffer(index, META_BLOCK);
             page::lock(meta_buffer, false);
@@ -81,6 +90,18 @@ pub(crate) unsafe fn insert_row(index: pg_sys::Relation, key: u64, vector: &[f32
                 pg_sys::UnlockReleaseBuffer(meta_buffer);
                 continue;
             }
+            let per_page = page::rows_per_page(meta.dims as usize) as u64;
+            let max_rows = super::options::of(index).segment_max_rows as u64;
+            // 0: a meta page older than the count; the workers seal it by rows.
+            if seal_at_limit && meta.growing_pages > 0 && (meta.growing_pages as u64 + 1) * per_page > max_rows {
+                pg_sys::UnlockReleaseBuffer(meta_buffer);
+                let (segment, rows) = (SegmentId(meta.growing_segment), meta.growing_pages as u64 * per_page);
+                if super::flush::seal_with(index, reason(rows, max_rows), Some(segment), false).is_none() {
+                    // Sealed by another session first (go on), or no room.
+                    seal_at_limit = page::read_meta(index).growing_segment != segment.0;
+                }
+                continue;
+            }
             let new_buffer = page::new_buffer(index);
             let new_block = pg_sys::BufferGetBlockNumber(new_buffer);
             let tail_buffer = page::read_buffer(index, tail);
@@ -94,7 +115,11 @@ pub(crate) unsafe fn insert_row(index: pg_sys::Relation, key: u64, vector: &[f32
             assert!(added, "a row always fits an empty page (dims checked at CREATE INDEX)");
             debug_assert_eq!((*page::opaque(tail_page)).next, INVALID_BLOCK);
             (*page::opaque(tail_page)).next = new_block;
+            page::cover_meta(meta_page);
             (*page::meta(meta_page)).growing_tail = new_block;
+            if meta.growing_pages > 0 {
+                (*page::meta(meta_page)).growing_pages = meta.growing_pages + 1;
+            }
             xlog.finish();
             pg_sys::UnlockReleaseBuffer(new_buffer);
             pg_sys::UnlockReleaseBuffer(tail_buffer);

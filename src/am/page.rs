@@ -61,6 +61,11 @@ pub struct Meta {
     /// Appended after the first fields of format 1, whose meta pages had
     /// zeros here.
     pub released: [pg_sys::BlockNumber; MAX_RELEASED],
+    /// Pages in the growing chain (all full but the tail: rows have one
+    /// size), so an insert knows when the segment is at its size limit
+    /// without walking it. 0 in meta pages older than the field: unknown
+    /// until the next seal.
+    pub growing_pages: u32,
 }
 
 /// Chains waiting to be emptied at once: a commit releases at most two (the
@@ -129,6 +134,13 @@ pub fn row_item_size(dims: usize) -> usize {
 }
 
 /// Largest vector a row page holds (one row per page at the most).
+/// Rows a row page holds: every row of an index has the same size, so every
+/// page of a chain but its tail holds exactly this many.
+pub fn rows_per_page(dims: usize) -> usize {
+    let usable = pg_sys::BLCKSZ as usize - size_of::<pg_sys::PageHeaderData>() - maxalign(size_of::<RowPageOpaque>());
+    usable / (maxalign(row_item_size(dims)) + size_of::<pg_sys::ItemIdData>())
+}
+
 pub fn max_dims_per_page() -> usize {
     let usable = pg_sys::BLCKSZ as usize
         - size_of::<pg_sys::PageHeaderData>()

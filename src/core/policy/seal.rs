@@ -101,7 +101,7 @@ mod tests {
         assert_eq!(off.check(&stats(1, 0, 0, 0), 10_000), None);
         assert_eq!(
             SealReason::Rows { rows: 100, max_rows: 100 }.to_string(),
-            "rows 100 >= segment_max_rows 100"
+            "full at 100 rows (segment_max_rows 100)"
         );
     }
 
