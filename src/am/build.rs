@@ -111,7 +111,7 @@ unsafe extern "C-unwind" fn build_callback(
         let vector = PgVector::from_datum(*values, false).expect("not null");
         insert::insert_row(state.index, page::pack_tid(&*tid), vector.as_slice(), |_, _| SealReason::Build);
         state.rows += 1.0;
-        if state.rows as u64 % 1024 == 0 && page::read_meta(state.index).sealed_count as usize == page::MAX_SEALED {
+        if (state.rows as u64).is_multiple_of(1024) && page::read_meta(state.index).sealed_count as usize == page::MAX_SEALED {
             flush_sealed_segments(state.index, state.rows);
             report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
         }

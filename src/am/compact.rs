@@ -133,6 +133,7 @@ CREATE FUNCTION milvus_compact(index regclass DEFAULT NULL, wait boolean DEFAULT
     VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
 COMMENT ON FUNCTION milvus_compact(regclass, boolean, boolean) IS 'purge deleted rows and merge small segments of milvus indexes';
 ")]
+#[allow(clippy::type_complexity)] // a SQL result row, spelled out for pgrx
 fn milvus_compact(
     index: default!(Option<pg_sys::Oid>, "NULL"),
     wait: default!(bool, true),

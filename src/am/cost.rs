@@ -10,6 +10,8 @@
 
 use pgrx::prelude::*;
 
+// The signature is Postgres' (amapi.h).
+#[allow(clippy::too_many_arguments)]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn amcostestimate(
     root: *mut pg_sys::PlannerInfo,

@@ -448,6 +448,7 @@ CREATE FUNCTION milvus_segments(index regclass)
     STABLE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
 COMMENT ON FUNCTION milvus_segments(regclass) IS 'the segments of a milvus index, growing one included';
 ")]
+#[allow(clippy::type_complexity)] // a SQL result row, spelled out for pgrx
 fn milvus_segments(
     index: pg_sys::Oid,
 ) -> TableIterator<

@@ -30,6 +30,8 @@ use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::vector::PgVector;
 
+// The signature is Postgres' (amapi.h).
+#[allow(clippy::too_many_arguments)]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn aminsert(
     index: pg_sys::Relation,

@@ -504,6 +504,7 @@ CREATE VIEW milvus_jobs AS
       FROM milvus_job_log() WHERE database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database());
 COMMENT ON VIEW milvus_jobs IS 'recent and running seal, flush, compaction and GC jobs of this database';
 ")]
+#[allow(clippy::type_complexity)] // a SQL result row, spelled out for pgrx
 fn milvus_job_log() -> TableIterator<
     'static,
     (
