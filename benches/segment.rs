@@ -1,17 +1,22 @@
 //! Segment-level costs (Criterion): binlog encode/decode throughput, the
 //! k-way merge of 8 segments' results, and one query by brute force against
 //! one by HNSW at growing segment sizes: the crossover below which brute
-//! force wins sets `search::BRUTE_FORCE_MAX_ROWS`.
+//! force wins sets `search::BRUTE_FORCE_MAX_ROWS`; and what loading an
+//! index's segments costs a backend, one at a time against several at once.
 //!
 //! Run with `make bench-core`; results in docs/benchmarks.md.
 
 use std::sync::atomic::AtomicBool;
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
+use milvus_core::cache::SegmentCache;
 use milvus_core::format::insert::{self, InsertBinlog};
+use milvus_core::format::manifest::Manifest;
+use milvus_core::jobs::{self, IndexId};
+use milvus_core::storage::{RetryPolicy, S3Options, Storage};
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
 use milvus_core::search::{Hit, LoadedSegment, Source, merge};
-use milvus_core::segment::SegmentId;
+use milvus_core::segment::{SealReason, SegmentId};
 use milvus_core::synthetic::{Rng, gaussian_mixture};
 use milvus_core::Metric;
 
@@ -70,5 +75,36 @@ fn crossover(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, formats, merging, crossover);
+/// Four flushed segments of 20,000 rows (each with its HNSW graph) in a
+/// file:// store, cache warm: what a new backend pays before its first
+/// search, loading them one by one and on two threads (`jobs::load_all`).
+fn loading(c: &mut Criterion) {
+    let (segments, rows) = (4, 20_000);
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Storage::open(&format!("file://{}", dir.path().join("objects").display()), &S3Options::default(), RetryPolicy::default()).unwrap();
+    let cache = SegmentCache::new(&dir.path().join("cache"), 1 << 32).unwrap();
+    let id = IndexId { cluster: 1, database: 1, index: 1 };
+    let mut m = Manifest::new(DIMS as u32, Metric::L2, None);
+    for s in 0..segments {
+        let segment = m.add_growing(0);
+        m.seal(segment, rows as u64, SealReason::Manual, 0).unwrap();
+        let keys: Vec<u64> = (0..rows as u64).collect();
+        let vectors = gaussian_mixture(rows, DIMS, 100, 0.1, s as u64);
+        let params = HnswParams { threads: 2, ..HnswParams::default() };
+        let flushed = jobs::flush(&storage, id, segment, Metric::L2, DIMS, &keys, &vectors, params, dir.path(), &AtomicBool::new(false), &|| {})
+            .unwrap();
+        m.publish_flush(flushed, 0).unwrap();
+    }
+    let entries: Vec<_> = m.live_segments().cloned().collect();
+    let mut g = c.benchmark_group("load_4_segments_20k_x_128");
+    g.sample_size(10);
+    for threads in [1usize, 2] {
+        g.bench_with_input(BenchmarkId::new("threads", threads), &threads, |b, &threads| {
+            b.iter(|| jobs::load_all(&storage, &cache, &entries, Metric::L2, threads).into_iter().map(|l| l.unwrap().live_rows()).sum::<usize>())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, formats, merging, crossover, loading);
 criterion_main!(benches);

@@ -283,7 +283,8 @@ pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId, 
 pub const FLUSH_FAILED_DETAIL: &str =
     "The rows stay in the sealed segment; nothing is lost. Call milvus_flush() again once the cause is fixed.";
 
-/// The threads an HNSW build may use: the machine's cores, at most 4.
+/// The threads an HNSW build, or a load of several segments, may use: the
+/// machine's cores, at most 4.
 pub(super) fn build_threads() -> usize {
     std::thread::available_parallelism().map(|n| n.get().min(4)).unwrap_or(1)
 }

@@ -167,11 +167,10 @@ pub(crate) unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifes
     if !missing.is_empty() {
         let storage = crate::storage::storage_at(manifest.storage_url.as_deref());
         let cache = crate::storage::cache();
+        let threads = super::flush::build_threads();
         let results = crate::storage::run_job("load", move |_| {
-            missing
-                .into_iter()
-                .map(|e| (loaded_key(oid, &e), e.meta.id, e.delta_binlogs.len(), jobs::load(&storage, &cache, &e, metric)))
-                .collect::<Vec<_>>()
+            let loaded = jobs::load_all(&storage, &cache, &missing, metric, threads);
+            missing.iter().zip(loaded).map(|(e, l)| (loaded_key(oid, e), e.meta.id, e.delta_binlogs.len(), l)).collect::<Vec<_>>()
         });
         crate::storage::report_cache_use();
         // SAFETY: a backend global.

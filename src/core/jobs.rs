@@ -15,7 +15,8 @@
 //!   segment (the manifest then drops the inputs).
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
@@ -114,6 +115,36 @@ pub fn flush(
 /// Writes tombstones (row positions) of a flushed segment as a delta binlog.
 pub fn write_tombstones(storage: &Storage, id: IndexId, segment: SegmentId, rows: &[u32]) -> Result<ObjectRef, JobError> {
     Ok(put(storage, id.key(segment, ObjectKind::DeltaBinlog), delta::encode(segment, rows))?)
+}
+
+/// [`load`] of several segments, on up to `threads` threads at once (one
+/// segment's load is mostly one single-threaded graph reload, so an index
+/// of many segments loads that many times faster); results in `entries`'
+/// order.
+pub fn load_all(
+    storage: &Storage,
+    cache: &SegmentCache,
+    entries: &[SegmentEntry],
+    metric: Metric,
+    threads: usize,
+) -> Vec<Result<LoadedSegment, JobError>> {
+    let next = AtomicUsize::new(0);
+    let done = Mutex::new(Vec::with_capacity(entries.len()));
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, entries.len().max(1)) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(entry) = entries.get(i) else { break };
+                    let loaded = load(storage, cache, entry, metric);
+                    done.lock().unwrap_or_else(|e| e.into_inner()).push((i, loaded));
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, loaded)| loaded).collect()
 }
 
 /// Reads a flushed segment back for search: binlog, graph and tombstones,

@@ -33,8 +33,20 @@ fn is_deleted(key: u64) -> bool {
     key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32 < (u32::MAX as u64) / 10
 }
 
+/// Every live segment, loaded three at a time (the order is the manifest's).
 fn load_all(storage: &Storage, cache: &SegmentCache, m: &Manifest) -> Vec<Arc<LoadedSegment>> {
-    m.live_segments().map(|e| Arc::new(jobs::load(storage, cache, e, Metric::L2).expect("segment loads"))).collect()
+    let entries: Vec<_> = m.live_segments().cloned().collect();
+    let loaded = jobs::load_all(storage, cache, &entries, Metric::L2, 3);
+    assert_eq!(loaded.len(), entries.len());
+    entries
+        .iter()
+        .zip(loaded)
+        .map(|(e, l)| {
+            let l = l.expect("segment loads");
+            assert_eq!(l.id, e.meta.id, "in the manifest's order");
+            Arc::new(l)
+        })
+        .collect()
 }
 
 /// recall@10 of the index search against exact search over live rows, and
