@@ -133,7 +133,6 @@ pub fn row_item_size(dims: usize) -> usize {
     size_of::<u64>() + dims * size_of::<f32>()
 }
 
-/// Largest vector a row page holds (one row per page at the most).
 /// Rows a row page holds: every row of an index has the same size, so every
 /// page of a chain but its tail holds exactly this many.
 pub fn rows_per_page(dims: usize) -> usize {
@@ -141,6 +140,7 @@ pub fn rows_per_page(dims: usize) -> usize {
     usable / (maxalign(row_item_size(dims)) + size_of::<pg_sys::ItemIdData>())
 }
 
+/// Largest vector a row page holds (one row per page at the most).
 pub fn max_dims_per_page() -> usize {
     let usable = pg_sys::BLCKSZ as usize
         - size_of::<pg_sys::PageHeaderData>()
@@ -615,26 +615,6 @@ pub(crate) unsafe fn walk_chain(index: pg_sys::Relation, head: pg_sys::BlockNumb
     }
 }
 
-#[cfg(any(test, feature = "pg_test"))]
-#[pgrx::pg_schema]
-mod tests {
-    use super::*;
-    use pgrx::prelude::*;
-
-    #[pg_test]
-    fn tids_pack_and_unpack() {
-        for (block, offset) in [(0u32, 1u16), (1, 2), (0xdead_beef, 0xffff), (u32::MAX - 1, 291)] {
-            let tid = pg_sys::ItemPointerData {
-                ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: block as u16 },
-                ip_posid: offset,
-            };
-            let back = unpack_tid(pack_tid(&tid));
-            assert_eq!((back.ip_blkid.bi_hi, back.ip_blkid.bi_lo, back.ip_posid), (tid.ip_blkid.bi_hi, tid.ip_blkid.bi_lo, offset));
-        }
-        assert!(max_dims_per_page() >= 2000, "a 2000-d vector fits a page: {}", max_dims_per_page());
-    }
-}
-
 /// What each block of a milvus index holds, counted: `meta`, `manifest`,
 /// `growing`, `sealed`, `released` (waiting to be emptied), `free`, and
 /// `unreferenced` (a chain page nothing points at: a leak, which releasing
@@ -688,4 +668,44 @@ fn milvus_index_pages(
         counts
     };
     pgrx::iter::TableIterator::new(counts)
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use super::*;
+    use pgrx::prelude::*;
+
+    #[pg_test]
+    fn tids_pack_and_unpack() {
+        for (block, offset) in [(0u32, 1u16), (1, 2), (0xdead_beef, 0xffff), (u32::MAX - 1, 291)] {
+            let tid = pg_sys::ItemPointerData {
+                ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: block as u16 },
+                ip_posid: offset,
+            };
+            let back = unpack_tid(pack_tid(&tid));
+            assert_eq!((back.ip_blkid.bi_hi, back.ip_blkid.bi_lo, back.ip_posid), (tid.ip_blkid.bi_hi, tid.ip_blkid.bi_lo, offset));
+        }
+        assert!(max_dims_per_page() >= 2000, "a 2000-d vector fits a page: {}", max_dims_per_page());
+    }
+
+    /// Inserts seal a segment by counting its pages: a page must take
+    /// exactly `rows_per_page` rows.
+    #[pg_test]
+    fn rows_per_page_is_what_a_page_takes() {
+        for dims in [1, 4, 64, 128, 768, max_dims_per_page()] {
+            let mut block = vec![0u64; pg_sys::BLCKSZ as usize / 8]; // MAXALIGNed
+            let page: pg_sys::Page = block.as_mut_ptr().cast();
+            let vector = vec![0.5f32; dims];
+            let mut rows = 0;
+            // SAFETY: a private, aligned, block-sized buffer.
+            unsafe {
+                init_row_page(page, 1);
+                while add_row(page, rows as u64, &vector) {
+                    rows += 1;
+                }
+            }
+            assert_eq!(rows, rows_per_page(dims), "{dims} dimensions");
+        }
+    }
 }
