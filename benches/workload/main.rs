@@ -565,12 +565,17 @@ impl Bench<'_> {
         }
     }
 
+    /// A target's run begins: a connection, an empty table, an empty report.
+    fn start(&self, kind: Kind) -> (Client, TargetReport) {
+        let mut c = self.connect();
+        self.create_table(&mut c, kind);
+        (c, TargetReport { target: kind.name().into(), ..Default::default() })
+    }
+
     fn run_milvus(&self) -> TargetReport {
         let kind = Kind::Milvus;
         let n = self.d.rows();
-        let mut r = TargetReport { target: kind.name().into(), ..Default::default() };
-        let mut c = self.connect();
-        self.create_table(&mut c, kind);
+        let (mut c, mut r) = self.start(kind);
         self.create_index(&mut c, kind);
         r.insert_batch_rows_per_s =
             rate(&format!("INSERT {n} rows, {BATCH} per statement, index present"), || self.insert_batches(&mut c, kind, 0..n, 0));
@@ -614,9 +619,7 @@ impl Bench<'_> {
     fn run_pgvector(&self) -> TargetReport {
         let kind = Kind::Pgvector;
         let n = self.d.rows();
-        let mut r = TargetReport { target: kind.name().into(), ..Default::default() };
-        let mut c = self.connect();
-        self.create_table(&mut c, kind);
+        let (mut c, mut r) = self.start(kind);
         r.copy_rows_per_s = rate(&format!("COPY {n} rows"), || self.copy(&mut c, kind, 0..n));
         r.time_to_indexed_s = seconds("CREATE INDEX ... USING hnsw", || {
             self.create_index(&mut c, kind);
@@ -637,9 +640,7 @@ impl Bench<'_> {
     fn run_plain(&self) -> TargetReport {
         let kind = Kind::Plain;
         let n = self.d.rows();
-        let mut r = TargetReport { target: kind.name().into(), ..Default::default() };
-        let mut c = self.connect();
-        self.create_table(&mut c, kind);
+        let (mut c, mut r) = self.start(kind);
         r.copy_rows_per_s = rate(&format!("COPY {n} rows"), || self.copy(&mut c, kind, 0..n));
         self.create_table(&mut c, kind);
         r.insert_batch_rows_per_s = rate(&format!("INSERT {n} rows, {BATCH} per statement"), || self.insert_batches(&mut c, kind, 0..n, 0));
