@@ -57,17 +57,23 @@ def live_segments(conn):
     return [s for s in segments(conn) if s[1] != "dropped"]
 
 
+def all_flushed(conn):
+    """The live segments once every row is flushed (the growing segment
+    empty), else None. A compaction's output gets a newer id than the
+    growing segment, so the growing one is not always last."""
+    segs = live_segments(conn)
+    growing = [s for s in segs if s[1] == "growing"]
+    done = len(growing) == 1 and growing[0][3] == 0 and all(s[1] in ("growing", "flushed") for s in segs)
+    return segs if done else None
+
+
 def test_segments_seal_flush_and_get_indexed_by_themselves(cluster, conn):
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 5000)")
     rows = np.concatenate([load(conn, 6000, seed=1), load(conn, 6000, seed=2, start_id=6000)])
 
     # More than segment_max_rows: sealed by the inserts themselves, flushed
     # and indexed by the workers, with no call.
-    def settled():
-        segs = live_segments(conn)
-        return segs if segs[-1][1] == "growing" and segs[-1][3] == 0 and all(s[1] == "flushed" for s in segs[:-1]) else None
-
-    segs = wait_for(settled, "every row to be flushed")
+    segs = wait_for(lambda: all_flushed(conn), "every row to be flushed")
     assert sum(s[3] for s in segs) == 12_000
     assert any(s[2] == "ready" for s in segs), segs  # big enough for an HNSW graph
     seals = jobs(conn, "seal")
@@ -84,8 +90,7 @@ def test_segments_seal_flush_and_get_indexed_by_themselves(cluster, conn):
     # A few rows, then nothing: sealed for being idle (milvus.seal_idle_time 3 s).
     load(conn, 100, seed=3, start_id=12_000)
     wait_for(lambda: any(j[3].startswith("idle for") for j in jobs(conn, "seal")), "an idle seal")
-    wait_for(lambda: live_segments(conn)[-1][3] == 0 and all(s[1] == "flushed" for s in live_segments(conn)[:-1]),
-             "the idle segment to be flushed")
+    wait_for(lambda: all_flushed(conn), "the idle segment to be flushed")
     assert len(set(all_index_ids(conn))) == 12_100
 
 
@@ -323,7 +328,15 @@ def test_soak_writers_deleter_searchers_and_workers(cluster, conn):
                     stats["searches"] += 1
         return body
 
-    threads = [worker(writer(w)) for w in range(4)] + [worker(deleter)] + [worker(searcher(s)) for s in range(2)]
+    done_kinds = set()
+
+    def monitor(c):
+        # milvus_jobs keeps the last 128 jobs: a long soak outlives it.
+        while not stop.is_set():
+            done_kinds.update(r[0] for r in c.execute("SELECT kind FROM milvus_jobs WHERE state = 'done'"))
+            time.sleep(1)
+
+    threads = [worker(writer(w)) for w in range(4)] + [worker(deleter), worker(monitor)] + [worker(searcher(s)) for s in range(2)]
     for t in threads:
         t.start()
     stop.wait(SOAK_SECONDS)
@@ -331,11 +344,11 @@ def test_soak_writers_deleter_searchers_and_workers(cluster, conn):
     ended = time.monotonic()
     for t in threads:
         t.join(120)
-    print(f"soak: {stats}, threads ended in {time.monotonic() - ended:.1f} s")
+    print(f"soak: {stats}, jobs done: {sorted(done_kinds)}, threads ended in {time.monotonic() - ended:.1f} s")
     assert not errors, errors
     assert stats["inserted"] > 0 and stats["deleted"] > 0 and stats["searches"] > 0, stats
-    kinds = {j[0] for j in jobs(conn) if j[2] == "done"}
-    assert {"seal", "flush", "compact"} <= kinds, kinds  # the workers worked throughout
+    done_kinds.update(j[0] for j in jobs(conn) if j[2] == "done")
+    assert {"seal", "flush", "compact"} <= done_kinds, done_kinds  # the workers worked throughout
 
     conn.execute("VACUUM items")
     heap = {r[0] for r in conn.execute("SELECT id FROM items")}
