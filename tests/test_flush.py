@@ -1,10 +1,13 @@
 """Seal and flush on a real cluster: recall across flushed segments for every
 metric, deletes in flushed segments, concurrent inserts during flushes,
-kill -9 between upload and manifest commit, and storage that refuses writes."""
+kill -9 between upload and manifest commit, and storage that refuses writes
+or whose disk is full."""
 
 import os
+import pwd
 import shutil
 import stat
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -136,6 +139,55 @@ def test_storage_refusing_writes_loses_nothing(cluster, conn):
     assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed", "flushed"]
     ids = all_index_ids(conn)
     assert len(ids) == len(set(ids)) == 1010
+
+
+@pytest.fixture
+def small_disks(cluster):
+    """Two 1 MB filesystems (tmpfs, mounted by the root test runner) the
+    server writes to: disks that fill up. grow(disk, mb) frees space."""
+    pg = pwd.getpwnam("postgres")
+    disks = []
+    for name in ("small-store", "small-cache"):
+        path = Path(cluster.host) / name
+        path.mkdir(exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=1m,mode=0700,uid={pg.pw_uid},gid={pg.pw_gid}", "tmpfs", str(path)], check=True)
+        disks.append(path)
+    yield disks
+    for path in disks:
+        subprocess.run(["umount", "--lazy", str(path)], check=True)
+
+
+def grow(disk, mb):
+    subprocess.run(["mount", "-o", f"remount,size={mb}m", str(disk)], check=True)
+
+
+def test_a_full_disk_fails_clearly_and_loses_nothing(cluster, conn, small_disks):
+    store, cache = small_disks
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (storage_url = 'file://{store}')")
+    load(conn, 5000)  # a 1.3 MB insert binlog, and its HNSW graph: more than the store's 1 MB
+    with pytest.raises(psycopg.errors.IoError) as e:
+        conn.execute("SELECT * FROM milvus_flush('items_idx')")
+    assert e.value.diag.message_primary.startswith('could not flush segment 1 of index "items_idx"')
+    assert "No space left on device" in e.value.diag.message_primary, e.value.diag.message_primary
+    assert "nothing is lost" in e.value.diag.message_detail
+    load(conn, 10, seed=9, start_id=5000)
+    assert [s[1] for s in segments(conn)] == ["sealed", "growing"]
+    assert len(all_index_ids(conn)) == 5010
+
+    grow(store, 64)  # space freed
+    assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed", "flushed"]
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)) == 5010
+
+    # A full cache disk: the query that needs a download fails, naming the
+    # cause; nothing changes; with space it answers.
+    with cluster.connect(conn.info.dbname) as c:
+        register_vector(c)
+        c.execute(f"SET milvus.cache_dir = '{cache}'")
+        with pytest.raises(psycopg.errors.IoError, match="No space left on device"):
+            all_index_ids(c)
+        grow(cache, 64)
+        assert sorted(all_index_ids(c)) == sorted(ids)
 
 
 @pytest.mark.parametrize("rebuild", ["TRUNCATE items", "REINDEX INDEX items_idx"])
