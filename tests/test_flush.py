@@ -238,6 +238,20 @@ def test_create_index_reports_progress_and_flushes(cluster, conn):
     assert [(s[1], s[2], s[3]) for s in segments(conn)] == [("flushed", "ready", 4500)] * 2 + [("growing", "none", 0)]
 
 
+def test_create_index_of_more_segments_than_may_wait_flushes_as_it_loads(conn):
+    """At most 64 sealed segments wait for their flush; a build that makes
+    more (here 8,000 rows in segments of at most 100) flushes them as it
+    loads instead of failing, and no segment outgrows the limit."""
+    load(conn, 8000)
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 100)")
+    segs = segments(conn)
+    flushed = [s for s in segs if s[1] == "flushed"]
+    assert len(flushed) > 64 and [s for s in segs if s[1] != "flushed"] == [segs[-1]], segs
+    assert all(s[3] <= 100 for s in segs) and sum(s[3] for s in segs) == 8000, segs
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)) == 8000
+
+
 def test_create_index_with_storage_refusing_writes_warns_and_keeps_rows(cluster, conn):
     load(conn, 1000)
     readonly = read_only_store(cluster, "readonly-at-build")

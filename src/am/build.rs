@@ -34,6 +34,8 @@ use crate::vector::PgVector;
 struct BuildState {
     index: pg_sys::Relation,
     rows: f64,
+    /// A flush during the load failed (and warned): the rest waits, sealed.
+    flush_failed: bool,
 }
 
 const PHASE_LOAD: i64 = 2;
@@ -68,7 +70,7 @@ pub unsafe extern "C-unwind" fn ambuild(
         validate_options(index);
         init_index(index, pg_sys::ForkNumber::MAIN_FORKNUM);
 
-        let mut state = BuildState { index, rows: 0.0 };
+        let mut state = BuildState { index, rows: 0.0, flush_failed: false };
         report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
         let heap_rows = pg_sys::table_index_build_scan(
             heap,
@@ -109,17 +111,22 @@ unsafe extern "C-unwind" fn build_callback(
             return;
         }
         let vector = PgVector::from_datum(*values, false).expect("not null");
-        insert::insert_row(state.index, page::pack_tid(&*tid), vector.as_slice(), |_, _| SealReason::Build);
-        state.rows += 1.0;
-        if (state.rows as u64).is_multiple_of(1024) && page::read_meta(state.index).sealed_count as usize == page::MAX_SEALED {
-            flush_sealed_segments(state.index, state.rows);
+        let (index, rows, may_flush) = (state.index, state.rows, !state.flush_failed);
+        let flush_failed = &mut state.flush_failed;
+        let mut make_room = || {
+            *flush_failed = !flush_sealed_segments(index, rows);
             report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
-        }
+        };
+        let make_room: Option<&mut dyn FnMut()> = if may_flush { Some(&mut make_room) } else { None };
+        insert::insert_row(index, page::pack_tid(&*tid), vector.as_slice(), |_, _| SealReason::Build, make_room);
+        state.rows += 1.0;
     }
 }
 
-/// Phase 3: flushes what the load sealed, reporting rows done.
-unsafe fn flush_sealed_segments(index: pg_sys::Relation, rows: f64) {
+/// Phase 3 (and during phase 2 when 64 sealed segments wait): flushes what
+/// the load sealed, reporting rows done; false if storage failed (a
+/// WARNING says why, and the rows wait, sealed).
+unsafe fn flush_sealed_segments(index: pg_sys::Relation, rows: f64) -> bool {
     unsafe {
         report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_FLUSH);
         report(pg_sys::PROGRESS_CREATEIDX_TUPLES_TOTAL, rows as i64);
@@ -130,11 +137,12 @@ unsafe fn flush_sealed_segments(index: pg_sys::Relation, rows: f64) {
                 Ok(rows) => done += rows.unwrap_or(0) as i64,
                 Err(message) => {
                     ereport!(WARNING, PgSqlErrorCode::ERRCODE_IO_ERROR, message, flush::FLUSH_FAILED_DETAIL);
-                    return;
+                    return false;
                 }
             }
             report(pg_sys::PROGRESS_CREATEIDX_TUPLES_DONE, done);
         }
+        true
     }
 }
 

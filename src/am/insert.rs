@@ -50,15 +50,26 @@ pub unsafe extern "C-unwind" fn aminsert(
             return false;
         }
         let vector = PgVector::from_datum(*values, false).expect("not null");
-        insert_row(index, page::pack_tid(&*heap_tid), vector.as_slice(), |rows, max_rows| SealReason::Rows { rows, max_rows });
+        // A full segment with no room to seal grows on until a flush makes
+        // room (the workers, or milvus_flush()).
+        insert_row(index, page::pack_tid(&*heap_tid), vector.as_slice(), |rows, max_rows| SealReason::Rows { rows, max_rows }, None);
     }
     crate::debug::pause_at(PausePoint::Insert);
     false
 }
 
 /// Appends one row to the growing segment; if that segment is at its size
-/// limit, seals it first, for `reason(rows, segment_max_rows)`.
-pub(crate) unsafe fn insert_row(index: pg_sys::Relation, key: u64, vector: &[f32], reason: impl Fn(u64, u64) -> SealReason) {
+/// limit, seals it first, for `reason(rows, segment_max_rows)`. If
+/// [`page::MAX_SEALED`] segments already wait for their flush, `make_room`
+/// (if any) is called once to flush them; otherwise, or if it could not,
+/// the full segment grows on.
+pub(crate) unsafe fn insert_row(
+    index: pg_sys::Relation,
+    key: u64,
+    vector: &[f32],
+    reason: impl Fn(u64, u64) -> SealReason,
+    mut make_room: Option<&mut dyn FnMut()>,
+) {
     unsafe {
         let mut seal_at_limit = true;
         loop {
@@ -98,9 +109,13 @@ pub(crate) unsafe fn insert_row(index: pg_sys::Relation, key: u64, vector: &[f32
             if seal_at_limit && meta.growing_pages > 0 && (meta.growing_pages as u64 + 1) * per_page > max_rows {
                 pg_sys::UnlockReleaseBuffer(meta_buffer);
                 let (segment, rows) = (SegmentId(meta.growing_segment), meta.growing_pages as u64 * per_page);
-                if super::flush::seal_with(index, reason(rows, max_rows), Some(segment), false).is_none() {
-                    // Sealed by another session first (go on), or no room.
-                    seal_at_limit = page::read_meta(index).growing_segment != segment.0;
+                let sealed_by_us = super::flush::seal_with(index, reason(rows, max_rows), Some(segment), false).is_some();
+                if !sealed_by_us && page::read_meta(index).growing_segment == segment.0 {
+                    // No room: flush what waits and try again, or grow on.
+                    match make_room.take() {
+                        Some(flush) => flush(),
+                        None => seal_at_limit = false,
+                    }
                 }
                 continue;
             }
