@@ -122,3 +122,21 @@ def test_coexists_with_another_extensions_vector_type(cluster, conn):
     conn.execute("DROP TABLE items")
     conn.execute("DROP EXTENSION vector_lookalike")
     assert conn.execute("SELECT '[1,2]'::milvus_ext.vector::text").fetchone() == ("[1,2]",)
+
+
+def test_a_hostile_search_path_cannot_hijack_our_queries(conn):
+    """The extension's own catalog queries (here: the milvus indexes of the
+    database, read by milvus_gc() and milvus_flush() with no index, and by
+    every worker visit) qualify every operator: an `=` placed first on the
+    search_path, as a database owner could for everyone with ALTER DATABASE
+    ... SET search_path, is never called, even by a superuser."""
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    load(conn, 100)
+    conn.execute("CREATE SCHEMA hostile")
+    for t in ("oid", "name", "\"char\""):
+        conn.execute(f"CREATE FUNCTION hostile.eq(a {t}, b {t}) RETURNS boolean LANGUAGE plpgsql"
+                     " AS $$ BEGIN RAISE EXCEPTION 'hijacked'; END $$")
+        conn.execute(f"CREATE OPERATOR hostile.= (LEFTARG = {t}, RIGHTARG = {t}, FUNCTION = hostile.eq)")
+    conn.execute("SET search_path = hostile, pg_catalog, public")
+    assert conn.execute("SELECT count(*) FROM milvus_gc()").fetchone()[0] >= 1
+    assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush()")] == ["flushed"]

@@ -380,13 +380,15 @@ pub(crate) unsafe fn check_owner(index: pg_sys::Relation) {
     }
 }
 
-/// Every milvus index of the current database.
+/// Every milvus index of the current database. Every name and operator is
+/// schema-qualified: a search_path set by a database owner cannot put its
+/// own `=` under a superuser's (or a worker's) query.
 pub(crate) fn all_milvus_indexes() -> Vec<pg_sys::Oid> {
     Spi::connect(|client| {
         client
             .select(
-                "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_am a ON a.oid = c.relam \
-                 WHERE a.amname = 'milvus' AND c.relkind = 'i' ORDER BY c.oid",
+                "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_am a ON a.oid OPERATOR(pg_catalog.=) c.relam \
+                 WHERE a.amname OPERATOR(pg_catalog.=) 'milvus' AND c.relkind OPERATOR(pg_catalog.=) 'i' ORDER BY c.oid",
                 None,
                 &[],
             )

@@ -96,12 +96,13 @@ impl IntoDatum for PgVector {
 }
 
 /// The OID of this extension's `vector` type, wherever the extension was
-/// created (its schema need not be on the search path).
+/// created (its schema need not be on the search path). Operators are
+/// schema-qualified, whatever the caller's search_path holds.
 pub fn vector_type_oid() -> pg_sys::Oid {
     Spi::get_one::<pg_sys::Oid>(
         "SELECT t.oid FROM pg_catalog.pg_type t \
-         JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace \
-         WHERE e.extname = 'pg_milvus' AND t.typname = 'vector'",
+         JOIN pg_catalog.pg_extension e ON e.extnamespace OPERATOR(pg_catalog.=) t.typnamespace \
+         WHERE e.extname OPERATOR(pg_catalog.=) 'pg_milvus' AND t.typname OPERATOR(pg_catalog.=) 'vector'",
     )
     .ok()
     .flatten()
