@@ -3,12 +3,11 @@ and after a compaction (a concurrent searcher checks every answer), and a
 dropped index's objects are collected."""
 
 import time
-from pathlib import Path
 
 import numpy as np
 
 from test_flush import segments
-from test_index import ExactSearcher, all_index_ids, load, near
+from test_index import ExactSearcher, all_index_ids, load, near, objects_of
 
 
 def test_searches_stay_right_during_compaction(cluster, conn):
@@ -41,10 +40,8 @@ def test_gc_collects_a_dropped_index(cluster, conn):
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
     load(conn, 5000)
     conn.execute("SELECT * FROM milvus_flush('items_idx')")
-    cluster_id, db_oid, index_oid = conn.execute(
-        "SELECT lpad(to_hex(s.system_identifier), 16, '0'), d.oid, 'items_idx'::regclass::oid"
-        " FROM pg_control_system() s, pg_database d WHERE d.datname = current_database()").fetchone()
-    objects = Path(cluster.host) / "data" / "pg_milvus" / "objects" / cluster_id / str(db_oid) / str(index_oid)
+    objects = objects_of(cluster, conn)
+    index_oid = int(objects.name)
     assert len([p for p in objects.rglob("*") if p.is_file()]) == 2  # insert binlog + index file
     conn.execute("DROP INDEX items_idx")
     conn.execute("SET milvus.gc_grace_period = 0")

@@ -20,7 +20,6 @@ run); the matrix is printed at the end."""
 import os
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -28,7 +27,7 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from conftest import DIMS
-from test_index import all_index_ids, clustered, load
+from test_index import all_index_ids, clustered, load, objects_of
 
 RUNS = int(os.environ.get("PG_MILVUS_CRASH_RUNS", "3"))
 FLUSH = "SELECT * FROM milvus_flush('items_idx')"
@@ -79,13 +78,6 @@ def writers(cluster, dbname, stop, committed, count=3):
     for t in threads:
         t.start()
     return threads
-
-
-def objects_of(cluster, conn):
-    cluster_id, db_oid, index_oid = conn.execute(
-        "SELECT lpad(to_hex(s.system_identifier), 16, '0'), d.oid, 'items_idx'::regclass::oid"
-        " FROM pg_control_system() s, pg_database d WHERE d.datname = current_database()").fetchone()
-    return Path(cluster.host) / "data" / "pg_milvus" / "objects" / cluster_id / str(db_oid) / str(index_oid)
 
 
 def files(directory):

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from test_index import METRICS, all_index_ids, check_search_quality, clustered, index_ids, load, near, run_writers
+from test_index import METRICS, all_index_ids, check_search_quality, clustered, index_ids, load, near, objects_of, run_writers
 
 
 def segments(conn):
@@ -67,11 +67,7 @@ def test_kill_9_between_upload_and_manifest_commit(cluster, conn):
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
     load(conn, 6000)
     dbname = conn.info.dbname
-    cluster_id, db_oid, index_oid = conn.execute(
-        "SELECT lpad(to_hex(s.system_identifier), 16, '0'), d.oid, 'items_idx'::regclass::oid"
-        " FROM pg_control_system() s, pg_database d WHERE d.datname = current_database()").fetchone()
-    # Objects of this index only: <cluster>/<database oid>/<index oid>/ under the store.
-    objects = Path(cluster.host) / "data" / "pg_milvus" / "objects" / cluster_id / str(db_oid) / str(index_oid)
+    objects = objects_of(cluster, conn)  # this index's only
 
     def flush_and_pause():
         try:

@@ -3,6 +3,7 @@ sequential scan for every metric, concurrent writers, and crash recovery of
 the growing segment (kill -9 mid-insert)."""
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -52,6 +53,15 @@ def all_index_ids(conn, op="<->"):
         assert "Index Scan using items_idx" in plan, plan
         return [r[0] for r in conn.execute(
             f"SELECT id FROM items ORDER BY embedding {op} %s LIMIT 100000000", (np.ones(DIMS, np.float32),))]
+
+
+def objects_of(cluster, conn, index="items_idx"):
+    """Where the embedded default store keeps `index`'s objects:
+    <data directory>/pg_milvus/objects/<cluster>/<database oid>/<index oid>."""
+    cluster_id, db_oid, index_oid = conn.execute(
+        "SELECT lpad(to_hex(s.system_identifier), 16, '0'), d.oid, %s::regclass::oid"
+        " FROM pg_control_system() s, pg_database d WHERE d.datname = current_database()", (index,)).fetchone()
+    return Path(cluster.host) / "data" / "pg_milvus" / "objects" / cluster_id / str(db_oid) / str(index_oid)
 
 
 class ExactSearcher:

@@ -18,7 +18,7 @@ from pgvector.psycopg import register_vector
 
 from conftest import Cluster
 from test_flush import segments
-from test_index import ExactSearcher, all_index_ids, check_search_quality, load, near, run_writers
+from test_index import ExactSearcher, all_index_ids, check_search_quality, load, near, objects_of, run_writers
 
 SETTINGS = [
     "milvus.naptime = 1",
@@ -183,10 +183,7 @@ def test_workers_collect_orphans_and_never_referenced_objects(cluster, conn):
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
     load(conn, 5000)
     conn.execute("SELECT * FROM milvus_flush('items_idx')")
-    cluster_id, db_oid, index_oid = conn.execute(
-        "SELECT lpad(to_hex(s.system_identifier), 16, '0'), d.oid, 'items_idx'::regclass::oid"
-        " FROM pg_control_system() s, pg_database d WHERE d.datname = current_database()").fetchone()
-    objects = Path(cluster.host) / "data" / "pg_milvus" / "objects" / cluster_id / str(db_oid) / str(index_oid)
+    objects = objects_of(cluster, conn)
     referenced = sorted(p for p in objects.rglob("*") if p.is_file())
     assert len(referenced) == 2
     # An upload whose commit never came (a crash), two hours old.
