@@ -278,6 +278,13 @@ pub fn cache_dir() -> String {
     non_empty(CACHE_DIR.get()).unwrap_or_else(|| format!("{}/pg_milvus/cache", data_dir()))
 }
 
+/// The file listing every storage URL an index was built with: GC looks
+/// there for the objects of dropped indexes (their manifests are gone, and
+/// with them the URL). One URL per line, appended, never shrunk.
+pub fn locations_file() -> String {
+    format!("{}/pg_milvus/locations", data_dir())
+}
+
 /// Where HNSW builds write their dump files before upload.
 pub fn scratch_dir() -> String {
     format!("{}/pg_milvus/tmp", data_dir())

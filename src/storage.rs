@@ -64,14 +64,6 @@ pub fn try_storage_at(url: Option<&str>) -> Result<Arc<Storage>, String> {
     })
 }
 
-/// The backend's view of the shared segment cache.
-/// The file listing every storage URL an index was built with: GC looks
-/// there for the objects of dropped indexes (their manifests are gone, and
-/// with them the URL). One URL per line, appended, never shrunk.
-fn locations_file() -> std::path::PathBuf {
-    std::path::Path::new(&gucs::scratch_dir()).with_file_name("locations")
-}
-
 /// Records `url` among the locations GC searches, once. Lines are appended
 /// with one write each (O_APPEND), so concurrent builds cannot interleave
 /// them; a duplicate line from a race is harmless.
@@ -79,7 +71,7 @@ pub fn remember_location(url: &str) {
     if remembered_locations().iter().any(|u| u == url) {
         return;
     }
-    let path = locations_file();
+    let path = std::path::PathBuf::from(gucs::locations_file());
     let written = std::fs::create_dir_all(path.parent().expect("inside the data directory")).and_then(|_| {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
@@ -93,11 +85,12 @@ pub fn remember_location(url: &str) {
 
 /// Every URL [`remember_location`] recorded.
 pub fn remembered_locations() -> Vec<String> {
-    std::fs::read_to_string(locations_file())
+    std::fs::read_to_string(gucs::locations_file())
         .map(|s| s.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect())
         .unwrap_or_default()
 }
 
+/// The backend's view of the shared segment cache.
 pub fn cache() -> Arc<SegmentCache> {
     let key = (gucs::cache_dir(), gucs::cache_size_bytes());
     CACHE.with_borrow_mut(|slot| {

@@ -98,6 +98,15 @@ impl Meta {
     pub fn released(&self) -> impl Iterator<Item = pg_sys::BlockNumber> + '_ {
         self.released.iter().copied().filter(|&b| b != NO_BLOCK)
     }
+
+    /// Every chain the meta page reaches, head first, with its kind:
+    /// `manifest`, `growing`, `sealed`, `released`.
+    pub fn chains(&self) -> impl Iterator<Item = (&'static str, pg_sys::BlockNumber)> + '_ {
+        [("manifest", self.manifest_head), ("growing", self.growing_head)]
+            .into_iter()
+            .chain(self.sealed().iter().map(|c| ("sealed", c.head)))
+            .chain(self.released().map(|head| ("released", head)))
+    }
 }
 
 /// The special space of a row page.
@@ -526,9 +535,8 @@ pub(crate) unsafe fn sweep_free_pages(index: pg_sys::Relation) {
 /// Every block the meta page reaches: the manifest, growing, sealed and
 /// released chains. The caller holds the meta page locked.
 unsafe fn reachable(index: pg_sys::Relation, m: &Meta) -> std::collections::HashSet<pg_sys::BlockNumber> {
-    let heads = [m.manifest_head, m.growing_head].into_iter().chain(m.sealed().iter().map(|c| c.head)).chain(m.released());
     let mut blocks = std::collections::HashSet::new();
-    for head in heads {
+    for (_, head) in m.chains() {
         unsafe { walk_chain(index, head, |b, _| _ = blocks.insert(b)) };
     }
     blocks
@@ -636,10 +644,7 @@ fn milvus_index_pages(
         super::flush::check_milvus_index(rel);
         let counts = with_meta_shared(rel, |m| {
             let mut kind_of: HashMap<pg_sys::BlockNumber, &str> = HashMap::new();
-            let mut chains: Vec<(&str, pg_sys::BlockNumber)> = vec![("manifest", m.manifest_head), ("growing", m.growing_head)];
-            chains.extend(m.sealed().iter().map(|c| ("sealed", c.head)));
-            chains.extend(m.released().map(|head| ("released", head)));
-            for (kind, head) in chains {
+            for (kind, head) in m.chains() {
                 for block in chain_blocks(rel, head) {
                     kind_of.insert(block, kind);
                 }
