@@ -1,7 +1,8 @@
 -- Operator classes of the milvus access method, one per metric. The
--- support function is the distance the index orders by.
+-- support function is the distance the index orders by. L2 is the default,
+-- as in pgvector: USING milvus (embedding) means vector_l2_ops.
 CREATE OPERATOR CLASS vector_l2_ops
-    FOR TYPE vector USING milvus AS
+    DEFAULT FOR TYPE vector USING milvus AS
     OPERATOR 1 <-> (vector, vector) FOR ORDER BY float_ops,
     FUNCTION 1 l2_distance(vector, vector);
 

@@ -7,7 +7,9 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 static EF_SEARCH: GucSetting<i32> = GucSetting::<i32>::new(40);
 static MAX_SCAN_TUPLES: GucSetting<i32> = GucSetting::<i32>::new(20_000);
+static ITERATIVE_SCAN: GucSetting<IterativeScan> = GucSetting::<IterativeScan>::new(IterativeScan::RelaxedOrder);
 static STORAGE_URL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static ALLOWED_STORAGE_URLS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static STORAGE_TIMEOUT_S: GucSetting<i32> = GucSetting::<i32>::new(30);
 static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static CACHE_SIZE_MB: GucSetting<i32> = GucSetting::<i32>::new(1024);
@@ -57,11 +59,19 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"milvus.max_scan_tuples",
-        c"Most rows one index scan offers before it stops.",
-        c"Bounds the work of a filtered query that rejects most rows (like pgvector's hnsw.max_scan_tuples). Range 1 to 2147483647; default 20000.",
+        c"Most rows the approximate rounds of one index scan offer before it goes on exactly.",
+        c"A filtered query that rejects most rows widens its HNSW search round by round; past this many rows (or sooner, once a round would cost more than brute force) it computes the exact distance of every remaining row and goes on nearest first, so it never ends while rows remain. Range 1 to 2147483647; default 20000, like pgvector's hnsw.max_scan_tuples.",
         &MAX_SCAN_TUPLES,
         1,
         i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_enum_guc(
+        c"milvus.iterative_scan",
+        c"What an index scan does when a filter rejects the rows its first round found.",
+        c"relaxed_order (the default): widening rounds, then exact, until every row has been offered; a row a round missed may come after a farther one. strict_order: the same, but a row nearer than one already returned is skipped. off: the first round only (milvus.ef_search rows), so a selective filter may return fewer rows than its LIMIT. pgvector's hnsw.iterative_scan values.",
+        &ITERATIVE_SCAN,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -79,6 +89,14 @@ pub fn init() {
             None,
         );
     }
+    GucRegistry::define_string_guc(
+        c"milvus.allowed_storage_urls",
+        c"Storage locations that index owners who are not superusers may name in an index's storage_url option.",
+        c"A comma-separated list of URL prefixes, e.g. 's3://shared-bucket/milvus, file:///srv/milvus'; a storage_url must equal one or lie below it. Empty (the default): only superusers choose where an index is stored. Never a directory inside the data directory. Superuser only.",
+        &ALLOWED_STORAGE_URLS,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"milvus.storage_timeout",
         c"Seconds one object storage request may take before it fails (and is retried).",
@@ -227,8 +245,27 @@ pub fn max_scan_tuples() -> usize {
     MAX_SCAN_TUPLES.get() as usize
 }
 
+/// `milvus.iterative_scan`, pgvector's names for the core's modes.
+#[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum IterativeScan {
+    #[name = c"off"]
+    Off,
+    #[name = c"relaxed_order"]
+    RelaxedOrder,
+    #[name = c"strict_order"]
+    StrictOrder,
+}
+
+pub fn iterative_scan() -> milvus_core::search::IterativeScan {
+    match ITERATIVE_SCAN.get() {
+        IterativeScan::Off => milvus_core::search::IterativeScan::Off,
+        IterativeScan::RelaxedOrder => milvus_core::search::IterativeScan::Relaxed,
+        IterativeScan::StrictOrder => milvus_core::search::IterativeScan::Strict,
+    }
+}
+
 /// The data directory, where the embedded defaults live.
-fn data_dir() -> String {
+pub fn data_dir() -> String {
     // SAFETY: DataDir is set before any backend runs SQL.
     unsafe { CStr::from_ptr(pgrx::pg_sys::DataDir).to_string_lossy().into_owned() }
 }
@@ -247,16 +284,25 @@ unsafe extern "C-unwind" fn check_storage_url(
 ) -> bool {
     // SAFETY: Postgres passes the candidate value, NULL or a C string.
     let value = unsafe { newval.as_ref().filter(|v| !v.is_null()).map(|v| CStr::from_ptr(*v).to_string_lossy().into_owned()) };
-    match value.filter(|v| !v.is_empty()).map(|v| milvus_core::storage::StorageUrl::parse(&v)) {
-        None | Some(Ok(_)) => true,
+    let checked = value.filter(|v| !v.is_empty()).map(|v| {
+        milvus_core::storage::StorageUrl::parse(&v).map_err(|e| e.to_string())?;
+        crate::storage::check_outside_data_dir(&v).map_err(|(message, detail)| format!("{message}. {detail}"))
+    });
+    match checked {
+        None | Some(Ok(())) => true,
         Some(Err(e)) => {
-            let detail = CString::new(e.to_string()).unwrap_or_default();
+            let detail = CString::new(e).unwrap_or_default();
             // SAFETY: GUC_check_errdetail: a palloc'd string Postgres reports
             // as the DETAIL of its "invalid value" error.
             unsafe { pgrx::pg_sys::GUC_check_errdetail_string = pgrx::pg_sys::pstrdup(detail.as_ptr()) };
             false
         }
     }
+}
+
+/// `milvus.allowed_storage_urls`, as set (a comma-separated list).
+pub fn allowed_storage_urls() -> String {
+    non_empty(ALLOWED_STORAGE_URLS.get()).unwrap_or_default()
 }
 
 pub fn storage_timeout() -> std::time::Duration {

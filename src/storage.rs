@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use milvus_core::cache::SegmentCache;
-use milvus_core::storage::{RetryPolicy, S3Options, Storage};
+use milvus_core::storage::{RetryPolicy, S3Options, Storage, StorageUrl, location};
 use pgrx::prelude::*;
 
 use crate::gucs;
@@ -42,6 +42,73 @@ pub fn storage_at(url: Option<&str>) -> Arc<Storage> {
     try_storage_at(url).unwrap_or_else(|message| {
         ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message, "Check milvus.storage_url and the milvus.s3_* settings.");
     })
+}
+
+/// `path` as the server would reach it: `.` and `..` resolved, and the
+/// symbolic links of its longest existing ancestor.
+fn resolve_path(path: &str) -> std::path::PathBuf {
+    let path = location::normalize_path(std::path::Path::new(path));
+    let mut existing = path.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            return rest.iter().rev().fold(real, |p, part| p.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return path,
+        }
+    }
+}
+
+/// Refuses a `file://` URL inside the data directory (objects written
+/// there could overwrite the server's own files), but for the embedded
+/// default itself. `Err((message, detail))`; any other URL passes.
+pub fn check_outside_data_dir(url: &str) -> Result<(), (String, String)> {
+    let Ok(StorageUrl::File { path }) = StorageUrl::parse(url) else { return Ok(()) };
+    // SAFETY: DataDir is set before any setting of the library is checked
+    // in a backend; early in the postmaster it may not be yet.
+    if unsafe { pgrx::pg_sys::DataDir.is_null() } {
+        return Ok(());
+    }
+    let data_dir = resolve_path(&gucs::data_dir());
+    let target = resolve_path(&path);
+    let default = gucs::default_storage_url();
+    let default = resolve_path(default.strip_prefix("file://").unwrap_or(&default));
+    if target.starts_with(&data_dir) && target != default {
+        return Err((
+            format!("storage location \"{url}\" is inside the data directory"),
+            format!("Objects there could overwrite the server's own files; choose a directory outside {}.", data_dir.display()),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a storage URL that the current user may not choose for an index
+/// (its `storage_url` option, checked at CREATE INDEX and ALTER INDEX):
+/// inside the data directory for anyone; for a user who is not a superuser,
+/// anything but the embedded default or a location under
+/// `milvus.allowed_storage_urls`.
+pub fn check_index_location(url: &str) {
+    if let Err((message, detail)) = check_outside_data_dir(url) {
+        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message, detail);
+    }
+    // SAFETY: a catalog check of the current user.
+    if url == gucs::default_storage_url() || unsafe { pgrx::pg_sys::superuser() } {
+        return;
+    }
+    let allowed = gucs::allowed_storage_urls();
+    if !location::is_allowed(url, &allowed) {
+        let detail = if allowed.is_empty() {
+            "Only superusers choose where an index is stored; milvus.allowed_storage_urls lists no location for other users.".to_owned()
+        } else {
+            format!("Only superusers choose where an index is stored; other users may name a location under milvus.allowed_storage_urls ({allowed}).")
+        };
+        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("permission denied to store an index at \"{url}\""), detail);
+    }
 }
 
 /// The same, the failure to open as a value: for jobs that report failures

@@ -15,6 +15,8 @@
 //! succeeds with a WARNING: the rows stay sealed in pages, searches see
 //! them, and `milvus_flush()` retries (an unreachable storage must not make
 //! an index impossible to create).
+//! The pages the load used and the flush freed are then given back to the
+//! file system (`page::give_back_free_tail`): a flushed index is a few pages.
 //! Both phases show in `pg_stat_progress_create_index`. Options are
 //! validated before anything is written.
 
@@ -84,6 +86,8 @@ pub unsafe extern "C-unwind" fn ambuild(
         );
         flush::seal(index, SealReason::Build);
         flush_sealed_segments(index, state.rows);
+        // The rows went to object storage: the pages they used are free.
+        page::give_back_free_tail(index);
         // A database that had no milvus index is visited again at once; a
         // rebuilt index has no damaged segment.
         crate::worker::shared::set_idle_until(pg_sys::MyDatabaseId.to_u32(), 0);

@@ -151,7 +151,7 @@ fn milvus_compact(
     if !dry_run {
         flush::check_not_in_recovery("milvus_compact()");
     }
-    let oids = index.map(|o| vec![o]).unwrap_or_else(flush::all_milvus_indexes);
+    let oids = index.map(flush::leaf_indexes).unwrap_or_else(flush::all_milvus_indexes);
     let to_workers = !wait && !dry_run && crate::worker::shared::workers_running();
     if !wait && !dry_run && !to_workers {
         notice!("no pg_milvus background workers run (pg_milvus not in shared_preload_libraries, or milvus.max_workers = 0); compacting in this session");

@@ -2,21 +2,32 @@
 //! else.
 //!
 //! Without an ORDER BY on the opclass' operator the cost is infinite, so the
-//! planner never picks the index for other queries. With one, the work is
-//! what the search does before its first row: read the page-resident rows
-//! sequentially and compute one distance per row (an operator call each),
-//! all of it start-up cost. A sequential scan plus a sort pays as much I/O,
-//! a tuple cost per row and the sort on top, so with a LIMIT the index wins.
+//! planner never picks the index for other queries. With one, the work comes
+//! from the core's model (`milvus_core::policy::cost`): the first round
+//! (page-resident rows and one HNSW search per flushed segment) is start-up
+//! cost; producing every row of the index is the total. The planner adds
+//! the heap fetches and the other quals per row, and a `LIMIT` takes the
+//! part of the total it needs by the rows it expects past those quals, so a
+//! selective filter makes the index scan expensive (many rows read per row
+//! kept) and a sequential scan wins where it is cheaper.
+//!
+//! Pages are priced as sequential reads (the growing chain is read in
+//! order), distances as one operator call each, which is what the planner
+//! charges a sequential scan for the same `ORDER BY` expression, and so are
+//! the comparisons of the exact tail's heap, as a sort's are.
 
+use milvus_core::policy::cost::{IndexShape, scan_work};
 use pgrx::prelude::*;
+
+use super::{options, page};
 
 // The signature is Postgres' (amapi.h).
 #[allow(clippy::too_many_arguments)]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn amcostestimate(
-    root: *mut pg_sys::PlannerInfo,
+    _root: *mut pg_sys::PlannerInfo,
     path: *mut pg_sys::IndexPath,
-    loop_count: f64,
+    _loop_count: f64,
     startup_cost: *mut pg_sys::Cost,
     total_cost: *mut pg_sys::Cost,
     selectivity: *mut pg_sys::Selectivity,
@@ -24,21 +35,36 @@ pub unsafe extern "C-unwind" fn amcostestimate(
     pages: *mut f64,
 ) {
     unsafe {
+        *correlation = 0.0;
         if (*path).indexorderbys.is_null() {
-            *startup_cost = f64::MAX;
-            *total_cost = f64::MAX;
+            *startup_cost = f64::INFINITY;
+            *total_cost = f64::INFINITY;
             *selectivity = 0.0;
-            *correlation = 0.0;
             *pages = 0.0;
             return;
         }
-        let mut costs = pg_sys::GenericCosts::default();
-        pg_sys::genericcostestimate(root, path, loop_count, &mut costs);
-        let search = costs.numIndexPages * pg_sys::seq_page_cost + costs.numIndexTuples * pg_sys::cpu_operator_cost;
-        *startup_cost = search;
-        *total_cost = search;
-        *selectivity = costs.indexSelectivity;
-        *correlation = 0.0;
-        *pages = costs.numIndexPages;
+        let info = (*path).indexinfo;
+        // The planner holds a lock on the index already.
+        let index = pg_sys::index_open((*info).indexoid, pg_sys::NoLock as i32);
+        let meta = page::read_meta(index);
+        let o = options::of(index);
+        pg_sys::index_close(index, pg_sys::NoLock as i32);
+        let growing_pages = meta.growing_pages.max(1) as f64;
+        let shape = IndexShape {
+            rows: (*info).tuples.max(0.0),
+            page_rows: growing_pages * page::rows_per_page(meta.dims as usize) as f64,
+            pages: growing_pages,
+            segment_rows: o.segment_max_rows as f64,
+            m: o.m as usize,
+        };
+        let work = scan_work(shape, crate::gucs::ef_search());
+        let distance = pg_sys::cpu_operator_cost;
+        *startup_cost = work.startup_pages * pg_sys::seq_page_cost + work.startup_distances * distance;
+        *total_cost = *startup_cost
+            + (work.total_distances - work.startup_distances + work.total_comparisons) * distance
+            + shape.rows * pg_sys::cpu_index_tuple_cost;
+        // Every row comes out of an ordered scan; the quals filter them.
+        *selectivity = 1.0;
+        *pages = growing_pages;
     }
 }

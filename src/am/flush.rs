@@ -359,13 +359,48 @@ pub(crate) fn check_not_in_recovery(function: &str) {
     }
 }
 
+/// Refuses anything but a milvus index with storage: another kind of
+/// relation, or a partitioned index (whose partitions each have their own
+/// milvus index; functions that can, expand it with [`leaf_indexes`]).
 pub(crate) unsafe fn check_milvus_index(index: pg_sys::Relation) {
     unsafe {
         let am = pg_sys::get_am_name((*(*index).rd_rel).relam);
+        let name = relation_name(index);
         if am.is_null() || std::ffi::CStr::from_ptr(am).to_bytes() != b"milvus" {
-            ereport!(ERROR, PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("\"{}\" is not a milvus index", relation_name(index)));
+            ereport!(ERROR, PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("\"{name}\" is not a milvus index"));
+        }
+        if (*(*index).rd_rel).relkind as u8 == pg_sys::RELKIND_PARTITIONED_INDEX {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                format!("\"{name}\" is a partitioned index: its segments are in the index of each partition"),
+                format!(
+                    "Ask each partition's index, e.g. SELECT p.relid AS index, s.* FROM pg_partition_tree('{}') p, milvus_segments(p.relid) s WHERE p.isleaf;",
+                    name.replace('\'', "''")
+                )
+            );
         }
     }
+}
+
+/// The indexes `index` stands for: itself, or for a partitioned index the
+/// index of every leaf partition, in OID order (what `milvus_flush`,
+/// `milvus_compact`, `milvus_prewarm` and `milvus_gc` work on).
+pub(crate) fn leaf_indexes(index: pg_sys::Oid) -> Vec<pg_sys::Oid> {
+    // SAFETY: a syscache lookup.
+    if unsafe { pg_sys::get_rel_relkind(index) } as u8 != pg_sys::RELKIND_PARTITIONED_INDEX {
+        return vec![index];
+    }
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT relid FROM pg_catalog.pg_partition_tree($1::pg_catalog.regclass) WHERE isleaf ORDER BY relid",
+                None,
+                &[index.into()],
+            )
+            .map(|rows| rows.filter_map(|r| r.get::<pg_sys::Oid>(1).ok().flatten()).collect())
+            .unwrap_or_else(|e| error!("could not list the partitions of index {}: {e}", index.to_u32()))
+    })
 }
 
 pub(crate) unsafe fn check_owner(index: pg_sys::Relation) {
@@ -421,7 +456,7 @@ fn milvus_flush(
 ) -> TableIterator<'static, (name!(index, pg_sys::Oid), name!(segment_id, i64), name!(state, String))> {
     check_not_in_recovery("milvus_flush()");
     let oids = match index {
-        Some(oid) => vec![oid],
+        Some(oid) => leaf_indexes(oid),
         None => all_milvus_indexes(),
     };
     let workers = !wait && crate::worker::shared::workers_running();

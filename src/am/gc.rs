@@ -11,7 +11,8 @@
 //! Per index: the referenced set is its manifest's keys; afterwards dropped
 //! segments whose objects are all gone leave the manifest. For the whole
 //! database (index NULL), also every index prefix in storage whose index no
-//! longer exists. An index being created is not yet visible in the catalog,
+//! longer exists, and every database prefix of this cluster whose database
+//! no longer exists (DROP DATABASE cannot reach object storage). An index being created is not yet visible in the catalog,
 //! but its creator holds a lock on its OID: GC skips any OID it cannot lock,
 //! so a long CREATE INDEX never loses its first segments.
 
@@ -28,20 +29,27 @@ use crate::error::raise_io;
 use crate::gucs::PausePoint;
 use crate::worker::shared::{JobKind, JobRecord};
 
-type GcRow = (pg_sys::Oid, i64, i64, i64);
+/// (index, deleted, kept referenced, kept young, error): one row of
+/// `milvus_gc()`. No index: the objects of dropped databases, or a storage
+/// location that could not be listed.
+type GcRow = (Option<pg_sys::Oid>, i64, i64, i64, Option<String>);
 
-fn collect(url: Option<&str>, prefix: String, referenced: HashSet<String>) -> GcReport {
-    let storage = crate::storage::storage_at(url);
+fn collect(url: Option<&str>, prefix: String, referenced: HashSet<String>) -> Result<GcReport, String> {
+    let storage = crate::storage::try_storage_at(url)?;
     let grace = crate::gucs::gc_grace_period();
     let hold = crate::debug::Hold::at(PausePoint::Gc);
     crate::storage::run_job("gc", move |cancel| {
         storage.collect_garbage(&prefix, &referenced, grace, SystemTime::now(), &|| hold.hold(cancel))
     })
-        .unwrap_or_else(|e| raise_io(format!("garbage collection failed: {e}")))
+    .map_err(|e| format!("garbage collection failed: {e}"))
 }
 
-fn row(oid: pg_sys::Oid, r: &GcReport) -> GcRow {
-    (oid, r.deleted.len() as i64, r.kept_referenced as i64, r.kept_young as i64)
+fn row(oid: Option<pg_sys::Oid>, r: &GcReport) -> GcRow {
+    (oid, r.deleted.len() as i64, r.kept_referenced as i64, r.kept_young as i64, None)
+}
+
+fn failed_row(oid: Option<pg_sys::Oid>, error: String) -> GcRow {
+    (oid, 0, 0, 0, Some(error))
 }
 
 fn record(r: &GcReport, job: JobRecord) {
@@ -52,33 +60,42 @@ fn record(r: &GcReport, job: JobRecord) {
     }
 }
 
-/// Collects one index's garbage; returns its row and its storage URL.
+/// Collects one index's garbage; returns its row (with the error, if its
+/// storage failed) and its storage URL.
 unsafe fn gc_index(oid: pg_sys::Oid, why: &str) -> (GcRow, Option<String>) {
     unsafe {
         let index = pg_sys::index_open(oid, pg_sys::RowExclusiveLock as i32);
         flush::check_milvus_index(index);
         flush::check_owner(index);
-        let job = JobRecord::start(JobKind::Gc, oid.to_u32(), &[], format!("index \"{}\"", super::relation_name(index)), why.to_owned());
+        let name = super::relation_name(index);
+        let job = JobRecord::start(JobKind::Gc, oid.to_u32(), &[], format!("index \"{name}\""), why.to_owned());
         let (_, manifest) = page::read_meta_and_manifest(index);
         let referenced: HashSet<String> = manifest.referenced_keys().map(str::to_owned).collect();
-        let report = collect(manifest.storage_url.as_deref(), index_id(index).prefix(), referenced);
-        record(&report, job);
-        // Dropped segments none of whose objects is left, including those
-        // an earlier collection deleted before it was cut short.
-        let gone = |k: &str| !report.remaining.contains(k);
-        if manifest.clone().forget_dropped(gone) > 0 {
-            change_manifest(index, |m| m.forget_dropped(gone));
-        }
+        let row = match collect(manifest.storage_url.as_deref(), index_id(index).prefix(), referenced) {
+            Ok(report) => {
+                record(&report, job);
+                // Dropped segments none of whose objects is left, including
+                // those an earlier collection deleted before it was cut short.
+                let gone = |k: &str| !report.remaining.contains(k);
+                if manifest.clone().forget_dropped(gone) > 0 {
+                    change_manifest(index, |m| m.forget_dropped(gone));
+                }
+                row(Some(oid), &report)
+            }
+            Err(message) => {
+                let message = format!("index \"{name}\": {message}");
+                job.failed(&message);
+                failed_row(Some(oid), message)
+            }
+        };
         pg_sys::index_close(index, pg_sys::RowExclusiveLock as i32);
-        (row(oid, &report), manifest.storage_url)
+        (row, manifest.storage_url)
     }
 }
 
-/// Index OIDs with objects under this database's prefix at `url`.
-fn indexes_in_storage(url: Option<&str>) -> Result<BTreeSet<u32>, String> {
-    // SAFETY: reading backend globals.
-    let (cluster, database) = unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::MyDatabaseId.to_u32()) };
-    let prefix = ObjectKey::database_prefix(cluster, database);
+/// The numbers right below `prefix` at `url`: index OIDs under a
+/// database's prefix, database OIDs under the cluster's.
+fn numbers_below(url: Option<&str>, prefix: String) -> Result<BTreeSet<u32>, String> {
     let storage = crate::storage::try_storage_at(url)?;
     let listed = crate::storage::run_job("gc", move |_| storage.list(&prefix).map(|l| (prefix, l)));
     let (prefix, listed) = listed.map_err(|e| format!("garbage collection failed: {e}"))?;
@@ -95,35 +112,93 @@ unsafe fn gc_dropped(oid: u32, url: Option<&str>, why: &str) -> Option<GcRow> {
         }
         let result = (!super::relation_exists(oid)).then(|| {
             let job = JobRecord::start(JobKind::Gc, oid, &[], format!("dropped index {oid}"), why.to_owned());
-            let report = collect(url, index_id_of(oid).prefix(), HashSet::new());
-            record(&report, job);
-            row(relid, &report)
+            match collect(url, index_id_of(oid).prefix(), HashSet::new()) {
+                Ok(report) => {
+                    record(&report, job);
+                    row(Some(relid), &report)
+                }
+                Err(message) => {
+                    job.failed(&message);
+                    failed_row(Some(relid), format!("dropped index {oid}: {message}"))
+                }
+            }
         });
         pg_sys::UnlockRelationOid(relid, pg_sys::AccessExclusiveLock as i32);
         result
     }
 }
 
+/// Whether a database with this OID exists.
+fn database_exists(oid: u32) -> bool {
+    // SAFETY: a syscache lookup by OID.
+    unsafe {
+        pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::DATABASEOID as i32,
+            pg_sys::Datum::from(oid),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        )
+    }
+}
+
+/// Collects, at `url`, the objects of every database of this cluster that
+/// no longer exists (DROP DATABASE leaves its indexes' objects behind: no
+/// manifest references them any more). The grace period still applies.
+fn gc_dropped_databases(url: Option<&str>, why: &str) -> Result<Option<GcRow>, String> {
+    // SAFETY: a backend global.
+    let cluster = unsafe { pg_sys::GetSystemIdentifier() };
+    let dropped: Vec<u32> = numbers_below(url, format!("{cluster:016x}/"))?.into_iter().filter(|d| !database_exists(*d)).collect();
+    let mut total: Option<GcRow> = None;
+    for database in dropped {
+        let job = JobRecord::start(JobKind::Gc, 0, &[], format!("dropped database {database}"), why.to_owned());
+        let report = collect(url, ObjectKey::database_prefix(cluster, database), HashSet::new())?;
+        record(&report, job);
+        let r = row(None, &report);
+        total = Some(match total {
+            Some(t) => (None, t.1 + r.1, t.2 + r.2, t.3 + r.3, None),
+            None => r,
+        });
+    }
+    Ok(total)
+}
+
 /// Deletes objects no manifest references, older than
-/// `milvus.gc_grace_period`: of `index`, or (NULL) of every milvus index of
-/// the database and of every dropped one. Superuser for the whole database,
-/// owner for one index.
+/// `milvus.gc_grace_period`: of `index` (of each partition's index, for a
+/// partitioned one), or (NULL) of every milvus index of the database, of
+/// every dropped index, and of every dropped database. Superuser for the
+/// whole database, owner for one index.
 #[pg_extern(sql = "
 CREATE FUNCTION milvus_gc(index regclass DEFAULT NULL)
-    RETURNS TABLE(index regclass, deleted_objects bigint, referenced_objects bigint, young_objects bigint)
+    RETURNS TABLE(index regclass, deleted_objects bigint, referenced_objects bigint, young_objects bigint, error text)
     VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
 COMMENT ON FUNCTION milvus_gc(regclass) IS 'delete unreferenced objects of milvus indexes after the grace period';
 ")]
+#[allow(clippy::type_complexity)] // a SQL result row, spelled out for pgrx
 fn milvus_gc(
     index: default!(Option<pg_sys::Oid>, "NULL"),
 ) -> TableIterator<
     'static,
-    (name!(index, pg_sys::Oid), name!(deleted_objects, i64), name!(referenced_objects, i64), name!(young_objects, i64)),
+    (
+        name!(index, Option<pg_sys::Oid>),
+        name!(deleted_objects, i64),
+        name!(referenced_objects, i64),
+        name!(young_objects, i64),
+        name!(error, Option<String>),
+    ),
 > {
     flush::check_not_in_recovery("milvus_gc()");
     let rows: Vec<GcRow> = match index {
-        // SAFETY: index_open checks the OID and locks the relation.
-        Some(oid) => vec![unsafe { gc_index(oid, "milvus_gc()").0 }],
+        // One index: its failure is the call's.
+        Some(oid) => flush::leaf_indexes(oid)
+            .into_iter()
+            // SAFETY: index_open checks the OID and locks the relation.
+            .map(|oid| unsafe { gc_index(oid, "milvus_gc()").0 })
+            .map(|row| match row.4 {
+                Some(message) => raise_io(message),
+                None => row,
+            })
+            .collect(),
         None => {
             // SAFETY: a catalog check of the current user.
             if !unsafe { pg_sys::superuser() } {
@@ -135,14 +210,17 @@ fn milvus_gc(
     TableIterator::new(rows)
 }
 
-/// Collects the garbage of every milvus index of the database, and of every
-/// dropped one; `why` is logged with each job.
+/// Collects the garbage of every milvus index of the database, of every
+/// dropped one, and of every dropped database; `why` is logged with each
+/// job. One index whose storage fails does not stop the others: its row
+/// carries the error.
 ///
-/// Dropped indexes are looked for wherever objects may be: the embedded
-/// default, `milvus.storage_url`, every live index's location, and every
-/// location an index was ever built with (`remembered_locations`). A
-/// remembered location that cannot be listed (a bucket since deleted) is
-/// skipped with a WARNING; the others fail the collection.
+/// Dropped indexes and databases are looked for wherever objects may be:
+/// the embedded default, `milvus.storage_url`, every live index's location,
+/// and every location an index was ever built with (`remembered_locations`).
+/// A location of live indexes that cannot be listed gives a row with the
+/// error; one only dropped indexes used (a bucket since deleted) is skipped
+/// quietly: nothing there is anybody's any more.
 pub(crate) fn gc_database(why: &str) -> Vec<GcRow> {
     let live = flush::all_milvus_indexes();
     let live_u32: HashSet<u32> = live.iter().map(|o| o.to_u32()).collect();
@@ -159,19 +237,28 @@ pub(crate) fn gc_database(why: &str) -> Vec<GcRow> {
     let remembered = crate::storage::remembered_locations().into_iter().map(Some).filter(|u| !locations.contains(u));
     let locations: Vec<(Option<String>, bool)> =
         locations.iter().cloned().map(|u| (u, true)).chain(remembered.map(|u| (u, false))).collect();
-    for (url, required) in &locations {
-        let oids = match indexes_in_storage(url.as_deref()) {
-            Ok(oids) => oids,
-            Err(message) if *required => raise_io(message),
+    // SAFETY: reading backend globals.
+    let (cluster, database) = unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::MyDatabaseId.to_u32()) };
+    for (url, in_use) in &locations {
+        let name = url.as_deref().unwrap_or("the default location");
+        let found = numbers_below(url.as_deref(), ObjectKey::database_prefix(cluster, database))
+            .and_then(|indexes| Ok((indexes, gc_dropped_databases(url.as_deref(), why)?)));
+        let (indexes, dropped_databases) = match found {
+            Ok(found) => found,
+            Err(message) if *in_use => {
+                rows.push(failed_row(None, format!("storage location {name}: {message}")));
+                continue;
+            }
             Err(message) => {
-                warning!("skipping storage location {}: {message}", url.as_deref().unwrap_or("default"));
+                debug1!("pg_milvus: skipping storage location {name} of dropped indexes: {message}");
                 continue;
             }
         };
-        for oid in oids.into_iter().filter(|o| !live_u32.contains(o)) {
+        for oid in indexes.into_iter().filter(|o| !live_u32.contains(o)) {
             // SAFETY: gc_dropped locks what it collects.
             rows.extend(unsafe { gc_dropped(oid, url.as_deref(), why) });
         }
+        rows.extend(dropped_databases);
     }
     rows
 }

@@ -3,7 +3,9 @@
 //! 's3://bucket/prefix')`, validated by Postgres' reloptions machinery with
 //! the ranges below (and the URL by its form).
 //!
-//! `storage_url` is read when the index is built (CREATE INDEX, REINDEX,
+//! `storage_url` is checked when set: only a superuser chooses a location
+//! (others: the default, or one under `milvus.allowed_storage_urls`), and
+//! never inside the data directory. It is read when the index is built (CREATE INDEX, REINDEX,
 //! TRUNCATE) and recorded in its manifest; changing it with ALTER INDEX
 //! takes effect at the next REINDEX, never strands the objects already
 //! written.
@@ -67,7 +69,8 @@ pub fn init() {
     }
 }
 
-/// Refuses a malformed `storage_url` option at CREATE INDEX or ALTER INDEX.
+/// Refuses a malformed `storage_url` option at CREATE INDEX or ALTER INDEX,
+/// and one the user may not choose (`storage::check_index_location`).
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn validate_storage_url(value: *const std::ffi::c_char) {
     if value.is_null() {
@@ -78,6 +81,7 @@ unsafe extern "C-unwind" fn validate_storage_url(value: *const std::ffi::c_char)
     if let Err(e) = milvus_core::storage::StorageUrl::parse(&url) {
         pgrx::ereport!(ERROR, pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("invalid storage_url option: {e}"));
     }
+    crate::storage::check_index_location(&url);
 }
 
 #[pgrx::pg_guard]

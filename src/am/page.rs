@@ -532,6 +532,141 @@ pub(crate) unsafe fn sweep_free_pages(index: pg_sys::Relation) {
     }
 }
 
+/// Gives the file's free tail back to the file system, as VACUUM does for
+/// a heap: after a build or a flush most pages of an index are free (the
+/// rows went to object storage), and an index should not keep its largest
+/// size for good. Needs the index to itself (a conditional
+/// AccessExclusiveLock: no insert or scan runs; if one does, nothing
+/// happens and the next VACUUM tries again). Chain pages in the way are
+/// moved to the lowest free blocks first: the growing segment's page when
+/// it holds no row (as after a seal), and the manifest (rewritten, as any
+/// commit does). Returns how many pages were given back.
+pub(crate) unsafe fn give_back_free_tail(index: pg_sys::Relation) -> u32 {
+    unsafe {
+        if !pg_sys::ConditionalLockRelation(index, pg_sys::AccessExclusiveLock as i32) {
+            return 0;
+        }
+        let before = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+        let meta_buffer = read_buffer(index, META_BLOCK);
+        lock(meta_buffer, true);
+        let m = *meta(pg_sys::BufferGetPage(meta_buffer));
+        let used = reachable(index, &m).len() as pg_sys::BlockNumber;
+        // Where the file could end: the meta page and every chain page.
+        let target = 1 + used;
+        move_empty_growing_page(index, meta_buffer, target);
+        move_manifest(index, meta_buffer, target);
+        pg_sys::UnlockReleaseBuffer(meta_buffer);
+        drain_released(index);
+        let mut end = before;
+        while end > target {
+            let buffer = read_buffer(index, end - 1);
+            lock(buffer, false);
+            let free = is_free(pg_sys::BufferGetPage(buffer));
+            pg_sys::UnlockReleaseBuffer(buffer);
+            if !free {
+                break;
+            }
+            end -= 1;
+        }
+        if end < before {
+            // WAL-logged, and the free space map is cut to match.
+            pg_sys::RelationTruncate(index, end);
+            pg_sys::IndexFreeSpaceMapVacuum(index);
+        }
+        pg_sys::UnlockRelation(index, pg_sys::AccessExclusiveLock as i32);
+        before - end
+    }
+}
+
+/// The lowest free block below `below`, exclusively locked.
+unsafe fn lowest_free_buffer(index: pg_sys::Relation, below: pg_sys::BlockNumber) -> Option<pg_sys::Buffer> {
+    unsafe {
+        let end = below.min(pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM));
+        for block in 1..end {
+            let buffer = read_buffer(index, block);
+            lock(buffer, true);
+            if is_free(pg_sys::BufferGetPage(buffer)) {
+                return Some(buffer);
+            }
+            pg_sys::UnlockReleaseBuffer(buffer);
+        }
+        None
+    }
+}
+
+/// Under the meta page's exclusive lock: moves the growing segment to a
+/// free block below `target` if it is one page, at or past `target`, with no
+/// live row; the old page is emptied in the same WAL record.
+unsafe fn move_empty_growing_page(index: pg_sys::Relation, meta_buffer: pg_sys::Buffer, target: pg_sys::BlockNumber) {
+    unsafe {
+        let m = *meta(pg_sys::BufferGetPage(meta_buffer));
+        if m.growing_head < target || m.growing_head != m.growing_tail {
+            return;
+        }
+        let old = read_buffer(index, m.growing_head);
+        lock(old, true);
+        let mut rows = 0;
+        for_each_row(pg_sys::BufferGetPage(old), m.dims as usize, |_, _, _| rows += 1);
+        let new = if rows == 0 { lowest_free_buffer(index, target) } else { None };
+        if let Some(new) = new {
+            let mut xlog = Xlog::start(index);
+            let meta_page = xlog.register(meta_buffer, false);
+            let new_page = xlog.register(new, true);
+            let old_page = xlog.register(old, true);
+            init_row_page(new_page, m.growing_segment);
+            pg_sys::PageInit(old_page, pg_sys::BLCKSZ as usize, 0);
+            cover_meta(meta_page);
+            let meta = &mut *meta(meta_page);
+            meta.growing_head = pg_sys::BufferGetBlockNumber(new);
+            meta.growing_tail = meta.growing_head;
+            meta.growing_pages = 1;
+            xlog.finish();
+            pg_sys::UnlockReleaseBuffer(new);
+            pg_sys::RecordFreeIndexPage(index, m.growing_head);
+        }
+        pg_sys::UnlockReleaseBuffer(old);
+    }
+}
+
+/// Under the meta page's exclusive lock: rewrites the manifest into the
+/// lowest free blocks if any of its pages is at or past `target`; the old
+/// chain is released in the same WAL record that switches the meta page.
+unsafe fn move_manifest(index: pg_sys::Relation, meta_buffer: pg_sys::Buffer, target: pg_sys::BlockNumber) {
+    unsafe {
+        let m = *meta(pg_sys::BufferGetPage(meta_buffer));
+        if chain_blocks(index, m.manifest_head).iter().all(|b| *b < target) || !has_release_room(&m, 1) {
+            return;
+        }
+        let bytes = read_manifest(index, &m).encode();
+        let mut buffers = Vec::new();
+        for _ in 0..manifest_pages(bytes.len()) {
+            match lowest_free_buffer(index, target) {
+                Some(b) => buffers.push(b),
+                None => break,
+            }
+        }
+        if buffers.len() < manifest_pages(bytes.len()) {
+            for b in buffers {
+                pg_sys::UnlockReleaseBuffer(b);
+            }
+            return;
+        }
+        fill_manifest_pages(index, &buffers, &bytes);
+        let head = pg_sys::BufferGetBlockNumber(buffers[0]);
+        for b in buffers {
+            pg_sys::UnlockReleaseBuffer(b);
+        }
+        let mut xlog = Xlog::start(index);
+        let meta_page = xlog.register(meta_buffer, false);
+        cover_meta(meta_page);
+        let meta = &mut *meta(meta_page);
+        meta.manifest_head = head;
+        meta.manifest_len = bytes.len() as u32;
+        assert!(add_released(meta, m.manifest_head), "room checked above");
+        xlog.finish();
+    }
+}
+
 /// Every block the meta page reaches: the manifest, growing, sealed and
 /// released chains. The caller holds the meta page locked.
 unsafe fn reachable(index: pg_sys::Relation, m: &Meta) -> std::collections::HashSet<pg_sys::BlockNumber> {

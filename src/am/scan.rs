@@ -9,8 +9,10 @@
 //! local cache, off the main thread. A `milvus_core::search::Search` then
 //! yields rows nearest first with exact distances: brute force on page rows,
 //! HNSW on flushed segments, merged. Each further `amgettuple` returns the next row;
-//! when a WHERE clause rejects rows the search widens by itself, up to
-//! `milvus.max_scan_tuples`. The executor checks every returned TID against
+//! when a WHERE clause rejects rows the search widens by itself and, past
+//! `milvus.max_scan_tuples` rows or once widening costs more than brute
+//! force, goes on exactly over every remaining row (`milvus.iterative_scan`
+//! says how; `off` stops after the first round). The executor checks every returned TID against
 //! the heap (MVCC), so rows of aborted or not-yet-visible transactions are
 //! never returned.
 //!
@@ -109,6 +111,7 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
         if (*scan).numberOfOrderBys != 1 {
             error!("a milvus index answers ORDER BY <distance> only, e.g. ORDER BY embedding <-> '[...]' LIMIT 10");
         }
+        count_index_scan(index);
         let key = &*(*scan).orderByData;
         if key.sk_flags & pg_sys::SK_ISNULL as i32 != 0 {
             return None;
@@ -123,8 +126,27 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
         let segments = loaded_segments(index, &manifest, metric);
 
         let ef_search = gucs::ef_search();
-        let options = SearchOptions { ef_search, first_k: ef_search, max_candidates: gucs::max_scan_tuples() };
+        let options = SearchOptions {
+            ef_search,
+            first_k: ef_search,
+            max_approximate: gucs::max_scan_tuples(),
+            iterative: gucs::iterative_scan(),
+        };
         Some(Search::new(query.to_vec(), pages, segments, options))
+    }
+}
+
+/// Counts the scan in `pg_stat_user_indexes.idx_scan`, as Postgres' own
+/// AMs do when a scan starts (`pgstat_count_index_scan`, a macro bindgen
+/// does not carry over).
+unsafe fn count_index_scan(index: pg_sys::Relation) {
+    unsafe {
+        if (*index).pgstat_info.is_null() && (*index).pgstat_enabled {
+            pg_sys::pgstat_assoc_relation(index);
+        }
+        if !(*index).pgstat_info.is_null() {
+            (*(*index).pgstat_info).t_counts.t_numscans += 1;
+        }
     }
 }
 
@@ -194,8 +216,9 @@ pub(crate) unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifes
 }
 
 /// Downloads (through the local cache) and loads every flushed segment of
-/// `index`, so the first queries do not pay for it; returns how many
-/// segments and bytes the index's objects hold. Fails like a search would,
+/// `index` (of each partition's index, for a partitioned one), so the first
+/// queries do not pay for it; returns how many segments and bytes the
+/// objects hold. Fails like a search would,
 /// naming a segment that cannot be read. Owner or superuser, as the other
 /// maintenance functions.
 #[pg_extern(sql = "
@@ -205,16 +228,19 @@ CREATE FUNCTION milvus_prewarm(index regclass)
 COMMENT ON FUNCTION milvus_prewarm(regclass) IS 'load the flushed segments of a milvus index into the local cache';
 ")]
 fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments, i32), name!(bytes, i64))> {
-    // SAFETY: index_open checks the OID and locks the relation.
-    unsafe {
-        let rel = pg_sys::index_open(index, pg_sys::AccessShareLock as i32);
-        flush::check_milvus_index(rel);
-        flush::check_owner(rel);
-        let (meta, manifest) = page::read_meta_and_manifest(rel);
-        let metric = Metric::from_code(meta.metric).expect("meta page checked");
-        let segments = loaded_segments(rel, &manifest, metric);
-        let bytes: u64 = manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).map(|e| e.meta.bytes).sum();
-        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
-        TableIterator::once((segments.len() as i32, bytes as i64))
+    let (mut segments, mut bytes) = (0, 0);
+    for oid in flush::leaf_indexes(index) {
+        // SAFETY: index_open checks the OID and locks the relation.
+        unsafe {
+            let rel = pg_sys::index_open(oid, pg_sys::AccessShareLock as i32);
+            flush::check_milvus_index(rel);
+            flush::check_owner(rel);
+            let (meta, manifest) = page::read_meta_and_manifest(rel);
+            let metric = Metric::from_code(meta.metric).expect("meta page checked");
+            segments += loaded_segments(rel, &manifest, metric).len() as i32;
+            bytes += manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).map(|e| e.meta.bytes as i64).sum::<i64>();
+            pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
+        }
     }
+    TableIterator::once((segments, bytes))
 }

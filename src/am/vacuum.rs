@@ -21,7 +21,8 @@
 //!
 //! `amvacuumcleanup` empties the page chains commits released (after a crash
 //! some may wait here), offers every free page to the free space map again,
-//! and reports how many rows the index holds.
+//! gives the file's free tail back (`page::give_back_free_tail`, when no
+//! other session uses the index), and reports how many rows the index holds.
 
 use milvus_core::jobs;
 use milvus_core::segment::{SegmentId, SegmentState};
@@ -166,7 +167,9 @@ pub unsafe extern "C-unwind" fn amvacuumcleanup(
         }
         let index = (*info).index;
         page::sweep_free_pages(index);
+        page::give_back_free_tail(index);
         if !stats.is_null() {
+            (*stats).num_pages = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
             return stats;
         }
         // No ambulkdelete ran (nothing to delete): count the rows.

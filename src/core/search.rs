@@ -10,12 +10,24 @@
 //!   is faster: see docs/benchmarks.md), skipping tombstoned rows.
 //!
 //! Every candidate is re-ranked by its exact distance, and the per-source
-//! lists are merged k-way by distance. A [`Search`] is an iterator: when the
-//! caller wants more rows than the first round found (a `WHERE` clause
-//! rejected some), it searches again with twice the `k`, skipping rows it
-//! already returned, until every row has been offered or `max_candidates`
-//! is reached. As with any approximate search, a later round may find a row
-//! nearer than one already returned; rows are never returned twice.
+//! lists are merged k-way by distance. A [`Search`] is an iterator, and it
+//! runs in two phases:
+//! 1. **approximate rounds**: the first looks for `first_k` rows; when the
+//!    caller wants more (a `WHERE` clause rejected some), each next round
+//!    searches again with twice the `k`, skipping rows already offered;
+//! 2. **the exact tail**: once a round would cost more than brute force over
+//!    every row ([`EXACT_SWITCH_FACTOR`]), or the approximate rounds have
+//!    offered `max_approximate` rows, every live row not yet offered gets its
+//!    exact distance and they come out nearest first.
+//!
+//! So a search never ends while a live row has not been offered (unless
+//! [`IterativeScan::Off`] asks it to stop after the first round): a filtered
+//! query fills its `LIMIT` whenever a sequential scan would, with the rows a
+//! sequential scan returns once the approximate rounds are used up. As with
+//! any approximate search, a later round (or the exact tail) may find a row
+//! nearer than one already returned; [`IterativeScan::Strict`] drops such
+//! rows, as pgvector's `strict_order` does, [`IterativeScan::Relaxed`]
+//! returns them late. Rows are never returned twice.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
@@ -229,6 +241,30 @@ pub fn merge(lists: Vec<Vec<Hit>>, k: usize) -> Vec<Hit> {
     out
 }
 
+/// An approximate round that asks for `k` rows visits some `16k` rows (an
+/// HNSW search with `ef = k` looks at part of the `2m` neighbours of each
+/// candidate), each at a random place in memory and through the graph's
+/// bookkeeping, some 4 times the cost of a distance in a sequential pass
+/// (measured on 30k x 8 and 100k x 128); the rounds double, so all of them
+/// together cost twice the last. Once `k` times this factor reaches the live
+/// rows, brute force over every row is cheaper: the search goes exact.
+pub const EXACT_SWITCH_FACTOR: usize = 128;
+
+/// What a search does once its first round is used up: pgvector's
+/// `hnsw.iterative_scan`, as `milvus.iterative_scan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IterativeScan {
+    /// The first round only: at most `first_k` rows, then the search ends,
+    /// even if a filter rejected them all.
+    Off,
+    /// Rounds, then the exact tail: every live row is offered once. A row an
+    /// approximate round missed may come after a farther one.
+    Relaxed,
+    /// As `Relaxed`, but rows come out in non-decreasing distance: a row
+    /// found nearer than one already offered is dropped.
+    Strict,
+}
+
 /// How a [`Search`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SearchOptions {
@@ -236,15 +272,64 @@ pub struct SearchOptions {
     pub ef_search: usize,
     /// Rows the first round looks for.
     pub first_k: usize,
-    /// Most rows offered in all (`milvus.max_scan_tuples`); then the search
-    /// ends even if rows remain.
-    pub max_candidates: usize,
+    /// Most rows the approximate rounds offer (`milvus.max_scan_tuples`);
+    /// past them the search goes on exactly.
+    pub max_approximate: usize,
+    pub iterative: IterativeScan,
 }
 
 impl Default for SearchOptions {
     fn default() -> Self {
-        SearchOptions { ef_search: 40, first_k: 40, max_candidates: 20_000 }
+        SearchOptions { ef_search: 40, first_k: 40, max_approximate: 20_000, iterative: IterativeScan::Relaxed }
     }
+}
+
+/// What a search did, for EXPLAIN ANALYZE.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SearchStats {
+    /// Approximate rounds run.
+    pub rounds: usize,
+    /// Whether the exact tail ran.
+    pub exact: bool,
+    /// Rows offered to the caller.
+    pub offered: usize,
+    /// Rows `Strict` dropped for coming out of order.
+    pub dropped: usize,
+}
+
+/// A row of the exact tail: 12 bytes, so the tail of a million-row index
+/// costs 12 MB, not a `Hit` per row. `source` is 0 for pages, `i + 1` for
+/// the `i`-th segment.
+#[derive(Clone, Copy)]
+struct Remaining {
+    distance: f32,
+    source: u32,
+    row: u32,
+}
+
+impl PartialEq for Remaining {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Remaining {}
+impl PartialOrd for Remaining {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Remaining {
+    // Reversed: BinaryHeap is a max-heap, the nearest must come out first.
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.distance.total_cmp(&self.distance).then(o.source.cmp(&self.source)).then(o.row.cmp(&self.row))
+    }
+}
+
+/// Where a search is.
+enum Phase {
+    Approximate,
+    Exact(BinaryHeap<Remaining>),
+    Done,
 }
 
 /// Rows in order of distance from every source, produced on demand. It owns
@@ -258,7 +343,10 @@ pub struct Search {
     k: usize,
     offered: HashSet<(Source, u32)>,
     buffer: VecDeque<Hit>,
-    exhausted: bool,
+    phase: Phase,
+    /// The distance of the last row returned (for `Strict`).
+    last: f32,
+    stats: SearchStats,
 }
 
 impl Search {
@@ -273,8 +361,25 @@ impl Search {
             k: 0,
             offered: HashSet::new(),
             buffer: VecDeque::new(),
-            exhausted: false,
+            phase: Phase::Approximate,
+            last: f32::NEG_INFINITY,
+            stats: SearchStats::default(),
         }
+    }
+
+    /// What the search did so far.
+    pub fn stats(&self) -> SearchStats {
+        self.stats
+    }
+
+    /// Rows held in pages that the search reads (its brute-force part).
+    pub fn page_rows(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// The flushed segments it searches.
+    pub fn segments(&self) -> usize {
+        self.segments.len()
     }
 
     /// Live rows across all sources.
@@ -282,27 +387,98 @@ impl Search {
         self.pages.len() + self.segments.iter().map(|s| s.live_rows()).sum::<usize>()
     }
 
-    /// One round: the k nearest not yet offered, from every source.
-    fn refill(&mut self) {
-        let cap = self.options.max_candidates.min(self.total_rows());
-        if self.offered.len() >= cap {
-            self.exhausted = true;
-            return;
+    /// The next round's `k`, or `None` when the approximate phase is over:
+    /// after the first round with `Off`, at `max_approximate` rows, or when
+    /// the round would cost more than going exact.
+    fn next_round(&self, total: usize) -> Option<usize> {
+        if self.k == 0 {
+            return Some(self.options.first_k.max(1).min(self.options.max_approximate.max(1)));
         }
-        self.k = if self.k == 0 { self.options.first_k.max(1) } else { self.k * 2 };
-        let want = self.k.min(cap - self.offered.len());
+        if self.options.iterative == IterativeScan::Off {
+            return None;
+        }
+        let k = self.k * 2;
+        let budget = self.options.max_approximate.saturating_sub(self.offered.len());
+        (budget > 0 && k.saturating_mul(EXACT_SWITCH_FACTOR) < total).then_some(k.min(budget))
+    }
+
+    /// One approximate round: the k nearest not yet offered, from every
+    /// source. False when there is no round to run.
+    fn round(&mut self) -> bool {
+        let total = self.total_rows();
+        if self.offered.len() >= total {
+            return false;
+        }
+        let Some(k) = self.next_round(total) else { return false };
+        self.k = k;
+        self.stats.rounds += 1;
         let offered = &self.offered;
         let skip = |s: Source, r: u32| offered.contains(&(s, r));
-        let ef = self.options.ef_search.max(want);
-        let mut lists = vec![self.pages.search(want, &skip)];
-        lists.extend(self.segments.iter().map(|s| s.search(&self.query, want, ef, &skip)));
-        let hits = merge(lists, want);
-        if hits.is_empty() {
-            self.exhausted = true;
-        }
-        for h in hits {
+        let ef = self.options.ef_search.max(k);
+        let mut lists = vec![self.pages.search(k, &skip)];
+        lists.extend(self.segments.iter().map(|s| s.search(&self.query, k, ef, &skip)));
+        for h in merge(lists, k) {
             self.offered.insert((h.source, h.row));
             self.buffer.push_back(h);
+        }
+        true
+    }
+
+    /// The exact tail: every live row not yet offered, by exact distance.
+    fn exact_tail(&self) -> BinaryHeap<Remaining> {
+        let offered = &self.offered;
+        let mut rows: Vec<Remaining> = Vec::with_capacity(self.total_rows().saturating_sub(offered.len()));
+        for i in 0..self.pages.len() {
+            if !offered.contains(&(Source::Pages, i as u32)) {
+                rows.push(Remaining { distance: self.pages.distances[i], source: 0, row: i as u32 });
+            }
+        }
+        for (s, segment) in self.segments.iter().enumerate() {
+            let source = Source::Segment(segment.id);
+            for row in 0..segment.rows() as u32 {
+                if !segment.is_deleted(row) && !offered.contains(&(source, row)) {
+                    let distance = segment.binlog.metric.distance(&self.query, segment.binlog.vector(row as usize));
+                    rows.push(Remaining { distance, source: s as u32 + 1, row });
+                }
+            }
+        }
+        BinaryHeap::from(rows)
+    }
+
+    /// The hit of a row of the exact tail.
+    fn hit_of(&self, r: Remaining) -> Hit {
+        match r.source {
+            0 => Hit { source: Source::Pages, row: r.row, key: self.pages.keys[r.row as usize], distance: r.distance },
+            s => {
+                let segment = &self.segments[s as usize - 1];
+                Hit { source: Source::Segment(segment.id), row: r.row, key: segment.binlog.keys()[r.row as usize], distance: r.distance }
+            }
+        }
+    }
+
+    /// The next row in search order, before `Strict` has its say.
+    fn next_candidate(&mut self) -> Option<Hit> {
+        loop {
+            if let Some(hit) = self.buffer.pop_front() {
+                return Some(hit);
+            }
+            match &mut self.phase {
+                Phase::Approximate => {
+                    if !self.round() {
+                        self.phase = if self.options.iterative == IterativeScan::Off || self.offered.len() >= self.total_rows() {
+                            Phase::Done
+                        } else {
+                            self.stats.exact = true;
+                            Phase::Exact(self.exact_tail())
+                        };
+                    }
+                }
+                Phase::Exact(heap) => match heap.pop() {
+                    Some(r) => return Some(self.hit_of(r)),
+                    None => self.phase = Phase::Done,
+                },
+                Phase::Done => return None,
+            }
         }
     }
 }
@@ -311,10 +487,16 @@ impl Iterator for Search {
     type Item = Hit;
 
     fn next(&mut self) -> Option<Hit> {
-        if self.buffer.is_empty() && !self.exhausted {
-            self.refill();
+        loop {
+            let hit = self.next_candidate()?;
+            if self.options.iterative == IterativeScan::Strict && hit.distance < self.last {
+                self.stats.dropped += 1;
+                continue;
+            }
+            self.last = hit.distance;
+            self.stats.offered += 1;
+            return Some(hit);
         }
-        self.buffer.pop_front()
     }
 }
 
@@ -355,7 +537,7 @@ mod tests {
         let mut rng = Rng::new(5);
         let pages = PageRows { dims: DIMS, keys: (20_000..20_050).collect(), vectors: rng.vector(50 * DIMS) };
         let query = rng.vector(DIMS);
-        let options = SearchOptions { ef_search: 40, first_k: 10, max_candidates: usize::MAX };
+        let options = SearchOptions { ef_search: 40, first_k: 10, max_approximate: usize::MAX, iterative: IterativeScan::Relaxed };
         let all: Vec<Hit> = Search::new(query.clone(), pages.hits(Metric::L2, &query), segs, options).collect();
 
         let live = 5000 - 500 + 500 - 3 + 50;
@@ -374,11 +556,113 @@ mod tests {
         assert!(all.windows(2).take(9).all(|w| w[0].distance <= w[1].distance), "first round sorted");
     }
 
+    /// The exact truth: every live row's key by distance, `keep` applied.
+    fn brute_force(segs: &[Arc<LoadedSegment>], pages: &PageRows, query: &[f32], keep: &dyn Fn(u64) -> bool) -> Vec<(f32, u64)> {
+        let mut all: Vec<(f32, u64)> = Vec::new();
+        for s in segs {
+            for row in (0..s.rows() as u32).filter(|r| !s.is_deleted(*r)) {
+                all.push((Metric::L2.distance(query, s.binlog().vector(row as usize)), s.binlog().keys()[row as usize]));
+            }
+        }
+        for (i, key) in pages.keys.iter().enumerate() {
+            all.push((Metric::L2.distance(query, &pages.vectors[i * pages.dims..(i + 1) * pages.dims]), *key));
+        }
+        all.retain(|(_, k)| keep(*k));
+        all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        all
+    }
+
+    fn options(first_k: usize, max_approximate: usize, iterative: IterativeScan) -> SearchOptions {
+        SearchOptions { ef_search: 40, first_k, max_approximate, iterative }
+    }
+
     #[test]
-    fn max_candidates_bounds_the_search() {
+    fn past_max_approximate_the_search_goes_on_exactly() {
         let segs = vec![Arc::new(segment(1, 100, 0, false, vec![]))];
-        let options = SearchOptions { ef_search: 40, first_k: 7, max_candidates: 30 };
-        assert_eq!(Search::new(vec![0.0; DIMS], PageHits::default(), segs, options).count(), 30);
+        let query = vec![0.0; DIMS];
+        let mut search = Search::new(query.clone(), PageHits::default(), segs.clone(), options(7, 30, IterativeScan::Relaxed));
+        let all: Vec<Hit> = search.by_ref().collect();
+        assert_eq!(all.len(), 100, "the bound ends the approximate rounds, never the search");
+        assert!(search.stats().exact && search.stats().rounds >= 1);
+        let truth = brute_force(&segs, &PageRows::new(DIMS), &query, &|_| true);
+        let offered: HashSet<u64> = all.iter().take(30).map(|h| h.key).collect();
+        let tail: Vec<u64> = all[30..].iter().map(|h| h.key).collect();
+        let expected: Vec<u64> = truth.iter().map(|(_, k)| *k).filter(|k| !offered.contains(k)).collect();
+        assert_eq!(tail, expected, "the exact tail is every remaining row, nearest first");
+    }
+
+    /// The reproduction: a filter keeping 2% of the rows, all of
+    /// them the farthest from the query. An approximate search alone offers
+    /// none of them; the exact tail finds exactly the rows a sequential scan
+    /// returns.
+    #[test]
+    fn a_selective_filter_gets_the_rows_a_sequential_scan_gets() {
+        let segs = vec![Arc::new(segment(1, 6000, 0, true, vec![])), Arc::new(segment(2, 3000, 10_000, false, vec![]))];
+        let pages = PageRows { dims: DIMS, keys: (20_000..20_200).collect(), vectors: Rng::new(9).vector(200 * DIMS) };
+        let far = |k: u64| k % 50 == 0;
+        let query = vec![30.0; DIMS];
+        for iterative in [IterativeScan::Relaxed, IterativeScan::Strict] {
+            let search = Search::new(query.clone(), pages.hits(Metric::L2, &query), segs.clone(), options(40, 20_000, iterative));
+            let got: Vec<u64> = search.filter(|h| far(h.key)).take(10).map(|h| h.key).collect();
+            let truth: Vec<u64> = brute_force(&segs, &pages, &query, &far).iter().take(10).map(|(_, k)| *k).collect();
+            assert_eq!(got.len(), 10, "{iterative:?}: the LIMIT is filled");
+            let got: HashSet<u64> = got.into_iter().collect();
+            assert!(truth.iter().filter(|k| got.contains(k)).count() >= 9, "{iterative:?}: the sequential scan's rows");
+        }
+    }
+
+    #[test]
+    fn off_stops_after_the_first_round() {
+        let segs = vec![Arc::new(segment(1, 5000, 0, true, vec![]))];
+        let query = Rng::new(3).vector(DIMS);
+        let mut search = Search::new(query, PageHits::default(), segs, options(40, 20_000, IterativeScan::Off));
+        assert_eq!(search.by_ref().count(), 40);
+        assert!(!search.stats().exact);
+        assert_eq!(search.stats().rounds, 1);
+    }
+
+    #[test]
+    fn strict_order_never_goes_back() {
+        let segs = vec![Arc::new(segment(1, 5000, 0, true, vec![])), Arc::new(segment(2, 800, 10_000, false, vec![]))];
+        let query = Rng::new(4).vector(DIMS);
+        let mut search = Search::new(query, PageHits::default(), segs, options(10, 20_000, IterativeScan::Strict));
+        let all: Vec<Hit> = search.by_ref().collect();
+        assert!(all.windows(2).all(|w| w[0].distance <= w[1].distance), "non-decreasing");
+        assert_eq!(all.len() + search.stats().dropped, 5800, "every row offered or dropped for its order");
+    }
+
+    #[test]
+    fn an_unselective_search_stays_approximate() {
+        // A LIMIT 10 with no filter takes the first round; nobody pays for
+        // the exact tail.
+        let segs = vec![Arc::new(segment(1, 20_000, 0, true, vec![]))];
+        let query = Rng::new(6).vector(DIMS);
+        let mut search = Search::new(query, PageHits::default(), segs, SearchOptions::default());
+        assert_eq!(search.by_ref().take(10).count(), 10);
+        assert_eq!(search.stats(), SearchStats { rounds: 1, exact: false, offered: 10, dropped: 0 });
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Any filter, any sizes: a filtered LIMIT gets as many rows as a
+        /// sequential scan, every live row is offered exactly once, and once
+        /// the approximate rounds are over the rows come in exact order.
+        #[test]
+        fn a_filtered_limit_is_filled_like_a_sequential_scan(
+            rows in 1usize..6000, in_pages in 0usize..300, modulus in 1u64..400, limit in 1usize..50, seed in 0u64..1000,
+        ) {
+            let segs = vec![Arc::new(segment(seed + 1, rows, 0, rows > BRUTE_FORCE_MAX_ROWS, (0..rows as u32).step_by(7).collect()))];
+            let pages = PageRows { dims: DIMS, keys: (100_000..100_000 + in_pages as u64).collect(), vectors: Rng::new(seed).vector(in_pages * DIMS) };
+            let query = Rng::new(seed + 7).vector(DIMS);
+            let keep = |k: u64| k % modulus == 0;
+            let truth = brute_force(&segs, &pages, &query, &keep);
+            // The search is lazy: the prefix a LIMIT takes is the prefix of all of it.
+            let hits: Vec<Hit> = Search::new(query.clone(), pages.hits(Metric::L2, &query), segs.clone(), options(40, 2_000, IterativeScan::Relaxed)).collect();
+            proptest::prop_assert_eq!(hits.iter().filter(|h| keep(h.key)).take(limit).count(), truth.len().min(limit));
+            let live = brute_force(&segs, &pages, &query, &|_| true).len();
+            proptest::prop_assert_eq!(hits.len(), live, "every live row offered");
+            proptest::prop_assert_eq!(hits.iter().map(|h| h.key).collect::<HashSet<_>>().len(), live, "none twice");
+        }
     }
 
     #[test]

@@ -611,3 +611,75 @@ mod tests {
         assert!(!text.contains(" s\"") && !text.contains("secret"), "{text}");
     }
 }
+
+/// Where an index may keep its objects: the rules a storage URL is checked
+/// against when a setting or an index option names it (the skin resolves
+/// symbolic links first, see `normalize_path`).
+pub mod location {
+    use std::path::{Component, Path, PathBuf};
+
+    /// `path` with `.` and `..` resolved by their names alone (no file
+    /// system access): `/a/b/../c` is `/a/c`. Above the root stays the root.
+    pub fn normalize_path(path: &Path) -> PathBuf {
+        let mut out = PathBuf::new();
+        for part in path.components() {
+            match part {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::CurDir => {}
+                other => out.push(other.as_os_str()),
+            }
+        }
+        out
+    }
+
+    /// Whether `path` is `dir` or inside it (both normalized).
+    pub fn is_within(path: &Path, dir: &Path) -> bool {
+        normalize_path(path).starts_with(normalize_path(dir))
+    }
+
+    /// Whether `url` falls under one of `prefixes` (a comma-separated list,
+    /// as `milvus.allowed_storage_urls` holds it): equal to one, or below
+    /// it at a `/`. `file://` URLs are compared by normalized path, so `..`
+    /// cannot climb out of an allowed directory.
+    pub fn is_allowed(url: &str, prefixes: &str) -> bool {
+        let under = |url: &str, prefix: &str| {
+            let prefix = prefix.trim_end_matches('/');
+            url == prefix || url.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('/'))
+        };
+        let as_path = |u: &str| u.strip_prefix("file://").map(|p| normalize_path(Path::new(p)));
+        prefixes.split(',').map(str::trim).filter(|p| !p.is_empty()).any(|prefix| match (as_path(url), as_path(prefix)) {
+            (Some(path), Some(dir)) => path.starts_with(dir),
+            (None, None) => under(url, prefix),
+            _ => false,
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn dot_dot_cannot_hide_a_path() {
+            assert_eq!(normalize_path(Path::new("/srv/x/../../var/lib/pg/./base")), PathBuf::from("/var/lib/pg/base"));
+            assert_eq!(normalize_path(Path::new("/../..")), PathBuf::from("/"));
+            assert!(is_within(Path::new("/tmp/a/../../var/lib/pg/base"), Path::new("/var/lib/pg")));
+            assert!(is_within(Path::new("/var/lib/pg"), Path::new("/var/lib/pg/")));
+            assert!(!is_within(Path::new("/var/lib/pgdata2"), Path::new("/var/lib/pg")));
+        }
+
+        #[test]
+        fn allowed_prefixes_match_at_a_boundary() {
+            let allowed = "s3://shared/milvus, file:///srv/milvus/";
+            assert!(is_allowed("s3://shared/milvus", allowed));
+            assert!(is_allowed("s3://shared/milvus/team-a", allowed));
+            assert!(!is_allowed("s3://shared/milvus-evil", allowed));
+            assert!(!is_allowed("s3://other/milvus", allowed));
+            assert!(is_allowed("file:///srv/milvus/a", allowed));
+            assert!(!is_allowed("file:///srv/milvus/../../etc", allowed));
+            assert!(!is_allowed("file:///srv/milvusx", allowed));
+            assert!(!is_allowed("s3://shared/milvus", ""));
+        }
+    }
+}

@@ -4,8 +4,8 @@
 //! **launcher** (`pg_milvus launcher`). It connects to no database; every
 //! `milvus.naptime` it reads `pg_database` and starts a short-lived
 //! **worker** (`pg_milvus worker`, a dynamic background worker) for each
-//! database due a visit, at most `milvus.max_workers` at once, as autovacuum
-//! does. A worker seals growing segments by the seal policy, flushes sealed
+//! database due a visit, at most `milvus.max_workers` at once, the database
+//! that has waited longest first, as autovacuum does. A worker seals growing segments by the seal policy, flushes sealed
 //! segments, compacts, collects garbage (`visit.rs`), and exits. A database
 //! without milvus indexes is visited again only after a while; a backend's
 //! `milvus_flush(wait => false)` sets the launcher's latch for an immediate
@@ -23,7 +23,10 @@
 pub mod shared;
 mod visit;
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+use milvus_core::policy::schedule::VisitQueue;
 
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, BgWorkerStartTime, DynamicBackgroundWorker};
 use pgrx::prelude::*;
@@ -98,7 +101,10 @@ fn reload_if_asked() {
     }
 }
 
-/// The launcher's main loop.
+/// The launcher's main loop: each full round queues the databases due a
+/// visit (`milvus_core::policy::schedule`), and free worker slots take the
+/// head of the queue whenever the latch wakes the launcher (a round, a
+/// backend's request, a worker's exit).
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn milvus_launcher_main(_arg: pg_sys::Datum) {
@@ -108,61 +114,89 @@ pub extern "C-unwind" fn milvus_launcher_main(_arg: pg_sys::Datum) {
     // SAFETY: a backend global.
     shared::set_launcher_pid(unsafe { pg_sys::MyProcPid });
     log!("pg_milvus launcher started (max_workers {}, naptime {} s)", crate::gucs::max_workers(), crate::gucs::naptime().as_secs());
-    let mut running: Vec<(u32, DynamicBackgroundWorker)> = Vec::new();
-    let mut short_of_slots = false;
+    let mut launcher = Launcher::default();
     let mut next_round = Instant::now();
     loop {
         // Workers that have exited free their slot.
-        running.retain(|(_, w)| !matches!(w.pid(), Err(BackgroundWorkerStatus::Stopped | BackgroundWorkerStatus::PostmasterDied)));
-        let full_round = Instant::now() >= next_round;
-        if full_round || shared::any_wanted() {
-            launch(&mut running, full_round, &mut short_of_slots);
-            if full_round {
-                next_round = Instant::now() + crate::gucs::naptime();
-            }
+        launcher.running.retain(|(_, w)| !matches!(w.pid(), Err(BackgroundWorkerStatus::Stopped | BackgroundWorkerStatus::PostmasterDied)));
+        if Instant::now() >= next_round {
+            launcher.queue_round();
+            next_round = Instant::now() + crate::gucs::naptime();
         }
+        for database in shared::take_wanted() {
+            launcher.queue.add_urgent(database);
+        }
+        launcher.start_workers();
         nap(next_round.saturating_duration_since(Instant::now()).max(Duration::from_millis(100)));
     }
 }
 
-/// Starts a worker for each database due a visit (every database not
-/// recently found empty on a full round; those a backend asked for on any
-/// round), while there are free worker slots. A lack of slots is logged
-/// once until a worker starts again.
-fn launch(running: &mut Vec<(u32, DynamicBackgroundWorker)>, full_round: bool, short_of_slots: &mut bool) {
-    let max = crate::gucs::max_workers();
-    let now = now();
-    for database in databases() {
-        if running.len() >= max {
-            break;
-        }
-        if running.iter().any(|(d, _)| *d == database) || !shared::take_visit(database, now, full_round) {
-            continue;
-        }
-        let started = BackgroundWorkerBuilder::new("pg_milvus worker")
-            .set_type("pg_milvus worker")
-            .set_library("pg_milvus")
-            .set_function("milvus_worker_main")
-            .enable_spi_access()
-            .set_argument(Some(pg_sys::Datum::from(database)))
-            // SAFETY: a backend global; the postmaster then signals our latch
-            // when the worker stops.
-            .set_notify_pid(unsafe { pg_sys::MyProcPid })
-            .set_restart_time(None)
-            .load_dynamic();
-        match started {
-            Ok(worker) => {
-                running.push((database, worker));
-                *short_of_slots = false;
-            }
-            Err(_) => {
-                // Every slot of max_worker_processes is taken: try later.
-                if !std::mem::replace(short_of_slots, true) {
-                    warning!(
-                        "pg_milvus could not start a background worker; raise max_worker_processes (it must cover milvus.max_workers + 1)"
-                    );
+/// The launcher's state: the workers it started and the databases waiting.
+#[derive(Default)]
+struct Launcher {
+    running: Vec<(u32, DynamicBackgroundWorker)>,
+    queue: VisitQueue,
+    /// Visits started so far, and the number of each database's last.
+    visits: u64,
+    last_visit: HashMap<u32, u64>,
+    /// No process slot was free at the last try (logged once).
+    short_of_slots: bool,
+}
+
+impl Launcher {
+    fn running_databases(&self) -> Vec<u32> {
+        self.running.iter().map(|(d, _)| *d).collect()
+    }
+
+    /// A full round: every database not recently found without milvus
+    /// indexes joins the queue, the longest waiting first.
+    fn queue_round(&mut self) {
+        let now = now();
+        let all = databases();
+        let due: Vec<(u32, u64)> = all
+            .iter()
+            .filter(|d| !shared::idle(**d, now))
+            .map(|d| (*d, self.last_visit.get(d).copied().unwrap_or(0)))
+            .collect();
+        self.queue.retain(|d| all.contains(&d));
+        self.last_visit.retain(|d, _| all.contains(d));
+        self.queue.add_round(&due, &self.running_databases());
+    }
+
+    /// Starts a worker for the head of the queue while slots are free. A
+    /// lack of process slots is logged once until a worker starts again.
+    fn start_workers(&mut self) {
+        let free = crate::gucs::max_workers().saturating_sub(self.running.len());
+        for database in self.queue.take(free, &self.running_databases()) {
+            let started = BackgroundWorkerBuilder::new("pg_milvus worker")
+                .set_type("pg_milvus worker")
+                .set_library("pg_milvus")
+                .set_function("milvus_worker_main")
+                .enable_spi_access()
+                .set_argument(Some(pg_sys::Datum::from(database)))
+                // SAFETY: a backend global; the postmaster then signals our
+                // latch when the worker stops.
+                .set_notify_pid(unsafe { pg_sys::MyProcPid })
+                .set_restart_time(None)
+                .load_dynamic();
+            match started {
+                Ok(worker) => {
+                    self.running.push((database, worker));
+                    self.visits += 1;
+                    self.last_visit.insert(database, self.visits);
+                    self.short_of_slots = false;
                 }
-                break;
+                Err(_) => {
+                    // Every slot of max_worker_processes is taken: first in
+                    // line next time.
+                    self.queue.put_back(database);
+                    if !std::mem::replace(&mut self.short_of_slots, true) {
+                        warning!(
+                            "pg_milvus could not start a background worker; raise max_worker_processes (it must cover milvus.max_workers + 1)"
+                        );
+                    }
+                    break;
+                }
             }
         }
     }

@@ -17,8 +17,14 @@ const MAX_JOBS: usize = 128;
 const MAX_INDEXES: usize = 256;
 const MAX_DATABASES: usize = 64;
 const MAX_JOB_SEGMENTS: usize = 8;
+/// Room for an error message: the start and the whole cause of all but the
+/// longest (`Text`).
+const ERROR_BYTES: usize = 1024;
 
-/// A string in shared memory, cut at a character boundary.
+/// A string in shared memory. One too long keeps its start and its end,
+/// cut at character boundaries: an error's cause comes last in its chain
+/// ("could not flush ...: ...: Permission denied (os error 13)"), and must
+/// survive whole.
 #[derive(Clone, Copy)]
 struct Text<const N: usize> {
     len: u16,
@@ -26,13 +32,24 @@ struct Text<const N: usize> {
 }
 
 impl<const N: usize> Text<N> {
+    const GAP: &'static str = " ... ";
+
     fn set(&mut self, s: &str) {
-        let mut end = s.len().min(N);
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        self.bytes[..end].copy_from_slice(&s.as_bytes()[..end]);
-        self.len = end as u16;
+        let kept = if s.len() <= N {
+            s.to_owned()
+        } else {
+            let mut head = N / 4;
+            while !s.is_char_boundary(head) {
+                head -= 1;
+            }
+            let mut tail = s.len() - (N - head - Self::GAP.len());
+            while !s.is_char_boundary(tail) {
+                tail += 1;
+            }
+            format!("{}{}{}", &s[..head], Self::GAP, &s[tail..])
+        };
+        self.bytes[..kept.len()].copy_from_slice(kept.as_bytes());
+        self.len = kept.len() as u16;
     }
 
     fn get(&self) -> &str {
@@ -79,7 +96,7 @@ struct Job {
     rows: i64,
     bytes: i64,
     reason: Text<96>,
-    error: Text<256>,
+    error: Text<ERROR_BYTES>,
 }
 
 #[derive(Clone, Copy)]
@@ -90,11 +107,11 @@ struct IndexSlot {
     backoff: Backoff,
     /// The last failure of the current streak, for `milvus_segments()`.
     failed_segment: u64,
-    error: Text<256>,
+    error: Text<ERROR_BYTES>,
     /// A segment that could not be loaded for a search (corrupt or missing
     /// object), until it loads again or the index is rebuilt.
     damaged_segment: u64,
-    damage: Text<256>,
+    damage: Text<ERROR_BYTES>,
 }
 
 #[derive(Clone, Copy)]
@@ -404,20 +421,23 @@ pub fn set_idle_until(database: u32, until: u64) {
     with_database(database, |d| d.idle_until = until);
 }
 
-/// Whether the launcher should start a worker for the database now: asked
-/// for by a backend, or (on a full round) not known to be without milvus
-/// indexes. Clears the request.
-pub fn take_visit(database: u32, now: u64, full_round: bool) -> bool {
-    with_database(database, |d| {
-        let wanted = std::mem::take(&mut d.wanted);
-        wanted || (full_round && now >= d.idle_until)
-    })
-    .unwrap_or(false)
+/// Whether the database is known to hold no milvus index (until the time
+/// its last visit set).
+pub fn idle(database: u32, now: u64) -> bool {
+    enabled() && SHARED.share().databases.iter().any(|d| d.database == database && now < d.idle_until)
 }
 
-/// Whether a wake-up request is pending for any database.
-pub fn any_wanted() -> bool {
-    enabled() && SHARED.share().databases.iter().any(|d| d.wanted)
+/// The databases a backend asked a visit of since the last call; clears
+/// the requests.
+pub fn take_wanted() -> Vec<u32> {
+    if !enabled() || !SHARED.share().databases.iter().any(|d| d.wanted) {
+        return Vec::new();
+    }
+    let mut shared = SHARED.exclusive();
+    shared.databases.iter_mut().filter(|d| d.wanted).map(|d| {
+        d.wanted = false;
+        d.database
+    }).collect()
 }
 
 /// Whether garbage collection of the database is due; if so, records that
@@ -555,4 +575,23 @@ fn milvus_job_log() -> TableIterator<
         })
         .collect();
     TableIterator::new(rows)
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use super::Text;
+    use pgrx::prelude::*;
+
+    #[pg_test]
+    fn a_long_error_keeps_its_cause_whole() {
+        let mut t: Text<64> = Text { len: 0, bytes: [0; 64] };
+        t.set("short");
+        assert_eq!(t.get(), "short");
+        let long = format!("could not flush segment 1 of index \"{}\": Permission denied (os error 13)", "é".repeat(60));
+        t.set(&long);
+        assert!(t.get().len() <= 64, "{}", t.get());
+        assert!(t.get().starts_with("could not"), "{}", t.get());
+        assert!(t.get().ends_with("Permission denied (os error 13)"), "{}", t.get());
+    }
 }

@@ -27,9 +27,9 @@ use crate::am::{compact, gc, options, page};
 
 /// Visits the database; false if it has no milvus index.
 pub(super) fn visit_database(database: u32) -> bool {
-    let indexes = match in_transaction(true, flush::all_milvus_indexes) {
+    let indexes = match in_transaction(true, || Ok::<_, Failure>(flush::all_milvus_indexes())) {
         Ok(indexes) => indexes,
-        Err(e) => {
+        Err((_, _, e)) => {
             warning!("pg_milvus worker could not list the milvus indexes: {e}");
             return true;
         }
@@ -44,12 +44,7 @@ pub(super) fn visit_database(database: u32) -> bool {
             continue;
         }
         // SAFETY: visit_index locks and checks the relation itself.
-        let outcome = match in_transaction(false, || unsafe { visit_index(database, oid) }) {
-            Ok(Ok(name)) => Ok(name),
-            Ok(Err(failure)) => Err(failure),
-            // An error raised rather than returned: no segment to blame.
-            Err(message) => Err((None, 0, message)),
-        };
+        let outcome = in_transaction(false, || unsafe { visit_index(database, oid) });
         let subject = |name: Option<String>| format!("background work on index \"{}\"", name.unwrap_or_else(|| oid.to_u32().to_string()));
         let outcome = outcome.map(subject).map_err(|(name, segment, message)| (format!("{} failed: {message}", subject(name)), segment, message));
         report(database, oid.to_u32(), now, outcome);
@@ -57,8 +52,13 @@ pub(super) fn visit_database(database: u32) -> bool {
     let now = now();
     if shared::ready(database, DATABASE_GC, now) && shared::gc_due(database, now, crate::gucs::gc_interval().as_secs()) {
         // Its errors say "garbage collection failed: ..." themselves.
-        let outcome = in_transaction(true, || gc::gc_database("background worker"));
-        report(database, DATABASE_GC, now, outcome.map(|_| "garbage collection".to_owned()).map_err(|message| (message.clone(), 0, message)));
+        // A location that failed is in its row; the others were collected.
+        let outcome = in_transaction(true, || match gc::gc_database("background worker").into_iter().find_map(|row| row.4) {
+            Some(message) => Err((None, 0, message)),
+            None => Ok(()),
+        });
+        let outcome = outcome.map(|_| "garbage collection".to_owned());
+        report(database, DATABASE_GC, now, outcome.map_err(|(_, _, message)| (format!("garbage collection failed: {message}"), 0, message)));
     }
     true
 }
@@ -69,6 +69,18 @@ const DATABASE_GC: u32 = u32::MAX;
 
 /// (index name if known, segment, error) of a failed index visit.
 type Failure = (Option<String>, u64, String);
+
+/// An open index, closed when dropped: every early return of a visit
+/// closes it (a relation left open is a relcache reference leak).
+struct OpenIndex(pg_sys::Relation);
+
+impl Drop for OpenIndex {
+    fn drop(&mut self) {
+        // SAFETY: opened by index_open in visit_index; the lock is kept to
+        // the end of the transaction.
+        unsafe { pg_sys::index_close(self.0, pg_sys::NoLock as i32) };
+    }
+}
 
 /// Records the outcome of the work on `slot` (an index, or the database's
 /// GC): `Ok(subject)`, or `Err((log line, segment, error))`. Logs the first
@@ -104,7 +116,8 @@ unsafe fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Option<String>,
         if !crate::am::relation_exists(oid.to_u32()) {
             return Ok(None);
         }
-        let index = pg_sys::index_open(oid, pg_sys::NoLock as i32);
+        let open = OpenIndex(pg_sys::index_open(oid, pg_sys::NoLock as i32));
+        let index = open.0;
         let name = crate::am::relation_name(index);
         let failed = |segment: u64, message: String| Err((Some(name.clone()), segment, message));
 
@@ -137,18 +150,18 @@ unsafe fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Option<String>,
                 return failed(plan.inputs.first().map_or(0, |s| s.0), message);
             }
         }
-        pg_sys::index_close(index, pg_sys::NoLock as i32);
         Ok(Some(name))
     }
 }
 
-/// Runs `f` in a transaction of its own, committed; an error aborts it and
-/// comes back as its message. With `snapshot`, for SQL (SPI), under an
-/// active snapshot; without, `f` works on index pages and catalogs only and
-/// holds no snapshot, so a long flush or compaction never holds back the
-/// xmin horizon (VACUUM could not remove the rows just deleted, and
-/// compaction would have no tombstones to purge).
-fn in_transaction<T>(snapshot: bool, f: impl FnOnce() -> T) -> Result<T, String> {
+/// Runs `f` in a transaction of its own: committed when `f` returns `Ok`,
+/// aborted when it returns `Err` (a failed job commits nothing) or raises
+/// an error (which comes back as a [`Failure`] blaming no segment). With
+/// `snapshot`, for SQL (SPI), under an active snapshot; without, `f` works
+/// on index pages and catalogs only and holds no snapshot, so a long flush
+/// or compaction never holds back the xmin horizon (VACUUM could not remove
+/// the rows just deleted, and compaction would have no tombstones to purge).
+fn in_transaction<T, E: Into<Failure>>(snapshot: bool, f: impl FnOnce() -> Result<T, E>) -> Result<T, Failure> {
     // SAFETY: a worker's main loop, between transactions.
     unsafe {
         pg_sys::SetCurrentStatementStartTimestamp();
@@ -157,11 +170,11 @@ fn in_transaction<T>(snapshot: bool, f: impl FnOnce() -> T) -> Result<T, String>
             pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
         }
     }
-    let result = PgTryBuilder::new(AssertUnwindSafe(|| Ok(f())))
+    let result = PgTryBuilder::new(AssertUnwindSafe(|| f().map_err(Into::into)))
         .catch_others(|e| {
             Err(match e {
                 CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) | CaughtError::RustPanic { ereport: r, .. } => {
-                    r.message().to_owned()
+                    (None, 0, r.message().to_owned())
                 }
             })
         })

@@ -5,5 +5,7 @@
 //! its answers (seal, flush, compaction) live elsewhere.
 
 pub mod compaction;
+pub mod cost;
 pub mod retry;
+pub mod schedule;
 pub mod seal;

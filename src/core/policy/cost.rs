@@ -1,0 +1,126 @@
+//! What an ordered index scan costs, in units the planner prices: pages
+//! read and distances computed. A pure model, so the skin's
+//! `amcostestimate` only multiplies by Postgres' cost settings.
+//!
+//! A scan pays up front (before its first row): reading the page-resident
+//! rows (growing, and sealed not yet flushed) with one distance each, and
+//! one HNSW search of `ef_search` per flushed segment (brute force below
+//! [`BRUTE_FORCE_MAX_ROWS`] rows). Every further row costs about
+//! [`DISTANCES_PER_ROW`] distances: the widening rounds ask for twice the
+//! rows each, and a round of `k` rows visits some `16k` rows at about 4
+//! distances each (it runs only while `128k` is below the rows,
+//! [`EXACT_SWITCH_FACTOR`]), up to `N` over all rounds; the exact tail then
+//! computes one distance per row left: `3N` in all. The tail keeps its rows
+//! in a heap, and each row out of it costs `log2 N` comparisons.
+//!
+//! The model's total is the cost of the whole scan. The planner takes the
+//! part of it a `LIMIT` needs, by the rows it expects past the query's other
+//! quals: `startup + (total - startup) * limit / (rows * selectivity)`. A
+//! selective filter so costs the index many rows (and their heap fetches),
+//! and the planner prefers a sequential scan where that is cheaper; an
+//! unselective one costs it the first round only.
+
+use crate::search::{BRUTE_FORCE_MAX_ROWS, EXACT_SWITCH_FACTOR};
+
+/// Distances per row the scan produces past its first round (module doc).
+pub const DISTANCES_PER_ROW: f64 = 3.0;
+
+/// What the planner knows of an index.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IndexShape {
+    /// Rows in the index (`reltuples`).
+    pub rows: f64,
+    /// Rows in pages (growing, sealed not yet flushed), and their pages.
+    pub page_rows: f64,
+    pub pages: f64,
+    /// Largest flushed segment (`segment_max_rows`).
+    pub segment_rows: f64,
+    /// HNSW `m` of the index.
+    pub m: usize,
+}
+
+/// The model's answer, in pages and distances.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScanWork {
+    pub startup_pages: f64,
+    pub startup_distances: f64,
+    /// Distances to produce every row, startup's included.
+    pub total_distances: f64,
+    /// Comparisons to take every row out of the exact tail's heap.
+    pub total_comparisons: f64,
+}
+
+/// Tuples an HNSW search of `ef` visits in a graph of `n` nodes: pgvector's
+/// estimate (entry descent plus the part of layer 0's `2m * ef` neighbours
+/// not seen before), capped at `n`.
+pub fn hnsw_visits(n: f64, m: usize, ef: usize) -> f64 {
+    if n <= BRUTE_FORCE_MAX_ROWS as f64 {
+        return n;
+    }
+    let (m, ef) = (m.max(2) as f64, ef.max(1) as f64);
+    let levels = (n.ln() / m.ln()).floor();
+    let layer0 = 2.0 * m * ef * 0.55 * n.ln() / (m.ln() * (1.0 + ef.ln()));
+    (levels * m + layer0).min(n)
+}
+
+/// The work of an ordered scan of `shape` at `ef_search`.
+pub fn scan_work(shape: IndexShape, ef_search: usize) -> ScanWork {
+    let rows = shape.rows.max(0.0);
+    let page_rows = shape.page_rows.clamp(0.0, rows.max(shape.page_rows));
+    let flushed = (rows - page_rows).max(0.0);
+    let segment_rows = shape.segment_rows.max(1.0);
+    let full = (flushed / segment_rows).floor();
+    let rest = flushed - full * segment_rows;
+    let searches = full * hnsw_visits(segment_rows, shape.m, ef_search) + hnsw_visits(rest, shape.m, ef_search);
+    let startup_distances = page_rows + searches;
+    ScanWork {
+        startup_pages: shape.pages,
+        startup_distances,
+        total_distances: startup_distances.max(rows * DISTANCES_PER_ROW),
+        total_comparisons: rows * rows.max(2.0).log2(),
+    }
+}
+
+// The switch the model assumes is the one the search makes.
+const _: () = assert!(EXACT_SWITCH_FACTOR == 128);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(rows: f64, page_rows: f64) -> IndexShape {
+        IndexShape { rows, page_rows, pages: page_rows / 100.0, segment_rows: 100_000.0, m: 16 }
+    }
+
+    #[test]
+    fn small_segments_are_brute_force() {
+        assert_eq!(hnsw_visits(3000.0, 16, 40), 3000.0);
+        let v = hnsw_visits(100_000.0, 16, 40);
+        assert!((400.0..2000.0).contains(&v), "{v}");
+        assert!(hnsw_visits(100_000.0, 16, 200) > v, "a larger ef visits more");
+    }
+
+    #[test]
+    fn startup_is_the_first_round_and_total_every_row() {
+        let w = scan_work(shape(100_000.0, 0.0), 40);
+        assert!(w.startup_distances < 2000.0);
+        assert_eq!(w.total_distances, 300_000.0);
+        assert!((w.total_comparisons - 100_000.0 * 100_000f64.log2()).abs() < 1.0);
+        // Growing rows are paid up front, one distance each.
+        let g = scan_work(shape(100_000.0, 10_000.0), 40);
+        assert!(g.startup_distances > 10_000.0 && g.startup_pages == 100.0);
+    }
+
+    #[test]
+    fn many_segments_cost_more_up_front() {
+        let one = scan_work(shape(400_000.0, 0.0), 40);
+        let many = scan_work(IndexShape { segment_rows: 10_000.0, ..shape(400_000.0, 0.0) }, 40);
+        assert!(many.startup_distances > 5.0 * one.startup_distances);
+    }
+
+    #[test]
+    fn an_empty_index_costs_nothing() {
+        let w = scan_work(shape(0.0, 0.0), 40);
+        assert_eq!((w.startup_distances, w.total_distances), (0.0, 0.0));
+    }
+}
