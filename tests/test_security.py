@@ -140,3 +140,71 @@ def test_a_hostile_search_path_cannot_hijack_our_queries(conn):
     conn.execute("SET search_path = hostile, pg_catalog, public")
     assert conn.execute("SELECT count(*) FROM milvus_gc()").fetchone()[0] >= 1
     assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush()")] == ["flushed"]
+
+
+@pytest.fixture
+def owner(conn):
+    """A role that owns `items` and may create indexes on it, not a superuser."""
+    conn.execute("CREATE ROLE milvus_owner LOGIN")
+    conn.execute("GRANT CREATE ON SCHEMA public TO milvus_owner")
+    conn.execute("ALTER TABLE items OWNER TO milvus_owner")
+    yield
+    conn.execute("RESET ROLE")
+    conn.execute("RESET milvus.allowed_storage_urls")
+    conn.execute("DROP OWNED BY milvus_owner")
+    conn.execute("DROP ROLE milvus_owner")
+
+
+def test_only_a_superuser_chooses_where_an_index_is_stored(cluster, conn, owner, tmp_path):
+    data_dir = Path(cluster.host) / "data"
+    elsewhere = tmp_path / "alice"
+    conn.execute("SET ROLE milvus_owner")
+    # Before: a table owner could make the server write into its own data directory.
+    for url, sqlstate, message in [
+        (f"file://{data_dir}/base", "22023", "is inside the data directory"),
+        (f"file:///tmp/../{data_dir}/global", "22023", "is inside the data directory"),
+        (f"file://{elsewhere}", "42501", "permission denied to store an index at"),
+        ("s3://some-bucket/prefix", "42501", "permission denied to store an index at"),
+    ]:
+        with pytest.raises(psycopg.Error, match=message) as e:
+            conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding) WITH (storage_url = '{url}')")
+        assert e.value.sqlstate == sqlstate, (url, e.value.sqlstate)
+    assert not (data_dir / "base" / "0").exists()
+    # The default, by name or not, is anybody's.
+    default = f"file://{data_dir}/pg_milvus/objects"
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding) WITH (storage_url = '{default}')")
+    # A superuser may allow locations; an owner may then use what is under them, only.
+    conn.execute("RESET ROLE")
+    conn.execute(f"SET milvus.allowed_storage_urls = 'file://{tmp_path}/shared, s3://team-bucket/milvus'")
+    conn.execute("SET ROLE milvus_owner")
+    conn.execute(f"CREATE INDEX items_idx2 ON items USING milvus (embedding) WITH (storage_url = 'file://{tmp_path}/shared/a')")
+    for url in [f"file://{tmp_path}/shared/../escape", f"file://{tmp_path}/sharedx", "s3://team-bucket/milvus-other"]:
+        with pytest.raises(psycopg.Error, match="permission denied to store an index at"):
+            conn.execute(f"ALTER INDEX items_idx2 SET (storage_url = '{url}')")
+    # Only a superuser can change the list.
+    with pytest.raises(psycopg.Error, match="permission denied to set parameter"):
+        conn.execute("SET milvus.allowed_storage_urls = 'file:///'")
+    # The server-wide setting never points into the data directory either.
+    conn.execute("RESET ROLE")
+    with pytest.raises(psycopg.Error, match="is inside the data directory"):
+        conn.execute(f"SET milvus.storage_url = 'file://{data_dir}/pg_wal'")
+
+
+def test_owners_see_the_jobs_of_their_own_indexes(cluster, conn, owner):
+    conn.execute("SET ROLE milvus_owner")
+    conn.execute("CREATE INDEX mine_idx ON items USING milvus (embedding)")
+    load(conn, 300)
+    conn.execute("SELECT * FROM milvus_flush('mine_idx')")
+    conn.execute("RESET ROLE")
+    conn.execute("CREATE TABLE theirs (v vector(3))")
+    conn.execute("INSERT INTO theirs VALUES ('[1,2,3]')")
+    conn.execute("CREATE INDEX theirs_idx ON theirs USING milvus (v)")
+    conn.execute("SELECT * FROM milvus_flush('theirs_idx')")
+    everything = conn.execute("SELECT DISTINCT index::text FROM milvus_jobs").fetchall()
+    assert ("theirs_idx",) in everything
+    # Before: permission denied for view milvus_jobs.
+    conn.execute("SET ROLE milvus_owner")
+    kinds = conn.execute("SELECT index, pg_typeof(index)::text, kind, state FROM milvus_jobs").fetchall()
+    assert kinds and {k[0] for k in kinds} == {"mine_idx"}, kinds
+    assert all(k[1] == "regclass" for k in kinds)
+    assert ("mine_idx", "regclass", "flush", "done") in kinds

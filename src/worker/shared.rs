@@ -510,8 +510,10 @@ type JobRow = (
     Option<String>,
 );
 
-/// The job log, newest first. A job still `running` whose process is gone
-/// (the server was stopped, or the process crashed) shows as `abandoned`:
+/// The job log, newest first: every job for a superuser, the jobs on their
+/// own indexes of this database for anybody else. A job still `running`
+/// whose process is gone (the server was stopped, or the process crashed)
+/// shows as `abandoned`:
 /// its upload, if any, was never published.
 #[pg_extern(sql = "
 CREATE FUNCTION milvus_job_log()
@@ -523,6 +525,7 @@ CREATE VIEW milvus_jobs AS
     SELECT job_id, pid, kind, index::regclass AS index, segments, state, reason, started, finished, rows, bytes, error
       FROM milvus_job_log() WHERE database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database());
 COMMENT ON VIEW milvus_jobs IS 'recent and running seal, flush, compaction and GC jobs of this database';
+GRANT SELECT ON milvus_jobs TO PUBLIC;
 ")]
 #[allow(clippy::type_complexity)] // a SQL result row, spelled out for pgrx
 fn milvus_job_log() -> TableIterator<
@@ -544,6 +547,20 @@ fn milvus_job_log() -> TableIterator<
     ),
 > {
     let mut jobs: Vec<Job> = if enabled() { SHARED.share().jobs.iter().filter(|j| j.id != 0).copied().collect() } else { Vec::new() };
+    // A superuser sees every job; anybody else, the jobs on indexes they own
+    // in this database.
+    // SAFETY: catalog checks of the current user and database.
+    unsafe {
+        if !pg_sys::superuser() {
+            let database = pg_sys::MyDatabaseId.to_u32();
+            jobs.retain(|j| {
+                j.database == database
+                    && j.index != 0
+                    && crate::am::relation_exists(j.index)
+                    && pg_sys::pg_class_ownercheck(pg_sys::Oid::from(j.index), pg_sys::GetUserId())
+            });
+        }
+    }
     jobs.sort_by_key(|j| std::cmp::Reverse(j.id));
     let rows: Vec<JobRow> = jobs
         .into_iter()
