@@ -179,6 +179,71 @@ def test_storage_failures_back_off_show_and_heal(cluster, conn):
     assert len(set(all_index_ids(conn))) == 500
 
 
+def test_a_failed_flush_keeps_its_whole_cause_and_leaks_nothing(cluster, conn):
+    # A long name and a deep path: the message outgrows what the job log and
+    # the retry slots hold (it was cut at 255 bytes, now the middle of what
+    # passes 1024 goes), and the cause comes last.
+    name = "i" * 63
+    store = Path(cluster.host).joinpath(*[c * 200 for c in "defgh"]) / "store"
+    store.mkdir(parents=True, exist_ok=True)
+    for p in [store, *store.parents]:
+        if str(p).startswith(cluster.host + "/"):
+            shutil.chown(p, "postgres", "postgres")
+    conn.execute(f"CREATE INDEX {name} ON items USING milvus (embedding vector_l2_ops) WITH (storage_url = 'file://{store}')")
+    log = Path(cluster.host) / "server.log"
+    log_start = log.stat().st_size
+    os.chmod(store, 0)
+    try:
+        load(conn, 300)
+        conn.execute(f"SELECT * FROM milvus_flush('{name}', wait => false)")
+        error = wait_for(lambda: conn.execute(
+            f"SELECT error FROM milvus_segments('{name}') WHERE state = 'sealed' AND error IS NOT NULL").fetchone(),
+            "the failure to show in milvus_segments()")[0]
+        assert "Permission denied (os error 13)" in error and "retrying with backoff" in error, error
+        assert len(error) > 1000, error
+        wait_for(lambda: sum(1 for j in jobs(conn, "flush") if j[2] == "failed") >= 2, "a retry")
+        failed = [j for j in jobs(conn, "flush") if j[2] == "failed"]
+        assert all(j[5].endswith("Permission denied (os error 13)") for j in failed), failed
+    finally:
+        os.chmod(store, 0o700)
+    wait_for(lambda: [s for s in segments(conn, name) if s[0] == 1 and s[1] == "flushed"], "the flush to succeed", timeout=90)
+    # Before: every failed attempt logged a relcache reference leak.
+    assert "leak" not in log.read_text()[log_start:]
+
+
+def test_more_databases_than_workers_are_all_served():
+    """One worker, three databases: each gets its turn (before, only the
+    first in pg_database was ever visited)."""
+    c = Cluster("fair", ["milvus.max_workers = 1", "milvus.naptime = 1", "milvus.seal_idle_time = 2"])
+    names = ["fair_a", "fair_b", "fair_c"]
+    try:
+        with c.connect() as admin:
+            for n in names:
+                admin.execute(f"CREATE DATABASE {n}")
+        conns = [c.connect(n) for n in names]
+        for conn in conns:
+            conn.execute("CREATE EXTENSION pg_milvus")
+            conn.execute("CREATE TABLE t (v vector(4))")
+            conn.execute("CREATE INDEX t_idx ON t USING milvus (v)")
+            conn.execute("INSERT INTO t SELECT array[g, 0, 0, 0]::vector FROM generate_series(1, 200) g")
+
+        def flushed(conn):
+            """Rows in flushed segments (compaction may merge them)."""
+            return conn.execute("SELECT coalesce(sum(rows), 0) FROM milvus_segments('t_idx') WHERE state = 'flushed'").fetchone()[0]
+
+        for n, conn in zip(names, conns):
+            wait_for(lambda: flushed(conn) == 200, f"database {n}'s segment to be sealed and flushed", timeout=60)
+        # And again: the queue keeps turning.
+        for conn in conns:
+            conn.execute("INSERT INTO t SELECT array[g, 1, 0, 0]::vector FROM generate_series(1, 50) g")
+        for n, conn in zip(names, conns):
+            wait_for(lambda: flushed(conn) == 250, f"database {n}'s second segment", timeout=60)
+        for conn in conns:
+            conn.close()
+    finally:
+        c.stop()
+
+
 def test_workers_collect_orphans_and_never_referenced_objects(cluster, conn):
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
     load(conn, 5000)
