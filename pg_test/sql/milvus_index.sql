@@ -23,7 +23,6 @@ CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (m = 101);
 CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (ef_construction = 20);
 CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 10);
 CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (nonsense = 1);
-CREATE INDEX bad ON items USING milvus (embedding);
 CREATE INDEX bad ON items USING milvus (id);
 CREATE TABLE nodims (v vector);
 CREATE INDEX bad ON nodims USING milvus (v vector_l2_ops);
@@ -62,10 +61,22 @@ SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 1000;
 SET milvus.max_scan_tuples = 100000;
 SELECT count(*), count(DISTINCT id) FROM (SELECT id FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 1000) s;
--- milvus.max_scan_tuples bounds a scan.
+-- milvus.max_scan_tuples ends the approximate rounds, never the scan: the
+-- rest comes exactly. milvus.iterative_scan = off stops after the first
+-- round (milvus.ef_search rows), as pgvector's default does.
 SET milvus.max_scan_tuples = 50;
 SELECT count(*) FROM (SELECT id FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 1000) s;
 RESET milvus.max_scan_tuples;
+SET milvus.iterative_scan = off;
+SELECT count(*) FROM (SELECT id FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 1000) s;
+SET milvus.iterative_scan = strict_order;
+SELECT count(*) FROM (SELECT id FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 1000) s;
+SET milvus.iterative_scan = sideways;
+RESET milvus.iterative_scan;
+-- With no operator class, an index takes vector_l2_ops, as pgvector's does.
+CREATE INDEX items_default ON items USING milvus (embedding);
+SELECT opcname FROM pg_index i JOIN pg_opclass o ON o.oid = i.indclass[0] WHERE i.indexrelid = 'items_default'::regclass;
+DROP INDEX items_default;
 SET milvus.ef_search = 0;
 SHOW milvus.ef_search;
 -- A query vector of the wrong size, and a NULL one.
