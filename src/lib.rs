@@ -9,6 +9,7 @@ pub mod am;
 mod debug;
 mod error;
 mod gucs;
+mod hooks;
 mod storage;
 pub mod vector;
 mod worker;
@@ -21,6 +22,7 @@ mod worker;
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
     am::options::init();
+    hooks::init();
     // SAFETY: a postmaster global, true while shared_preload_libraries loads.
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         worker::init();

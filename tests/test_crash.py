@@ -190,7 +190,8 @@ def test_crash_matrix(cluster, conn, point):
         assert vacuumed["released"] == 0 and vacuumed["unreferenced"] == 0, vacuumed
         # GC takes what the crash left unreferenced, and nothing else.
         conn.execute("SET milvus.gc_grace_period = 0")
-        _, deleted, referenced, young = conn.execute(GC).fetchone()
+        _, deleted, referenced, young, error = conn.execute(GC).fetchone()
+        assert error is None
         assert len(files(objects)) == referenced and young == 0
         if point in ("flush_mid_upload", "flush_before_commit", "compaction_before_commit", "gc_mid_delete"):
             assert deleted >= 1, "the unpublished upload, or the rest of the garbage, was collected"

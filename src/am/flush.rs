@@ -340,6 +340,10 @@ unsafe fn flush_index(index_oid: pg_sys::Oid, flush: bool) -> Vec<(i64, String)>
                 }
             }
         }
+        if flush {
+            // The flushed rows' pages are free: give the file's tail back.
+            page::give_back_free_tail(index);
+        }
         pg_sys::index_close(index, pg_sys::RowExclusiveLock as i32);
         out
     }

@@ -537,12 +537,20 @@ pub(crate) unsafe fn sweep_free_pages(index: pg_sys::Relation) {
 /// rows went to object storage), and an index should not keep its largest
 /// size for good. Needs the index to itself (a conditional
 /// AccessExclusiveLock: no insert or scan runs; if one does, nothing
-/// happens and the next VACUUM tries again). Chain pages in the way are
-/// moved to the lowest free blocks first: the growing segment's page when
-/// it holds no row (as after a seal), and the manifest (rewritten, as any
-/// commit does). Returns how many pages were given back.
+/// happens and a later flush or VACUUM tries again). Chain pages in the way
+/// are moved to the lowest free blocks first: the growing segment's page
+/// when it holds no row (as after a seal), and the manifest (rewritten, as
+/// any commit does). Returns how many pages were given back.
+///
+/// As for a heap, only when enough is free ([`worth_truncating`]): the
+/// lock is logged for standbys, where it cancels queries on the index. Not
+/// in parallel mode (a parallel VACUUM), where that logging, which needs a
+/// transaction id, cannot run.
 pub(crate) unsafe fn give_back_free_tail(index: pg_sys::Relation) -> u32 {
     unsafe {
+        if pg_sys::IsInParallelMode() || !worth_truncating(index) {
+            return 0;
+        }
         if !pg_sys::ConditionalLockRelation(index, pg_sys::AccessExclusiveLock as i32) {
             return 0;
         }
@@ -578,19 +586,48 @@ pub(crate) unsafe fn give_back_free_tail(index: pg_sys::Relation) -> u32 {
     }
 }
 
-/// The lowest free block below `below`, exclusively locked.
-unsafe fn lowest_free_buffer(index: pg_sys::Relation, below: pg_sys::BlockNumber) -> Option<pg_sys::Buffer> {
+/// Whether the free pages are enough to truncate for: heap VACUUM's rule
+/// (`REL_TRUNCATE_MINIMUM` 1000 pages, or a sixteenth of the file). Pages
+/// are looked at share-locked, one at a time: an estimate, rechecked under
+/// the lock.
+unsafe fn worth_truncating(index: pg_sys::Relation) -> bool {
+    unsafe {
+        let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+        let needed = (blocks / 16).clamp(1, 1000);
+        let mut free = 0;
+        for block in 1..blocks {
+            let buffer = read_buffer(index, block);
+            lock(buffer, false);
+            free += is_free(pg_sys::BufferGetPage(buffer)) as u32;
+            pg_sys::UnlockReleaseBuffer(buffer);
+            if free >= needed {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// The `n` lowest free blocks below `below`, exclusively locked, in one
+/// pass (a block is locked once: a second pass would wait on itself); fewer
+/// if there are not so many.
+unsafe fn lowest_free_buffers(index: pg_sys::Relation, below: pg_sys::BlockNumber, n: usize) -> Vec<pg_sys::Buffer> {
     unsafe {
         let end = below.min(pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM));
+        let mut found = Vec::with_capacity(n);
         for block in 1..end {
+            if found.len() == n {
+                break;
+            }
             let buffer = read_buffer(index, block);
             lock(buffer, true);
             if is_free(pg_sys::BufferGetPage(buffer)) {
-                return Some(buffer);
+                found.push(buffer);
+            } else {
+                pg_sys::UnlockReleaseBuffer(buffer);
             }
-            pg_sys::UnlockReleaseBuffer(buffer);
         }
-        None
+        found
     }
 }
 
@@ -607,7 +644,8 @@ unsafe fn move_empty_growing_page(index: pg_sys::Relation, meta_buffer: pg_sys::
         lock(old, true);
         let mut rows = 0;
         for_each_row(pg_sys::BufferGetPage(old), m.dims as usize, |_, _, _| rows += 1);
-        let new = if rows == 0 { lowest_free_buffer(index, target) } else { None };
+        // The growing page is at or past `target`: the search stops below it.
+        let new = if rows == 0 { lowest_free_buffers(index, target, 1).pop() } else { None };
         if let Some(new) = new {
             let mut xlog = Xlog::start(index);
             let meta_page = xlog.register(meta_buffer, false);
@@ -638,13 +676,8 @@ unsafe fn move_manifest(index: pg_sys::Relation, meta_buffer: pg_sys::Buffer, ta
             return;
         }
         let bytes = read_manifest(index, &m).encode();
-        let mut buffers = Vec::new();
-        for _ in 0..manifest_pages(bytes.len()) {
-            match lowest_free_buffer(index, target) {
-                Some(b) => buffers.push(b),
-                None => break,
-            }
-        }
+        // Free blocks are none of the current manifest's: no lock taken twice.
+        let buffers = lowest_free_buffers(index, target, manifest_pages(bytes.len()));
         if buffers.len() < manifest_pages(bytes.len()) {
             for b in buffers {
                 pg_sys::UnlockReleaseBuffer(b);

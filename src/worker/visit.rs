@@ -138,6 +138,7 @@ unsafe fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Option<String>,
         }
 
         // Flush what is sealed.
+        let sealed = page::read_meta(index).sealed().len();
         for chain in page::read_meta(index).sealed() {
             if let Err(message) = flush::flush_segment(index, SegmentId(chain.segment), "sealed; background worker") {
                 return failed(chain.segment, message);
@@ -149,6 +150,10 @@ unsafe fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Option<String>,
             if let Err(message) = compact::run_plan(index, &plan) {
                 return failed(plan.inputs.first().map_or(0, |s| s.0), message);
             }
+        }
+        // What the flushes emptied goes back to the file system.
+        if sealed > 0 {
+            page::give_back_free_tail(index);
         }
         Ok(Some(name))
     }

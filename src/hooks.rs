@@ -1,0 +1,198 @@
+//! Two things an index access method cannot say through its callbacks, said
+//! through hooks Postgres offers every extension:
+//!
+//! - **EXPLAIN (ANALYZE)**: Postgres 15 has no per-node hook for an index
+//!   AM, so the `ExplainOneQuery` hook runs the standard EXPLAIN and then
+//!   adds one `Milvus Scan` line per milvus index the statement scanned:
+//!   scans, flushed segments searched and loaded, rows read from pages,
+//!   approximate rounds, exact tails, rows offered (`scan::ScanReport`).
+//!   Text format only: the other formats close their document before the
+//!   hook gets control back.
+//! - **ALTER INDEX ... SET (...)** on a milvus index: a NOTICE saying when
+//!   each option takes effect (`m` and `ef_construction` for segments built
+//!   from now on, `storage_url` at the next REINDEX, `segment_max_rows` at
+//!   once), from the `ProcessUtility` hook after the command succeeded.
+//!
+//! Both are installed by `_PG_init`, so they act in every backend when the
+//! library is preloaded, and otherwise once the backend has loaded it.
+
+use std::ffi::{CStr, c_char, c_void};
+
+use pgrx::prelude::*;
+
+use crate::am::scan;
+
+static mut PREVIOUS_EXPLAIN: pg_sys::ExplainOneQuery_hook_type = None;
+static mut PREVIOUS_UTILITY: pg_sys::ProcessUtility_hook_type = None;
+
+/// Installs the hooks, keeping whatever was installed before.
+pub fn init() {
+    // SAFETY: _PG_init runs once per process, before any query.
+    unsafe {
+        PREVIOUS_EXPLAIN = pg_sys::ExplainOneQuery_hook;
+        pg_sys::ExplainOneQuery_hook = Some(explain_one_query);
+        PREVIOUS_UTILITY = pg_sys::ProcessUtility_hook;
+        pg_sys::ProcessUtility_hook = Some(process_utility);
+    }
+}
+
+/// The pointers of a `List` of pointers.
+unsafe fn list_pointers(list: *mut pg_sys::List) -> Vec<*mut c_void> {
+    if list.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: a valid List; each cell of a pointer list holds ptr_value.
+    unsafe { (0..(*list).length as usize).map(|i| (*(*list).elements.add(i)).ptr_value).collect() }
+}
+
+/// EXPLAIN of one query: the standard planning and EXPLAIN (or the hook
+/// installed before ours), then the milvus scans' reports.
+#[pg_guard]
+unsafe extern "C-unwind" fn explain_one_query(
+    query: *mut pg_sys::Query,
+    cursor_options: i32,
+    into: *mut pg_sys::IntoClause,
+    es: *mut pg_sys::ExplainState,
+    query_string: *const c_char,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+) {
+    unsafe {
+        let collecting = scan::Explaining::start((*es).analyze);
+        match PREVIOUS_EXPLAIN {
+            Some(previous) => previous(query, cursor_options, into, es, query_string, params, query_env),
+            None => standard_explain_one_query(query, cursor_options, into, es, query_string, params, query_env),
+        }
+        let reports = collecting.finish();
+        if (*es).format == pg_sys::ExplainFormat::EXPLAIN_FORMAT_TEXT {
+            for report in reports {
+                let line = std::ffi::CString::new(report).unwrap_or_default();
+                pg_sys::ExplainPropertyText(c"Milvus Scan".as_ptr(), line.as_ptr(), es);
+            }
+        }
+    }
+}
+
+/// What `ExplainOneQuery` does without a hook: plan, timing the planning
+/// and counting its buffers, then `ExplainOnePlan`.
+unsafe fn standard_explain_one_query(
+    query: *mut pg_sys::Query,
+    cursor_options: i32,
+    into: *mut pg_sys::IntoClause,
+    es: *mut pg_sys::ExplainState,
+    query_string: *const c_char,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+) {
+    unsafe {
+        let buffers = (*es).buffers;
+        let buffers_before = pg_sys::pgBufferUsage;
+        let started = std::time::Instant::now();
+        let plan = pg_sys::pg_plan_query(query, query_string, cursor_options, params);
+        let took = started.elapsed();
+        let planning = pg_sys::instr_time { tv_sec: took.as_secs() as _, tv_nsec: took.subsec_nanos() as _ };
+        let mut used: pg_sys::BufferUsage = std::mem::zeroed();
+        if buffers {
+            pg_sys::BufferUsageAccumDiff(&mut used, &raw const pg_sys::pgBufferUsage, &buffers_before);
+        }
+        let used_ptr = if buffers { &raw const used } else { std::ptr::null() };
+        pg_sys::ExplainOnePlan(plan, into, es, query_string, params, query_env, &planning, used_ptr);
+    }
+}
+
+/// Utility statements: the standard processing (or the hook installed
+/// before ours), then the notice an `ALTER INDEX ... SET` of milvus options
+/// deserves.
+#[pg_guard]
+#[allow(clippy::too_many_arguments)] // Postgres' signature
+unsafe extern "C-unwind" fn process_utility(
+    statement: *mut pg_sys::PlannedStmt,
+    query_string: *const c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    completion: *mut pg_sys::QueryCompletion,
+) {
+    unsafe {
+        // Read before running: the command may scribble on its tree.
+        let altered = altered_index_options(statement);
+        match PREVIOUS_UTILITY {
+            Some(previous) => previous(statement, query_string, read_only_tree, context, params, query_env, dest, completion),
+            None => pg_sys::standard_ProcessUtility(
+                statement,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                completion,
+            ),
+        }
+        if let Some((relation, options)) = altered {
+            notice_option_changes(relation, &options);
+        }
+    }
+}
+
+/// For `ALTER INDEX name SET (...)`: the index and the option names set.
+unsafe fn altered_index_options(statement: *mut pg_sys::PlannedStmt) -> Option<(pg_sys::RangeVar, Vec<String>)> {
+    unsafe {
+        let node = (*statement).utilityStmt;
+        if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_AlterTableStmt {
+            return None;
+        }
+        let alter = node.cast::<pg_sys::AlterTableStmt>();
+        if (*alter).objtype != pg_sys::ObjectType::OBJECT_INDEX || (*alter).relation.is_null() {
+            return None;
+        }
+        let mut names = Vec::new();
+        for cmd in list_pointers((*alter).cmds).into_iter().map(|c| c.cast::<pg_sys::AlterTableCmd>()) {
+            if (*cmd).subtype == pg_sys::AlterTableType::AT_SetRelOptions {
+                for elem in list_pointers((*cmd).def.cast()).into_iter().map(|e| e.cast::<pg_sys::DefElem>()) {
+                    names.push(CStr::from_ptr((*elem).defname).to_string_lossy().into_owned());
+                }
+            }
+        }
+        (!names.is_empty()).then(|| (*(*alter).relation, names))
+    }
+}
+
+/// The NOTICE for options set on a milvus index: when each takes effect.
+unsafe fn notice_option_changes(relation: pg_sys::RangeVar, options: &[String]) {
+    unsafe {
+        let oid = pg_sys::RangeVarGetRelidExtended(
+            &relation,
+            pg_sys::NoLock as i32,
+            pg_sys::RVROption::RVR_MISSING_OK as u32,
+            None,
+            std::ptr::null_mut(),
+        );
+        if oid == pg_sys::InvalidOid {
+            return;
+        }
+        // The ALTER holds its lock on the index to the end of the transaction.
+        let rel = pg_sys::relation_open(oid, pg_sys::AccessShareLock as i32);
+        let am = pg_sys::get_am_name((*(*rel).rd_rel).relam);
+        pg_sys::relation_close(rel, pg_sys::AccessShareLock as i32);
+        if am.is_null() || CStr::from_ptr(am).to_bytes() != b"milvus" {
+            return;
+        }
+        let set = |name: &str| options.iter().any(|o| o == name);
+        let mut said = Vec::new();
+        if set("m") || set("ef_construction") {
+            said.push("m and ef_construction apply to the segments flushed or compacted from now on; REINDEX rebuilds the existing ones with them");
+        }
+        if set("storage_url") {
+            said.push("storage_url takes effect at the next REINDEX; until then the index's objects stay where they are");
+        }
+        if set("segment_max_rows") {
+            said.push("segment_max_rows applies to the growing segment at once");
+        }
+        if !said.is_empty() {
+            notice!("{}", said.join("; "));
+        }
+    }
+}
