@@ -6,7 +6,9 @@
 //! Phases, each timed: bulk load (COPY); INSERT with the index present, in
 //! statements of 1,000 rows and of one row; time from the last insert until
 //! every row is in an indexed segment (pgvector: its CREATE INDEX); recall@10,
-//! QPS and latency at several `ef_search`, one client and several; the same
+//! QPS and latency at several `ef_search`, one client and several; filtered
+//! queries keeping 1%, 10% and 50% of the rows, with the plan the planner
+//! picks (pgvector with its `relaxed_order` iterative scan); the same
 //! with 10% of the rows still growing; DELETE 10% + VACUUM, compaction, and
 //! queries again; bytes on local disk and in object storage.
 //!
@@ -35,6 +37,11 @@ use serde::Serialize;
 const K: usize = 10;
 const EF_VALUES: [usize; 5] = [20, 40, 100, 200, 400];
 const BATCH: usize = 1000;
+/// Filters of the filtered phase, `WHERE id % m = 0`: 1%, 10% and 50% of
+/// the rows, independent of where a row lies.
+const FILTER_MODULI: [usize; 3] = [100, 10, 2];
+/// Queries per filtered run (a sequential scan each, for the plain table).
+const FILTER_QUERIES: usize = 100;
 const DB: &str = "milvus_bench";
 
 struct Args {
@@ -354,6 +361,8 @@ struct Bench<'a> {
     a: &'a Args,
     d: &'a Dataset,
     truth: Vec<Vec<u32>>,
+    /// The exact top-10 under each filter of `FILTER_MODULI`.
+    filtered_truth: Vec<Vec<Vec<u32>>>,
 }
 
 impl Bench<'_> {
@@ -425,11 +434,20 @@ impl Bench<'_> {
         start.elapsed().as_secs_f64()
     }
 
+    /// The SQL of a query, with `WHERE id % modulus = 0` for a filter.
+    fn query_sql(kind: Kind, filter: Option<usize>) -> String {
+        let filter = filter.map(|m| format!("WHERE id % {m} = 0 ")).unwrap_or_default();
+        format!("SELECT id FROM {} {filter}ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}", kind.table(), kind.op(), kind.cast())
+    }
+
     /// The query phase: recall@10 of the first run, QPS median and range
-    /// over the repeats, latency percentiles of all of them.
-    fn queries(&self, kind: Kind, label: &str, ef: usize, clients: usize, truth: &[Vec<u32>], limit: usize) -> QueryRun {
+    /// over the repeats, latency percentiles of all of them. With a
+    /// `filter`, pgvector runs its iterative scan (`relaxed_order`), as
+    /// pg_milvus does by default.
+    #[allow(clippy::too_many_arguments)]
+    fn queries(&self, kind: Kind, label: &str, ef: usize, clients: usize, truth: &[Vec<u32>], limit: usize, filter: Option<usize>) -> QueryRun {
         let queries: Vec<usize> = (0..self.d.query_count().min(limit)).collect();
-        let sql = format!("SELECT id FROM {} ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}", kind.table(), kind.op(), kind.cast());
+        let sql = Self::query_sql(kind, filter);
         let mut qps = Vec::new();
         let mut latencies = Vec::new();
         let mut recall = 0.0;
@@ -453,6 +471,9 @@ impl Bench<'_> {
                             }
                             if kind == Kind::Plain {
                                 c.batch_execute("SET max_parallel_workers_per_gather = 0").unwrap();
+                            }
+                            if kind == Kind::Pgvector && filter.is_some() {
+                                c.batch_execute("SET hnsw.iterative_scan = relaxed_order").unwrap();
                             }
                             let stmt = c.prepare(sql).unwrap();
                             c.query(&stmt, &[&text(self.d.query(0))]).unwrap();
@@ -519,10 +540,27 @@ impl Bench<'_> {
         for ef in EF_VALUES {
             for clients in [1, self.a.clients] {
                 step(&format!("{label}: ef_search {ef}, {clients} client(s)"));
-                let run = self.queries(kind, label, ef, clients, truth, usize::MAX);
+                let run = self.queries(kind, label, ef, clients, truth, usize::MAX, None);
                 done(&format!("recall@10 {:.3}, {:.0} QPS, p99 {:.2} ms", run.recall_at_10, run.qps, run.p99_ms));
                 r.queries.push(run);
             }
+        }
+    }
+
+    /// Filtered queries at each selectivity of `FILTER_MODULI`, ef_search
+    /// 40, one client, with the plan the planner picks (noted), against the
+    /// exact top-10 of the rows the filter keeps.
+    fn filtered(&self, c: &mut Client, kind: Kind, r: &mut TargetReport) {
+        for (m, truth) in FILTER_MODULI.iter().zip(&self.filtered_truth) {
+            let label = format!("filter {}%", 100 / m);
+            let explain = format!("EXPLAIN {}", Self::query_sql(kind, Some(*m)).replace("$1::text", &format!("'{}'::text", text(self.d.query(0)))));
+            let plan: Vec<String> = c.query(&explain, &[]).unwrap().iter().map(|row| row.get::<_, String>(0)).collect();
+            let scan = plan.iter().find_map(|l| ["Index Scan", "Seq Scan", "Bitmap Heap Scan"].into_iter().find(|k| l.contains(k))).unwrap_or("?");
+            step(&format!("{label}: {scan}, ef_search 40, 1 client"));
+            let run = self.queries(kind, &label, 40, 1, truth, FILTER_QUERIES, Some(*m));
+            done(&format!("recall@10 {:.3}, {:.0} QPS, p99 {:.2} ms", run.recall_at_10, run.qps, run.p99_ms));
+            r.notes.push(format!("{label}: the planner chose {scan}"));
+            r.queries.push(run);
         }
     }
 
@@ -582,6 +620,7 @@ impl Bench<'_> {
         r.time_to_indexed_s = seconds("time from the last insert until every row is indexed", || self.wait_indexed(&mut c));
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
         self.query_sweep(kind, "all sealed", &self.truth, &mut r);
+        self.filtered(&mut c, kind, &mut r);
 
         // 10% growing: the last tenth deleted and inserted again.
         let tail = n - n / 10;
@@ -633,6 +672,7 @@ impl Bench<'_> {
         self.delete_vacuum(&mut c, kind, &format!("id >= {}", 10 * n));
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
         self.query_sweep(kind, "all sealed", &self.truth, &mut r);
+        self.filtered(&mut c, kind, &mut r);
         self.deletes(&mut c, kind, &mut r);
         r
     }
@@ -647,9 +687,10 @@ impl Bench<'_> {
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
         // The exact floor: a sequential scan per query, a few queries.
         step("exact search (sequential scan), 1 client");
-        let run = self.queries(kind, "exact", 0, 1, &self.truth, 20);
+        let run = self.queries(kind, "exact", 0, 1, &self.truth, 20, None);
         done(&format!("recall@10 {:.3}, {:.1} QPS", run.recall_at_10, run.qps));
         r.queries.push(run);
+        self.filtered(&mut c, kind, &mut r);
         self.deletes(&mut c, kind, &mut r);
         r
     }
@@ -789,6 +830,7 @@ fn main() {
     let cache_name = format!("truth-{}-{}-{}-{}-{}-{}.bin", d.rows(), d.dim, a.clusters, a.seed, d.query_count(), a.uniform as u8);
     let cache = if a.file.is_none() { Some(a.out.join(cache_name)) } else { None };
     let truth = ground_truth(&d, &|_| true, cache.as_deref());
+    let filtered_truth: Vec<Vec<Vec<u32>>> = FILTER_MODULI.iter().map(|m| ground_truth(&d, &|i| i % m == 0, None)).collect();
     done("done");
 
     // A fresh database, with pgvector in a schema of its own when installed.
@@ -796,7 +838,7 @@ fn main() {
     let mut c = Client::connect(&admin, NoTls).unwrap_or_else(|e| die(&format!("cannot connect ({admin}): {e}")));
     c.batch_execute(&format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)")).unwrap();
     c.batch_execute(&format!("CREATE DATABASE {DB}")).unwrap();
-    let bench = Bench { a: &a, d: &d, truth };
+    let bench = Bench { a: &a, d: &d, truth, filtered_truth };
     let mut c = bench.connect();
     c.batch_execute("CREATE EXTENSION pg_milvus").unwrap();
     let pgvector = c
