@@ -5,7 +5,7 @@
 //!   AM, so the `ExplainOneQuery` hook runs the standard EXPLAIN and then
 //!   adds one `Milvus Scan` line per milvus index the statement scanned:
 //!   scans, flushed segments searched and loaded, rows read from pages,
-//!   approximate rounds, exact tails, rows offered (`scan::ScanReport`).
+//!   approximate rounds, exact tails, rows offered (`am::explain`).
 //!   Text format only: the other formats close their document before the
 //!   hook gets control back.
 //! - **ALTER INDEX ... SET (...)** on a milvus index: a NOTICE saying when
@@ -20,7 +20,7 @@ use std::ffi::{CStr, c_char, c_void};
 
 use pgrx::prelude::*;
 
-use crate::am::scan;
+use crate::am::explain;
 
 static mut PREVIOUS_EXPLAIN: pg_sys::ExplainOneQuery_hook_type = None;
 static mut PREVIOUS_UTILITY: pg_sys::ProcessUtility_hook_type = None;
@@ -58,7 +58,7 @@ unsafe extern "C-unwind" fn explain_one_query(
     query_env: *mut pg_sys::QueryEnvironment,
 ) {
     unsafe {
-        let collecting = scan::Explaining::start((*es).analyze);
+        let collecting = explain::Explaining::start((*es).analyze);
         match PREVIOUS_EXPLAIN {
             Some(previous) => previous(query, cursor_options, into, es, query_string, params, query_env),
             None => standard_explain_one_query(query, cursor_options, into, es, query_string, params, query_env),

@@ -12,13 +12,15 @@
 //! - `insert.rs`: `aminsert`;
 //! - `scan.rs`: `ambeginscan`, `amrescan`, `amgettuple`, `amendscan`;
 //! - `vacuum.rs`: `ambulkdelete`, `amvacuumcleanup`;
-//! - `cost.rs`: `amcostestimate`;
+//! - `cost.rs`: `amcostestimate`; `explain.rs`: what scans report to
+//!   EXPLAIN (ANALYZE);
 //! - `options.rs`: reloptions; `page.rs`: page layout and WAL.
 
 mod build;
 pub(crate) mod compact;
 pub(crate) mod gc;
 mod cost;
+pub(crate) mod explain;
 pub mod flush;
 mod insert;
 pub mod options;

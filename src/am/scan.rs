@@ -8,13 +8,14 @@
 //! once per backend and kept while its tombstones do not change, through the
 //! local cache, off the main thread. A `milvus_core::search::Search` then
 //! yields rows nearest first with exact distances: brute force on page rows,
-//! HNSW on flushed segments, merged. Each further `amgettuple` returns the next row;
-//! when a WHERE clause rejects rows the search widens by itself and, past
-//! `milvus.max_scan_tuples` rows or once widening costs more than brute
-//! force, goes on exactly over every remaining row (`milvus.iterative_scan`
-//! says how; `off` stops after the first round). The executor checks every returned TID against
-//! the heap (MVCC), so rows of aborted or not-yet-visible transactions are
-//! never returned.
+//! HNSW on flushed segments, merged. Each further `amgettuple` returns the
+//! next row; when a WHERE clause rejects rows the search widens by itself
+//! and, past `milvus.max_scan_tuples` rows or once widening costs more than
+//! brute force, goes on exactly over every remaining row
+//! (`milvus.iterative_scan` says how; `off` stops after the first round).
+//! The executor checks every returned TID against the heap (MVCC), so rows
+//! of aborted or not-yet-visible transactions are never returned. Under
+//! EXPLAIN (ANALYZE) each scan reports what it did (`explain.rs`).
 //!
 //! The scan's state lives in the scan's memory context and is dropped with
 //! it, also when the query errors or is cancelled.
@@ -26,12 +27,13 @@ use std::sync::Arc;
 
 use milvus_core::format::manifest::{Manifest, SegmentEntry};
 use milvus_core::jobs;
-use milvus_core::search::{LoadedSegment, Search, SearchOptions, SearchStats};
+use milvus_core::search::{LoadedSegment, Search, SearchOptions};
 use milvus_core::segment::SegmentState;
 use milvus_core::Metric;
 use pgrx::prelude::*;
 use pgrx::{FromDatum, PgMemoryContexts};
 
+use super::explain::{self, ScanReport};
 use super::flush;
 use super::page;
 use crate::error::OrRaise;
@@ -54,107 +56,6 @@ impl ScanState {
     }
 }
 
-/// What the scans of one index did in a statement under EXPLAIN (ANALYZE),
-/// shown by `crate::hooks` as a `Milvus Scan` line.
-#[derive(Debug, Default)]
-pub(crate) struct ScanReport {
-    index: String,
-    scans: usize,
-    segments: usize,
-    loaded: usize,
-    page_rows: usize,
-    rounds: usize,
-    exact: usize,
-    offered: usize,
-    /// The running search's counters, not yet added.
-    current: SearchStats,
-}
-
-impl ScanReport {
-    fn add(&mut self, stats: &SearchStats) {
-        self.rounds += stats.rounds;
-        self.exact += usize::from(stats.exact);
-        self.offered += stats.offered;
-        self.current = SearchStats::default();
-    }
-
-    fn line(&self) -> String {
-        let c = &self.current;
-        format!(
-            "{}: scans={} segments={} loaded={} page_rows={} rounds={} exact={} offered={}",
-            self.index,
-            self.scans,
-            self.segments,
-            self.loaded,
-            self.page_rows,
-            self.rounds + c.rounds,
-            self.exact + usize::from(c.exact),
-            self.offered + c.offered
-        )
-    }
-}
-
-thread_local! {
-    /// The reports of the scans begun while an EXPLAIN (ANALYZE) runs, or
-    /// `None` when none does.
-    static EXPLAINING: RefCell<Option<Vec<Rc<RefCell<ScanReport>>>>> = const { RefCell::new(None) };
-    /// Flushed segments loaded by this backend so far (for the reports).
-    static LOADS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// An EXPLAIN (ANALYZE) collecting scan reports; nested ones keep their own.
-/// Dropped without [`Explaining::finish`] (an error), it stops collecting.
-pub(crate) struct Explaining {
-    outer: Option<Vec<Rc<RefCell<ScanReport>>>>,
-    active: bool,
-}
-
-impl Explaining {
-    /// Starts collecting if `analyze` (a plain EXPLAIN scans nothing).
-    pub(crate) fn start(analyze: bool) -> Explaining {
-        let outer = EXPLAINING.with_borrow_mut(|e| if analyze { e.replace(Vec::new()) } else { e.take() });
-        Explaining { outer, active: true }
-    }
-
-    /// Stops collecting; the lines of the scans' reports, one per index
-    /// (several scans of one index, as in a self-join, are summed).
-    pub(crate) fn finish(mut self) -> Vec<String> {
-        let mut sums: Vec<ScanReport> = Vec::new();
-        for report in self.stop() {
-            let r = report.borrow();
-            let sum = match sums.iter_mut().position(|s| s.index == r.index) {
-                Some(at) => &mut sums[at],
-                None => {
-                    sums.push(ScanReport { index: r.index.clone(), ..ScanReport::default() });
-                    sums.last_mut().expect("just pushed")
-                }
-            };
-            sum.scans += r.scans;
-            sum.segments += r.segments;
-            sum.loaded += r.loaded;
-            sum.page_rows += r.page_rows;
-            sum.add(&r.current);
-            sum.rounds += r.rounds;
-            sum.exact += r.exact;
-            sum.offered += r.offered;
-        }
-        sums.iter().map(ScanReport::line).collect()
-    }
-
-    fn stop(&mut self) -> Vec<Rc<RefCell<ScanReport>>> {
-        self.active = false;
-        EXPLAINING.with_borrow_mut(|e| std::mem::replace(e, self.outer.take())).unwrap_or_default()
-    }
-}
-
-impl Drop for Explaining {
-    fn drop(&mut self) {
-        if self.active {
-            self.stop();
-        }
-    }
-}
-
 unsafe fn state<'a>(scan: pg_sys::IndexScanDesc) -> &'a mut ScanState {
     unsafe { &mut *(*scan).opaque.cast::<ScanState>() }
 }
@@ -163,13 +64,7 @@ unsafe fn state<'a>(scan: pg_sys::IndexScanDesc) -> &'a mut ScanState {
 pub unsafe extern "C-unwind" fn ambeginscan(index: pg_sys::Relation, nkeys: i32, norderbys: i32) -> pg_sys::IndexScanDesc {
     unsafe {
         let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
-        let report = EXPLAINING.with_borrow_mut(|e| {
-            e.as_mut().map(|reports| {
-                let report = Rc::new(RefCell::new(ScanReport { index: super::relation_name(index), ..ScanReport::default() }));
-                reports.push(report.clone());
-                report
-            })
-        });
+        let report = explain::report_for(index);
         let state = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(ScanState { search: None, report });
         (*scan).opaque = state.cast();
         scan
@@ -203,15 +98,11 @@ pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, directio
         }
         let state = state(scan);
         if state.search.is_none() {
-            let loads = LOADS.get();
+            let loads = explain::loads();
             match start(scan) {
                 Some(search) => {
                     if let Some(report) = &state.report {
-                        let mut r = report.borrow_mut();
-                        r.scans += 1;
-                        r.segments += search.segments();
-                        r.page_rows += search.page_rows();
-                        r.loaded += LOADS.get() - loads;
+                        report.borrow_mut().started(&search, explain::loads() - loads);
                     }
                     state.search = Some(search);
                 }
@@ -344,7 +235,7 @@ pub(crate) unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifes
                 );
             });
             crate::worker::shared::set_damage(database, oid, id.0, None);
-            LOADS.set(LOADS.get() + 1);
+            explain::count_load();
             LOADED.with_borrow_mut(|loaded| loaded.insert(key, (deltas, Arc::new(segment))));
         }
     }

@@ -1,0 +1,149 @@
+//! EXPLAIN (ANALYZE) of milvus scans: what each index's scans did in the
+//! statement, for the `Milvus Scan` lines `crate::hooks` prints.
+//!
+//! While an EXPLAIN (ANALYZE) runs, [`Explaining`] collects: each scan begun
+//! meanwhile gets a [`ScanReport`] (`report_for`), shared with the
+//! collector so it outlives the scan (the plan is printed before the
+//! executor ends its scans). A scan counts each (re)start's segments, page
+//! rows and loads, and its search's rounds, exact tails and rows offered.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use milvus_core::search::{Search, SearchStats};
+use pgrx::pg_sys;
+
+/// What the scans of one index did in a statement under EXPLAIN (ANALYZE),
+/// shown by `crate::hooks` as a `Milvus Scan` line.
+#[derive(Debug, Default)]
+pub(crate) struct ScanReport {
+    index: String,
+    scans: usize,
+    segments: usize,
+    loaded: usize,
+    page_rows: usize,
+    rounds: usize,
+    exact: usize,
+    offered: usize,
+    /// The running search's counters, not yet added.
+    pub(crate) current: SearchStats,
+}
+
+impl ScanReport {
+    /// A search started: its segments and page rows, and the segments this
+    /// backend loaded for it.
+    pub(crate) fn started(&mut self, search: &Search, loaded: usize) {
+        self.scans += 1;
+        self.segments += search.segments();
+        self.page_rows += search.page_rows();
+        self.loaded += loaded;
+    }
+
+    /// A search's counters, added once it ends (or as it stands).
+    pub(crate) fn add(&mut self, stats: &SearchStats) {
+        self.rounds += stats.rounds;
+        self.exact += usize::from(stats.exact);
+        self.offered += stats.offered;
+        self.current = SearchStats::default();
+    }
+
+    fn line(&self) -> String {
+        let c = &self.current;
+        format!(
+            "{}: scans={} segments={} loaded={} page_rows={} rounds={} exact={} offered={}",
+            self.index,
+            self.scans,
+            self.segments,
+            self.loaded,
+            self.page_rows,
+            self.rounds + c.rounds,
+            self.exact + usize::from(c.exact),
+            self.offered + c.offered
+        )
+    }
+}
+
+thread_local! {
+    /// The reports of the scans begun while an EXPLAIN (ANALYZE) runs, or
+    /// `None` when none does.
+    static EXPLAINING: RefCell<Option<Vec<Rc<RefCell<ScanReport>>>>> = const { RefCell::new(None) };
+    /// Flushed segments loaded by this backend so far (for the reports).
+    static LOADS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A report for a scan of `index` begun now, if an EXPLAIN (ANALYZE) runs.
+pub(crate) fn report_for(index: pg_sys::Relation) -> Option<Rc<RefCell<ScanReport>>> {
+    EXPLAINING.with_borrow_mut(|e| {
+        e.as_mut().map(|reports| {
+            // SAFETY: an open relation.
+            let index = unsafe { super::relation_name(index) };
+            let report = Rc::new(RefCell::new(ScanReport { index, ..ScanReport::default() }));
+            reports.push(report.clone());
+            report
+        })
+    })
+}
+
+/// Flushed segments this backend has loaded so far.
+pub(crate) fn loads() -> usize {
+    LOADS.get()
+}
+
+/// Counts a segment loaded.
+pub(crate) fn count_load() {
+    LOADS.set(LOADS.get() + 1);
+}
+
+/// An EXPLAIN (ANALYZE) collecting scan reports; nested ones keep their own.
+/// Dropped without [`Explaining::finish`] (an error), it stops collecting.
+pub(crate) struct Explaining {
+    outer: Option<Vec<Rc<RefCell<ScanReport>>>>,
+    active: bool,
+}
+
+impl Explaining {
+    /// Starts collecting if `analyze` (a plain EXPLAIN scans nothing).
+    pub(crate) fn start(analyze: bool) -> Explaining {
+        let outer = EXPLAINING.with_borrow_mut(|e| if analyze { e.replace(Vec::new()) } else { e.take() });
+        Explaining { outer, active: true }
+    }
+
+    /// Stops collecting; the lines of the scans' reports, one per index
+    /// (several scans of one index, as in a self-join, are summed).
+    pub(crate) fn finish(mut self) -> Vec<String> {
+        let mut sums: Vec<ScanReport> = Vec::new();
+        for report in self.stop() {
+            let r = report.borrow();
+            let sum = match sums.iter_mut().position(|s| s.index == r.index) {
+                Some(at) => &mut sums[at],
+                None => {
+                    sums.push(ScanReport { index: r.index.clone(), ..ScanReport::default() });
+                    sums.last_mut().expect("just pushed")
+                }
+            };
+            sum.scans += r.scans;
+            sum.segments += r.segments;
+            sum.loaded += r.loaded;
+            sum.page_rows += r.page_rows;
+            sum.add(&r.current);
+            sum.rounds += r.rounds;
+            sum.exact += r.exact;
+            sum.offered += r.offered;
+        }
+        sums.iter().map(ScanReport::line).collect()
+    }
+
+    fn stop(&mut self) -> Vec<Rc<RefCell<ScanReport>>> {
+        self.active = false;
+        EXPLAINING.with_borrow_mut(|e| std::mem::replace(e, self.outer.take())).unwrap_or_default()
+    }
+}
+
+impl Drop for Explaining {
+    fn drop(&mut self) {
+        if self.active {
+            self.stop();
+        }
+    }
+}
+
