@@ -166,7 +166,7 @@ unsafe fn notice_option_changes(relation: pg_sys::RangeVar, options: &[String]) 
         let oid = pg_sys::RangeVarGetRelidExtended(
             &relation,
             pg_sys::NoLock as i32,
-            pg_sys::RVROption::RVR_MISSING_OK as u32,
+            pg_sys::RVROption::RVR_MISSING_OK,
             None,
             std::ptr::null_mut(),
         );
