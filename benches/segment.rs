@@ -82,7 +82,7 @@ fn loading(c: &mut Criterion) {
     let (segments, rows) = (4, 20_000);
     let dir = tempfile::tempdir().unwrap();
     let storage = Storage::open(&format!("file://{}", dir.path().join("objects").display()), &S3Options::default(), RetryPolicy::default()).unwrap();
-    let cache = SegmentCache::new(&dir.path().join("cache"), 1 << 32).unwrap();
+    let cache = SegmentCache::new(dir.path().join("cache"), 1 << 32).unwrap();
     let id = IndexId { cluster: 1, database: 1, index: 1 };
     let mut m = Manifest::new(DIMS as u32, Metric::L2, None);
     for s in 0..segments {

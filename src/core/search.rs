@@ -599,7 +599,7 @@ mod tests {
     fn a_selective_filter_gets_the_rows_a_sequential_scan_gets() {
         let segs = vec![Arc::new(segment(1, 6000, 0, true, vec![])), Arc::new(segment(2, 3000, 10_000, false, vec![]))];
         let pages = PageRows { dims: DIMS, keys: (20_000..20_200).collect(), vectors: Rng::new(9).vector(200 * DIMS) };
-        let far = |k: u64| k % 50 == 0;
+        let far = |k: u64| k.is_multiple_of(50);
         let query = vec![30.0; DIMS];
         for iterative in [IterativeScan::Relaxed, IterativeScan::Strict] {
             let search = Search::new(query.clone(), pages.hits(Metric::L2, &query), segs.clone(), options(40, 20_000, iterative));
@@ -654,7 +654,7 @@ mod tests {
             let segs = vec![Arc::new(segment(seed + 1, rows, 0, rows > BRUTE_FORCE_MAX_ROWS, (0..rows as u32).step_by(7).collect()))];
             let pages = PageRows { dims: DIMS, keys: (100_000..100_000 + in_pages as u64).collect(), vectors: Rng::new(seed).vector(in_pages * DIMS) };
             let query = Rng::new(seed + 7).vector(DIMS);
-            let keep = |k: u64| k % modulus == 0;
+            let keep = |k: u64| k.is_multiple_of(modulus);
             let truth = brute_force(&segs, &pages, &query, &keep);
             // The search is lazy: the prefix a LIMIT takes is the prefix of all of it.
             let hits: Vec<Hit> = Search::new(query.clone(), pages.hits(Metric::L2, &query), segs.clone(), options(40, 2_000, IterativeScan::Relaxed)).collect();
