@@ -66,7 +66,7 @@ fn crossover(c: &mut Criterion) {
         let brute = LoadedSegment::new(b.clone(), None, vec![]);
         let query = Rng::new(9).vector(DIMS);
         g.bench_with_input(BenchmarkId::new("brute_force", rows), &rows, |bench, _| {
-            bench.iter(|| brute.search(black_box(&query), 10, 40, &|_, _| false))
+            bench.iter(|| brute.search(black_box(&query), 10, 40, &|_| false))
         });
         g.bench_with_input(BenchmarkId::new("hnsw_ef40", rows), &rows, |bench, _| {
             bench.iter(|| index.search(black_box(&query), 10, 40, &|_| false))

@@ -30,7 +30,7 @@
 //! returns them late. Rows are never returned twice.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 use crate::distance::Metric;
@@ -134,9 +134,9 @@ impl PageHits {
         self.keys.is_empty()
     }
 
-    fn search(&self, k: usize, skip: &dyn Fn(Source, u32) -> bool) -> Vec<Hit> {
+    fn search(&self, k: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
         let hits = (0..self.keys.len())
-            .filter(|i| !skip(Source::Pages, *i as u32))
+            .filter(|i| !skip(*i as u32))
             .map(|i| Hit { source: Source::Pages, row: i as u32, key: self.keys[i], distance: self.distances[i] })
             .collect();
         top_k(hits, k)
@@ -190,9 +190,8 @@ impl LoadedSegment {
     }
 
     /// The `k` nearest live rows not skipped, by exact distance.
-    pub fn search(&self, query: &[f32], k: usize, ef_search: usize, skip: &dyn Fn(Source, u32) -> bool) -> Vec<Hit> {
-        let source = Source::Segment(self.id);
-        let excluded = |row: u32| self.is_deleted(row) || skip(source, row);
+    pub fn search(&self, query: &[f32], k: usize, ef_search: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
+        let excluded = |row: u32| self.is_deleted(row) || skip(row);
         if let Some(index) = self.index.as_ref().filter(|_| self.rows() > BRUTE_FORCE_MAX_ROWS) {
             let found = index.search(query, k, ef_search, &|row| excluded(row as u32));
             // A graph filtered this hard can come back short while rows
@@ -208,6 +207,11 @@ impl LoadedSegment {
 
 /// Merges per-source lists, each sorted by distance, into one sorted list.
 pub fn merge(lists: Vec<Vec<Hit>>, k: usize) -> Vec<Hit> {
+    merge_lists(lists, k).into_iter().map(|(_, hit)| hit).collect()
+}
+
+/// [`merge`], each hit with the number of the list it came from.
+fn merge_lists(lists: Vec<Vec<Hit>>, k: usize) -> Vec<(usize, Hit)> {
     struct Head(Hit, usize, usize);
     impl PartialEq for Head {
         fn eq(&self, o: &Self) -> bool {
@@ -230,7 +234,7 @@ pub fn merge(lists: Vec<Vec<Hit>>, k: usize) -> Vec<Hit> {
         lists.iter().enumerate().filter_map(|(l, list)| list.first().map(|h| Head(*h, l, 0))).collect();
     let mut out = Vec::with_capacity(k.min(lists.iter().map(Vec::len).sum()));
     while let Some(Head(hit, l, i)) = heap.pop() {
-        out.push(hit);
+        out.push((l, hit));
         if out.len() == k {
             break;
         }
@@ -241,14 +245,16 @@ pub fn merge(lists: Vec<Vec<Hit>>, k: usize) -> Vec<Hit> {
     out
 }
 
-/// An approximate round that asks for `k` rows visits some `16k` rows (an
-/// HNSW search with `ef = k` looks at part of the `2m` neighbours of each
-/// candidate), each at a random place in memory and through the graph's
-/// bookkeeping, some 4 times the cost of a distance in a sequential pass
-/// (measured on 30k x 8 and 100k x 128); the rounds double, so all of them
-/// together cost twice the last. Once `k` times this factor reaches the live
-/// rows, brute force over every row is cheaper: the search goes exact.
-pub const EXACT_SWITCH_FACTOR: usize = 128;
+/// An approximate round that asks for `k` rows is an HNSW search with
+/// `ef = k` in each segment; the rounds double, so all of them together
+/// cost about twice the last. The exact tail costs one distance per live
+/// row, read in order. Measured on 100k x 128 (docs/benchmarks.md): a round
+/// costs some 12 us per row asked for, the tail some 60 ns per row (memory
+/// bound), so the rounds stop paying once `k` times about 400 reaches the
+/// live rows. This factor puts the switch there: at 100k rows a filter
+/// keeping 10% is served by three rounds, one keeping 1% by three rounds
+/// and the tail.
+pub const EXACT_SWITCH_FACTOR: usize = 512;
 
 /// What a search does once its first round is used up: pgvector's
 /// `hnsw.iterative_scan`, as `milvus.iterative_scan`.
@@ -325,6 +331,36 @@ impl Ord for Remaining {
     }
 }
 
+/// The rows a search has offered: a bit per row of each source (0 for the
+/// pages, `i + 1` for the `i`-th segment). A filtered graph search asks
+/// about every node it visits; a bit costs no hashing (a hash set of
+/// (source, row) took a quarter of a filtered query's time).
+struct Offered {
+    bits: Vec<Vec<u64>>,
+    count: usize,
+}
+
+impl Offered {
+    fn new(rows: impl Iterator<Item = usize>) -> Self {
+        Offered { bits: rows.map(|n| vec![0; n.div_ceil(64)]).collect(), count: 0 }
+    }
+
+    fn contains(&self, source: usize, row: u32) -> bool {
+        self.bits[source][row as usize / 64] & (1 << (row % 64)) != 0
+    }
+
+    fn insert(&mut self, source: usize, row: u32) {
+        let word = &mut self.bits[source][row as usize / 64];
+        let bit = 1 << (row % 64);
+        self.count += usize::from(*word & bit == 0);
+        *word |= bit;
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
+}
+
 /// Where a search is.
 enum Phase {
     Approximate,
@@ -341,7 +377,7 @@ pub struct Search {
     segments: Vec<Arc<LoadedSegment>>,
     options: SearchOptions,
     k: usize,
-    offered: HashSet<(Source, u32)>,
+    offered: Offered,
     buffer: VecDeque<Hit>,
     phase: Phase,
     /// The distance of the last row returned (for `Strict`).
@@ -353,13 +389,14 @@ impl Search {
     /// `pages`: the page-resident rows' distances to `query` (the segments
     /// compute theirs under the metric they were built with).
     pub fn new(query: Vec<f32>, pages: PageHits, segments: Vec<Arc<LoadedSegment>>, options: SearchOptions) -> Self {
+        let offered = Offered::new(std::iter::once(pages.len()).chain(segments.iter().map(|s| s.rows())));
         Search {
             query,
             pages,
             segments,
             options,
             k: 0,
-            offered: HashSet::new(),
+            offered,
             buffer: VecDeque::new(),
             phase: Phase::Approximate,
             last: f32::NEG_INFINITY,
@@ -413,12 +450,11 @@ impl Search {
         self.k = k;
         self.stats.rounds += 1;
         let offered = &self.offered;
-        let skip = |s: Source, r: u32| offered.contains(&(s, r));
         let ef = self.options.ef_search.max(k);
-        let mut lists = vec![self.pages.search(k, &skip)];
-        lists.extend(self.segments.iter().map(|s| s.search(&self.query, k, ef, &skip)));
-        for h in merge(lists, k) {
-            self.offered.insert((h.source, h.row));
+        let mut lists = vec![self.pages.search(k, &|r| offered.contains(0, r))];
+        lists.extend(self.segments.iter().enumerate().map(|(i, s)| s.search(&self.query, k, ef, &|r| offered.contains(i + 1, r))));
+        for (source, h) in merge_lists(lists, k) {
+            self.offered.insert(source, h.row);
             self.buffer.push_back(h);
         }
         true
@@ -429,14 +465,13 @@ impl Search {
         let offered = &self.offered;
         let mut rows: Vec<Remaining> = Vec::with_capacity(self.total_rows().saturating_sub(offered.len()));
         for i in 0..self.pages.len() {
-            if !offered.contains(&(Source::Pages, i as u32)) {
+            if !offered.contains(0, i as u32) {
                 rows.push(Remaining { distance: self.pages.distances[i], source: 0, row: i as u32 });
             }
         }
         for (s, segment) in self.segments.iter().enumerate() {
-            let source = Source::Segment(segment.id);
             for row in 0..segment.rows() as u32 {
-                if !segment.is_deleted(row) && !offered.contains(&(source, row)) {
+                if !segment.is_deleted(row) && !offered.contains(s + 1, row) {
                     let distance = segment.binlog.metric.distance(&self.query, segment.binlog.vector(row as usize));
                     rows.push(Remaining { distance, source: s as u32 + 1, row });
                 }
@@ -506,6 +541,7 @@ mod tests {
     use crate::format::insert;
     use crate::hnsw::HnswParams;
     use crate::synthetic::Rng;
+    use std::collections::HashSet;
     use std::sync::atomic::AtomicBool;
 
     const DIMS: usize = 8;

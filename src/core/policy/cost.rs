@@ -7,11 +7,12 @@
 //! one HNSW search of `ef_search` per flushed segment (brute force below
 //! [`BRUTE_FORCE_MAX_ROWS`] rows). Every further row costs about
 //! [`DISTANCES_PER_ROW`] distances: the widening rounds ask for twice the
-//! rows each, and a round of `k` rows visits some `16k` rows at about 4
-//! distances each (it runs only while `128k` is below the rows,
-//! [`EXACT_SWITCH_FACTOR`]), up to `N` over all rounds; the exact tail then
-//! computes one distance per row left: `3N` in all. The tail keeps its rows
-//! in a heap, and each row out of it costs `log2 N` comparisons.
+//! rows each and run only while `k` times [`EXACT_SWITCH_FACTOR`] is below
+//! the rows, which bounds their cost to about that of `2N` distances in a
+//! sequential pass (the factor is set where they cost the same, measured);
+//! the exact tail then computes one distance per row left: `3N` in all. The
+//! tail keeps its rows in a heap, and each row out of it costs `log2 N`
+//! comparisons.
 //!
 //! The model's total is the cost of the whole scan. The planner takes the
 //! part of it a `LIMIT` needs, by the rows it expects past the query's other
@@ -82,7 +83,7 @@ pub fn scan_work(shape: IndexShape, ef_search: usize) -> ScanWork {
 }
 
 // The switch the model assumes is the one the search makes.
-const _: () = assert!(EXACT_SWITCH_FACTOR == 128);
+const _: () = assert!(EXACT_SWITCH_FACTOR == 512);
 
 #[cfg(test)]
 mod tests {
