@@ -13,7 +13,8 @@
 //!   from now on, `storage_url` at the next REINDEX, `segment_max_rows` at
 //!   once), from the `ProcessUtility` hook after the command succeeded.
 //!
-//! Both are installed by `_PG_init`, so they act in every backend when the
+//! Errors raised by the statement pass through the hooks untouched (see the
+//! declarations below). Both are installed by `_PG_init`, so they act in every backend when the
 //! library is preloaded, and otherwise once the backend has loaded it.
 
 use std::ffi::{CStr, c_char, c_void};
@@ -21,6 +22,7 @@ use std::ffi::{CStr, c_char, c_void};
 use pgrx::prelude::*;
 
 use crate::am::explain;
+
 
 static mut PREVIOUS_EXPLAIN: pg_sys::ExplainOneQuery_hook_type = None;
 static mut PREVIOUS_UTILITY: pg_sys::ProcessUtility_hook_type = None;
@@ -45,6 +47,50 @@ unsafe fn list_pointers(list: *mut pg_sys::List) -> Vec<*mut c_void> {
     unsafe { (0..(*list).length as usize).map(|i| (*(*list).elements.add(i)).ptr_value).collect() }
 }
 
+// Postgres' functions the hooks call on the standard path, declared here
+// rather than through pg_sys: pgrx's wrappers catch a Postgres error and
+// raise it again, which drops part of it (the cursor position of a syntax
+// or type error, `LINE 1: ... ^`). Called this way, an error passes over
+// the hook as if it were not there. So the hooks keep nothing that needs
+// dropping in their frames across these calls (what they need afterwards
+// waits in thread-locals).
+unsafe extern "C-unwind" {
+    #[link_name = "standard_ProcessUtility"]
+    fn raw_standard_process_utility(
+        statement: *mut pg_sys::PlannedStmt,
+        query_string: *const c_char,
+        read_only_tree: bool,
+        context: pg_sys::ProcessUtilityContext::Type,
+        params: pg_sys::ParamListInfo,
+        query_env: *mut pg_sys::QueryEnvironment,
+        dest: *mut pg_sys::DestReceiver,
+        completion: *mut pg_sys::QueryCompletion,
+    );
+    #[link_name = "pg_plan_query"]
+    fn raw_pg_plan_query(
+        query: *mut pg_sys::Query,
+        query_string: *const c_char,
+        cursor_options: i32,
+        params: pg_sys::ParamListInfo,
+    ) -> *mut pg_sys::PlannedStmt;
+    #[link_name = "ExplainOnePlan"]
+    fn raw_explain_one_plan(
+        plan: *mut pg_sys::PlannedStmt,
+        into: *mut pg_sys::IntoClause,
+        es: *mut pg_sys::ExplainState,
+        query_string: *const c_char,
+        params: pg_sys::ParamListInfo,
+        query_env: *mut pg_sys::QueryEnvironment,
+        planning: *const pg_sys::instr_time,
+        buffers: *const pg_sys::BufferUsage,
+    );
+}
+
+thread_local! {
+    /// The options an ALTER INDEX in progress sets, for its notice.
+    static ALTERED: std::cell::RefCell<Option<(pg_sys::RangeVar, Vec<String>)>> = const { std::cell::RefCell::new(None) };
+}
+
 /// EXPLAIN of one query: the standard planning and EXPLAIN (or the hook
 /// installed before ours), then the milvus scans' reports.
 #[pg_guard]
@@ -58,12 +104,20 @@ unsafe extern "C-unwind" fn explain_one_query(
     query_env: *mut pg_sys::QueryEnvironment,
 ) {
     unsafe {
-        let collecting = explain::Explaining::start((*es).analyze);
+        explain::start_collecting((*es).analyze);
         match PREVIOUS_EXPLAIN {
             Some(previous) => previous(query, cursor_options, into, es, query_string, params, query_env),
             None => standard_explain_one_query(query, cursor_options, into, es, query_string, params, query_env),
         }
-        let reports = collecting.finish();
+        print_reports(es);
+    }
+}
+
+/// The `Milvus Scan` lines of the statement just explained (text format).
+unsafe fn print_reports(es: *mut pg_sys::ExplainState) {
+    let reports = explain::finish_collecting();
+    // SAFETY: the ExplainState of the running EXPLAIN.
+    unsafe {
         if (*es).format == pg_sys::ExplainFormat::EXPLAIN_FORMAT_TEXT {
             for report in reports {
                 let line = std::ffi::CString::new(report).unwrap_or_default();
@@ -74,7 +128,8 @@ unsafe extern "C-unwind" fn explain_one_query(
 }
 
 /// What `ExplainOneQuery` does without a hook: plan, timing the planning
-/// and counting its buffers, then `ExplainOnePlan`.
+/// and counting its buffers, then `ExplainOnePlan`. Holds nothing that
+/// needs dropping across the calls that may raise an error.
 unsafe fn standard_explain_one_query(
     query: *mut pg_sys::Query,
     cursor_options: i32,
@@ -88,7 +143,7 @@ unsafe fn standard_explain_one_query(
         let buffers = (*es).buffers;
         let buffers_before = pg_sys::pgBufferUsage;
         let started = std::time::Instant::now();
-        let plan = pg_sys::pg_plan_query(query, query_string, cursor_options, params);
+        let plan = raw_pg_plan_query(query, query_string, cursor_options, params);
         let took = started.elapsed();
         let planning = pg_sys::instr_time { tv_sec: took.as_secs() as _, tv_nsec: took.subsec_nanos() as _ };
         let mut used: pg_sys::BufferUsage = std::mem::zeroed();
@@ -96,7 +151,7 @@ unsafe fn standard_explain_one_query(
             pg_sys::BufferUsageAccumDiff(&mut used, &raw const pg_sys::pgBufferUsage, &buffers_before);
         }
         let used_ptr = if buffers { &raw const used } else { std::ptr::null() };
-        pg_sys::ExplainOnePlan(plan, into, es, query_string, params, query_env, &planning, used_ptr);
+        raw_explain_one_plan(plan, into, es, query_string, params, query_env, &planning, used_ptr);
     }
 }
 
@@ -118,20 +173,12 @@ unsafe extern "C-unwind" fn process_utility(
     unsafe {
         // Read before running: the command may scribble on its tree.
         let altered = altered_index_options(statement);
+        ALTERED.with_borrow_mut(|a| *a = altered);
         match PREVIOUS_UTILITY {
             Some(previous) => previous(statement, query_string, read_only_tree, context, params, query_env, dest, completion),
-            None => pg_sys::standard_ProcessUtility(
-                statement,
-                query_string,
-                read_only_tree,
-                context,
-                params,
-                query_env,
-                dest,
-                completion,
-            ),
+            None => raw_standard_process_utility(statement, query_string, read_only_tree, context, params, query_env, dest, completion),
         }
-        if let Some((relation, options)) = altered {
+        if let Some((relation, options)) = ALTERED.with_borrow_mut(Option::take) {
             notice_option_changes(relation, &options);
         }
     }

@@ -1,7 +1,7 @@
 //! EXPLAIN (ANALYZE) of milvus scans: what each index's scans did in the
 //! statement, for the `Milvus Scan` lines `crate::hooks` prints.
 //!
-//! While an EXPLAIN (ANALYZE) runs, [`Explaining`] collects: each scan begun
+//! While an EXPLAIN (ANALYZE) runs, a collector (`start_collecting`) gathers: each scan begun
 //! meanwhile gets a [`ScanReport`] (`report_for`), shared with the
 //! collector so it outlives the scan (the plan is printed before the
 //! executor ends its scans). A scan counts each (re)start's segments, page
@@ -74,7 +74,7 @@ thread_local! {
 /// A report for a scan of `index` begun now, if an EXPLAIN (ANALYZE) runs.
 pub(crate) fn report_for(index: pg_sys::Relation) -> Option<Rc<RefCell<ScanReport>>> {
     EXPLAINING.with_borrow_mut(|e| {
-        e.as_mut().map(|reports| {
+        e.as_mut().filter(|reports| reports.len() < MAX_REPORTS).map(|reports| {
             // SAFETY: an open relation.
             let index = unsafe { super::relation_name(index) };
             let report = Rc::new(RefCell::new(ScanReport { index, ..ScanReport::default() }));
@@ -94,56 +94,41 @@ pub(crate) fn count_load() {
     LOADS.set(LOADS.get() + 1);
 }
 
-/// An EXPLAIN (ANALYZE) collecting scan reports; nested ones keep their own.
-/// Dropped without [`Explaining::finish`] (an error), it stops collecting.
-pub(crate) struct Explaining {
-    outer: Option<Vec<Rc<RefCell<ScanReport>>>>,
-    active: bool,
+/// Reports a collector holds at most: an EXPLAIN cut short by an error
+/// leaves its collector in place until the next EXPLAIN (an error passes
+/// over the hook without running any code of ours), and the scans of the
+/// session's other statements must not pile up in it meanwhile.
+const MAX_REPORTS: usize = 1000;
+
+/// Starts collecting the reports of the scans to come if `analyze` (a
+/// plain EXPLAIN scans nothing), dropping whatever an EXPLAIN cut short by
+/// an error left. One level: an EXPLAIN run inside an EXPLAIN (ANALYZE), by
+/// a function, ends the outer one's collection.
+pub(crate) fn start_collecting(analyze: bool) {
+    EXPLAINING.with_borrow_mut(|e| *e = analyze.then(Vec::new));
 }
 
-impl Explaining {
-    /// Starts collecting if `analyze` (a plain EXPLAIN scans nothing).
-    pub(crate) fn start(analyze: bool) -> Explaining {
-        let outer = EXPLAINING.with_borrow_mut(|e| if analyze { e.replace(Vec::new()) } else { e.take() });
-        Explaining { outer, active: true }
+/// Stops collecting; the lines of the scans' reports, one per index
+/// (several scans of one index, as in a self-join, are summed).
+pub(crate) fn finish_collecting() -> Vec<String> {
+    let mut sums: Vec<ScanReport> = Vec::new();
+    for report in EXPLAINING.with_borrow_mut(Option::take).unwrap_or_default() {
+        let r = report.borrow();
+        let sum = match sums.iter_mut().position(|s| s.index == r.index) {
+            Some(at) => &mut sums[at],
+            None => {
+                sums.push(ScanReport { index: r.index.clone(), ..ScanReport::default() });
+                sums.last_mut().expect("just pushed")
+            }
+        };
+        sum.scans += r.scans;
+        sum.segments += r.segments;
+        sum.loaded += r.loaded;
+        sum.page_rows += r.page_rows;
+        sum.add(&r.current);
+        sum.rounds += r.rounds;
+        sum.exact += r.exact;
+        sum.offered += r.offered;
     }
-
-    /// Stops collecting; the lines of the scans' reports, one per index
-    /// (several scans of one index, as in a self-join, are summed).
-    pub(crate) fn finish(mut self) -> Vec<String> {
-        let mut sums: Vec<ScanReport> = Vec::new();
-        for report in self.stop() {
-            let r = report.borrow();
-            let sum = match sums.iter_mut().position(|s| s.index == r.index) {
-                Some(at) => &mut sums[at],
-                None => {
-                    sums.push(ScanReport { index: r.index.clone(), ..ScanReport::default() });
-                    sums.last_mut().expect("just pushed")
-                }
-            };
-            sum.scans += r.scans;
-            sum.segments += r.segments;
-            sum.loaded += r.loaded;
-            sum.page_rows += r.page_rows;
-            sum.add(&r.current);
-            sum.rounds += r.rounds;
-            sum.exact += r.exact;
-            sum.offered += r.offered;
-        }
-        sums.iter().map(ScanReport::line).collect()
-    }
-
-    fn stop(&mut self) -> Vec<Rc<RefCell<ScanReport>>> {
-        self.active = false;
-        EXPLAINING.with_borrow_mut(|e| std::mem::replace(e, self.outer.take())).unwrap_or_default()
-    }
+    sums.iter().map(ScanReport::line).collect()
 }
-
-impl Drop for Explaining {
-    fn drop(&mut self) {
-        if self.active {
-            self.stop();
-        }
-    }
-}
-
