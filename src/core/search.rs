@@ -143,25 +143,63 @@ impl PageHits {
     }
 }
 
+/// A set of row positions, a bit each: what a graph search asks about at
+/// every node it visits (tombstones, rows already offered) costs no search
+/// and no hashing.
+#[derive(Debug, Clone, Default)]
+pub struct RowBits {
+    words: Vec<u64>,
+    count: usize,
+}
+
+impl RowBits {
+    /// An empty set for rows `0..rows`.
+    pub fn new(rows: usize) -> Self {
+        RowBits { words: vec![0; rows.div_ceil(64)], count: 0 }
+    }
+
+    pub fn contains(&self, row: u32) -> bool {
+        self.words.get(row as usize / 64).is_some_and(|w| w & (1 << (row % 64)) != 0)
+    }
+
+    /// Adds `row` (within the set's rows); adding it twice counts once.
+    pub fn insert(&mut self, row: u32) {
+        let word = &mut self.words[row as usize / 64];
+        let bit = 1 << (row % 64);
+        self.count += usize::from(*word & bit == 0);
+        *word |= bit;
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
 /// A flushed segment ready to search: its rows, graph and tombstones.
 pub struct LoadedSegment {
     pub id: SegmentId,
     binlog: InsertBinlog<'static>,
     index: Option<SegmentIndex>,
-    /// Tombstoned row positions, sorted.
-    tombstones: Vec<u32>,
+    tombstones: RowBits,
 }
 
 impl LoadedSegment {
-    /// `tombstones` may be unsorted and repeated (the union of delta binlogs).
-    pub fn new(binlog: InsertBinlog<'static>, index: Option<SegmentIndex>, mut tombstones: Vec<u32>) -> Self {
-        tombstones.sort_unstable();
-        tombstones.dedup();
-        LoadedSegment { id: binlog.segment, binlog, index, tombstones }
+    /// `tombstones` may be unsorted and repeated (the union of delta
+    /// binlogs); positions past the segment's rows are ignored.
+    pub fn new(binlog: InsertBinlog<'static>, index: Option<SegmentIndex>, tombstones: Vec<u32>) -> Self {
+        let mut set = RowBits::new(binlog.len());
+        for row in tombstones.into_iter().filter(|r| (*r as usize) < binlog.len()) {
+            set.insert(row);
+        }
+        LoadedSegment { id: binlog.segment, binlog, index, tombstones: set }
     }
 
     pub fn is_deleted(&self, row: u32) -> bool {
-        self.tombstones.binary_search(&row).is_ok()
+        self.tombstones.contains(row)
     }
 
     pub fn rows(&self) -> usize {
@@ -176,8 +214,9 @@ impl LoadedSegment {
         &self.binlog
     }
 
-    pub fn tombstones(&self) -> &[u32] {
-        &self.tombstones
+    /// Rows tombstoned.
+    pub fn deleted_rows(&self) -> usize {
+        self.tombstones.len()
     }
 
     fn hit(&self, query: &[f32], row: u32) -> Hit {
@@ -331,29 +370,28 @@ impl Ord for Remaining {
     }
 }
 
-/// The rows a search has offered: a bit per row of each source (0 for the
+/// The rows a search has offered, a [`RowBits`] per source (0 for the
 /// pages, `i + 1` for the `i`-th segment). A filtered graph search asks
 /// about every node it visits; a bit costs no hashing (a hash set of
 /// (source, row) took a quarter of a filtered query's time).
 struct Offered {
-    bits: Vec<Vec<u64>>,
+    sources: Vec<RowBits>,
     count: usize,
 }
 
 impl Offered {
     fn new(rows: impl Iterator<Item = usize>) -> Self {
-        Offered { bits: rows.map(|n| vec![0; n.div_ceil(64)]).collect(), count: 0 }
+        Offered { sources: rows.map(RowBits::new).collect(), count: 0 }
     }
 
     fn contains(&self, source: usize, row: u32) -> bool {
-        self.bits[source][row as usize / 64] & (1 << (row % 64)) != 0
+        self.sources[source].contains(row)
     }
 
     fn insert(&mut self, source: usize, row: u32) {
-        let word = &mut self.bits[source][row as usize / 64];
-        let bit = 1 << (row % 64);
-        self.count += usize::from(*word & bit == 0);
-        *word |= bit;
+        let before = self.sources[source].len();
+        self.sources[source].insert(row);
+        self.count += self.sources[source].len() - before;
     }
 
     fn len(&self) -> usize {
@@ -553,6 +591,20 @@ mod tests {
         let binlog = InsertBinlog::decode("o", &bytes).unwrap().into_owned();
         let index = with_index.then(|| SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap());
         LoadedSegment::new(binlog, index, tombstones)
+    }
+
+    #[test]
+    fn row_bits_count_each_row_once() {
+        let mut set = RowBits::new(130);
+        assert!(set.is_empty() && !set.contains(0) && !set.contains(500));
+        for row in [0, 63, 64, 129, 64] {
+            set.insert(row);
+        }
+        assert_eq!(set.len(), 4);
+        assert!(set.contains(63) && set.contains(64) && set.contains(129) && !set.contains(1));
+        // Tombstones repeated across delta binlogs, or past the rows, count once or not at all.
+        let seg = segment(1, 100, 0, false, vec![5, 5, 7, 100, 4000]);
+        assert_eq!((seg.deleted_rows(), seg.live_rows()), (2, 98));
     }
 
     #[test]

@@ -129,7 +129,7 @@ fn lifecycle(url: &str) {
 
     let after = load_all(&storage, &cache, &m);
     assert_eq!(after[0].live_rows() as u64, live);
-    assert!(after[0].tombstones().is_empty());
+    assert_eq!(after[0].deleted_rows(), 0);
     let recall = check_search(&after, &data, &is_deleted);
     assert!(recall >= 0.95, "recall@10 after compaction: {recall}");
 
