@@ -33,6 +33,7 @@ use crate::distance::Metric;
 use crate::format::index::{self, IndexFile};
 use crate::format::insert::InsertBinlog;
 use crate::format::FormatError;
+use crate::graph::{FlatGraph, NodeLinks};
 use crate::segment::SegmentId;
 
 /// The graph's distance, by metric code in the type (hnsw_rs only
@@ -199,6 +200,30 @@ impl SegmentIndex {
             other => with_graph!(other, h => h.search_filter(query, k, ef, Some(&keep))),
         };
         found.into_iter().map(|n| n.d_id as u32).collect()
+    }
+
+    /// The graph as flat arrays, to search without hnsw_rs' structures
+    /// (`crate::graph`): each row's neighbours on each of its layers, and an
+    /// entry on the top layer.
+    pub fn to_flat(&self) -> FlatGraph {
+        with_graph!(&*self.hnsw, h => {
+            let indexation = h.get_point_indexation();
+            let top = indexation.get_max_level_observed();
+            let mut nodes: Vec<NodeLinks> = vec![Vec::new(); self.rows];
+            let mut entry = None;
+            for point in indexation {
+                let (row, level) = (point.get_origin_id(), point.get_point_id().0);
+                if row >= self.rows {
+                    continue;
+                }
+                let layers = point.get_neighborhood_id().into_iter().take(level as usize + 1);
+                nodes[row] = layers.map(|layer| layer.into_iter().map(|n| n.d_id as u32).collect()).collect();
+                if level == top && entry.is_none() {
+                    entry = Some(row as u32);
+                }
+            }
+            FlatGraph::from_nodes(&nodes, entry.unwrap_or(0))
+        })
     }
 
     /// Packages the graph as one index-file object, using `scratch` for

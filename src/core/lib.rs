@@ -13,6 +13,7 @@
 pub mod cache;
 pub mod distance;
 pub mod format;
+pub mod graph;
 pub mod hnsw;
 pub mod jobs;
 pub mod policy;

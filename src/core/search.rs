@@ -35,6 +35,7 @@ use std::sync::Arc;
 
 use crate::distance::Metric;
 use crate::format::insert::InsertBinlog;
+use crate::graph::FlatGraph;
 use crate::hnsw::SegmentIndex;
 use crate::segment::SegmentId;
 
@@ -179,11 +180,13 @@ impl RowBits {
     }
 }
 
-/// A flushed segment ready to search: its rows, graph and tombstones.
+/// A flushed segment ready to search: its rows, graph and tombstones. The
+/// graph is kept as flat arrays (`crate::graph`), not as the hnsw_rs
+/// structures it was loaded as, which are dropped.
 pub struct LoadedSegment {
     pub id: SegmentId,
     binlog: InsertBinlog<'static>,
-    index: Option<SegmentIndex>,
+    graph: Option<FlatGraph>,
     tombstones: RowBits,
 }
 
@@ -195,7 +198,8 @@ impl LoadedSegment {
         for row in tombstones.into_iter().filter(|r| (*r as usize) < binlog.len()) {
             set.insert(row);
         }
-        LoadedSegment { id: binlog.segment, binlog, index, tombstones: set }
+        let graph = index.map(|i| i.to_flat());
+        LoadedSegment { id: binlog.segment, binlog, graph, tombstones: set }
     }
 
     pub fn is_deleted(&self, row: u32) -> bool {
@@ -231,12 +235,17 @@ impl LoadedSegment {
     /// The `k` nearest live rows not skipped, by exact distance.
     pub fn search(&self, query: &[f32], k: usize, ef_search: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
         let excluded = |row: u32| self.is_deleted(row) || skip(row);
-        if let Some(index) = self.index.as_ref().filter(|_| self.rows() > BRUTE_FORCE_MAX_ROWS) {
-            let found = index.search(query, k, ef_search, &|row| excluded(row as u32));
+        if let Some(graph) = self.graph.as_ref().filter(|_| self.rows() > BRUTE_FORCE_MAX_ROWS) {
+            let metric = self.binlog.metric;
+            let found = graph.search(metric, query, &|row| self.binlog.vector(row as usize), k, ef_search, &excluded);
             // A graph filtered this hard can come back short while rows
             // remain; then brute force keeps the iteration complete.
             if found.len() >= k {
-                return top_k(found.into_iter().map(|row| self.hit(query, row)).collect(), k);
+                let source = Source::Segment(self.id);
+                return found
+                    .into_iter()
+                    .map(|(distance, row)| Hit { source, row, key: self.binlog.keys()[row as usize], distance })
+                    .collect();
             }
         }
         let all = (0..self.rows() as u32).filter(|r| !excluded(*r)).map(|row| self.hit(query, row)).collect();

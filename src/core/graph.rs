@@ -1,0 +1,319 @@
+//! A segment's HNSW graph as flat arrays, and the search over them.
+//!
+//! hnsw_rs builds a segment's graph (and its dump is what index files hold);
+//! a loaded segment keeps the graph as flat arrays instead of hnsw_rs'
+//! structures: each node's neighbours at a fixed stride per layer, no
+//! pointers, no locks, no per-node allocation, a fraction of the memory. The
+//! search is ours: greedy descent through the upper layers, a beam search of
+//! `ef` on layer 0, exact distances with the simsimd kernels, and scratch
+//! (visited stamps, the two heaps) kept per thread and reused by every
+//! search, so a hop allocates nothing.
+//!
+//! Rows a caller skips (tombstones, rows already offered) are traversed but
+//! never returned, as in hnsw_rs' filtered search: a skipped region does not
+//! cut the graph.
+//!
+//! The graph of inner product was built over augmented vectors
+//! `[x, sqrt(M² - |x|²)]` under L2, whose squared distance to `[q, 0]` is
+//! `|q|² + M² - 2 q·x`: it orders nodes as the negative inner product does,
+//! so the search navigates it with the metric's own distance and the
+//! original vectors.
+
+use std::cell::RefCell;
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use crate::distance::Metric;
+
+/// "No neighbour" in a padded neighbour list.
+const NONE: u32 = u32::MAX;
+
+/// A graph of `rows` nodes (node = row position in the segment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlatGraph {
+    rows: usize,
+    entry: u32,
+    /// The entry's level: the highest of the graph.
+    top: u8,
+    /// Neighbours per node on layer 0, and on each upper layer.
+    m0: usize,
+    m: usize,
+    /// `rows * m0` neighbour rows, padded with [`NONE`].
+    layer0: Vec<u32>,
+    /// Per node, where its upper layers start in `upper` ([`NONE`] for a
+    /// node of layer 0 only); its level `l` takes `l * m` slots there.
+    upper_start: Vec<u32>,
+    upper: Vec<u32>,
+}
+
+/// One node's neighbours on each layer, `layers[0]` being layer 0: what a
+/// builder hands [`FlatGraph::from_nodes`].
+pub type NodeLinks = Vec<Vec<u32>>;
+
+impl FlatGraph {
+    /// The graph of `nodes` (indexed by row; a node's level is its count of
+    /// layers minus one), entered at `entry`. Strides are the longest list
+    /// of each kind; longer lists cannot occur, rows out of range are
+    /// dropped.
+    pub fn from_nodes(nodes: &[NodeLinks], entry: u32) -> FlatGraph {
+        let rows = nodes.len();
+        let m0 = nodes.iter().filter_map(|n| n.first()).map(Vec::len).max().unwrap_or(0).max(1);
+        let m = nodes.iter().flat_map(|n| n.iter().skip(1)).map(Vec::len).max().unwrap_or(0).max(1);
+        let valid = |r: &u32| (*r as usize) < rows;
+        let mut layer0 = vec![NONE; rows * m0];
+        let mut upper_start = vec![NONE; rows];
+        let mut upper = Vec::new();
+        for (row, links) in nodes.iter().enumerate() {
+            if let Some(first) = links.first() {
+                for (slot, n) in layer0[row * m0..(row + 1) * m0].iter_mut().zip(first.iter().filter(|r| valid(r))) {
+                    *slot = *n;
+                }
+            }
+            if links.len() > 1 {
+                upper_start[row] = upper.len() as u32;
+                for layer in &links[1..] {
+                    let mut slots = vec![NONE; m];
+                    for (slot, n) in slots.iter_mut().zip(layer.iter().filter(|r| valid(r))) {
+                        *slot = *n;
+                    }
+                    upper.extend(slots);
+                }
+            }
+        }
+        let entry = if (entry as usize) < rows { entry } else { 0 };
+        let top = nodes.get(entry as usize).map_or(0, |n| n.len().saturating_sub(1)) as u8;
+        FlatGraph { rows, entry, top, m0, m, layer0, upper_start, upper }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Bytes the arrays take.
+    pub fn memory_bytes(&self) -> usize {
+        4 * (self.layer0.len() + self.upper_start.len() + self.upper.len())
+    }
+
+    /// The neighbours of `node` on `layer` (which the node reaches).
+    fn neighbours(&self, node: u32, layer: usize) -> &[u32] {
+        let list = if layer == 0 {
+            &self.layer0[node as usize * self.m0..(node as usize + 1) * self.m0]
+        } else {
+            let start = self.upper_start[node as usize] as usize + (layer - 1) * self.m;
+            &self.upper[start..start + self.m]
+        };
+        let len = list.iter().position(|n| *n == NONE).unwrap_or(list.len());
+        &list[..len]
+    }
+
+    /// Up to `k` rows near `query`, nearest first by `distance(query, row)`
+    /// (`ef` at least `k` candidates on layer 0), none for which `skip` is
+    /// true. `vector` gives a row's vector.
+    pub fn search<'v>(
+        &self,
+        metric: Metric,
+        query: &[f32],
+        vector: &dyn Fn(u32) -> &'v [f32],
+        k: usize,
+        ef: usize,
+        skip: &dyn Fn(u32) -> bool,
+    ) -> Vec<(f32, u32)> {
+        if self.rows == 0 || k == 0 {
+            return Vec::new();
+        }
+        let distance = |node: u32| metric.distance(query, vector(node));
+        // Greedy descent to layer 1.
+        let mut at = self.entry;
+        let mut at_distance = distance(at);
+        for layer in (1..=self.top as usize).rev() {
+            loop {
+                let mut moved = false;
+                for &n in self.neighbours(at, layer) {
+                    let d = distance(n);
+                    if d < at_distance {
+                        (at, at_distance) = (n, d);
+                        moved = true;
+                    }
+                }
+                if !moved {
+                    break;
+                }
+            }
+        }
+        SCRATCH.with_borrow_mut(|s| s.beam(self, at, at_distance, &distance, k, ef.max(k), skip))
+    }
+}
+
+/// A distance and a node, ordered by distance (NaN last), then node.
+#[derive(Clone, Copy, PartialEq)]
+struct Near(f32, u32);
+
+impl Eq for Near {}
+impl PartialOrd for Near {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Near {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0).then(self.1.cmp(&o.1))
+    }
+}
+
+/// What a search reuses from one to the next on a thread: a visit stamp
+/// per node (a node is visited when its stamp is the current search's), and
+/// the heaps, emptied but not freed.
+#[derive(Default)]
+struct Scratch {
+    stamps: Vec<u32>,
+    stamp: u32,
+    candidates: BinaryHeap<Reverse<Near>>,
+    results: BinaryHeap<Near>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+impl Scratch {
+    /// A fresh visited set for `rows` nodes, in O(1) but once per 4 billion
+    /// searches.
+    fn start(&mut self, rows: usize) {
+        if self.stamps.len() < rows {
+            self.stamps.resize(rows, 0);
+        }
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.stamps.fill(0);
+            self.stamp = 1;
+        }
+        self.candidates.clear();
+        self.results.clear();
+    }
+
+    /// Marks `node` visited; false if it was already.
+    fn visit(&mut self, node: u32) -> bool {
+        let slot = &mut self.stamps[node as usize];
+        let fresh = *slot != self.stamp;
+        *slot = self.stamp;
+        fresh
+    }
+
+    /// The beam search of layer 0 from `entry`.
+    #[allow(clippy::too_many_arguments)]
+    fn beam(
+        &mut self,
+        graph: &FlatGraph,
+        entry: u32,
+        entry_distance: f32,
+        distance: &dyn Fn(u32) -> f32,
+        k: usize,
+        ef: usize,
+        skip: &dyn Fn(u32) -> bool,
+    ) -> Vec<(f32, u32)> {
+        self.start(graph.rows);
+        self.visit(entry);
+        self.candidates.push(Reverse(Near(entry_distance, entry)));
+        if !skip(entry) {
+            self.results.push(Near(entry_distance, entry));
+        }
+        while let Some(Reverse(Near(d, node))) = self.candidates.pop() {
+            if self.results.len() >= ef && self.results.peek().is_some_and(|worst| d > worst.0) {
+                break;
+            }
+            for &n in graph.neighbours(node, 0) {
+                if !self.visit(n) {
+                    continue;
+                }
+                let dn = distance(n);
+                if self.results.len() < ef || self.results.peek().is_some_and(|worst| dn < worst.0) {
+                    self.candidates.push(Reverse(Near(dn, n)));
+                    if !skip(n) {
+                        self.results.push(Near(dn, n));
+                        if self.results.len() > ef {
+                            self.results.pop();
+                        }
+                    }
+                }
+            }
+        }
+        let mut out: Vec<(f32, u32)> = self.results.drain().map(|Near(d, n)| (d, n)).collect();
+        out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        out.truncate(k);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::insert::{self, InsertBinlog};
+    use crate::hnsw::{HnswParams, SegmentIndex};
+    use crate::segment::SegmentId;
+    use crate::synthetic::{Rng, gaussian_mixture};
+    use std::collections::HashSet;
+    use std::sync::atomic::AtomicBool;
+
+    fn binlog(rows: usize, dims: usize, metric: Metric, seed: u64) -> InsertBinlog<'static> {
+        let keys: Vec<u64> = (0..rows as u64).collect();
+        let bytes = insert::encode(SegmentId(1), metric, dims, &keys, &gaussian_mixture(rows, dims, 50, 0.1, seed));
+        InsertBinlog::decode("o", &bytes).unwrap().into_owned()
+    }
+
+    fn exact(b: &InsertBinlog<'_>, query: &[f32], k: usize, skip: &dyn Fn(u32) -> bool) -> Vec<u32> {
+        let mut all: Vec<(f32, u32)> =
+            (0..b.len() as u32).filter(|r| !skip(*r)).map(|r| (b.metric.distance(query, b.vector(r as usize)), r)).collect();
+        all.sort_by(|a, c| a.0.total_cmp(&c.0));
+        all.into_iter().take(k).map(|(_, r)| r).collect()
+    }
+
+    /// Recall@10 of the flat search over `queries`, and of hnsw_rs' own.
+    fn recalls(metric: Metric, skip: &dyn Fn(u32) -> bool) -> (f64, f64) {
+        let b = binlog(5000, 16, metric, 3);
+        let index = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+        let flat = index.to_flat();
+        assert_eq!(flat.rows(), 5000);
+        let mut rng = Rng::new(9);
+        let (mut ours, mut theirs) = (0.0, 0.0);
+        for _ in 0..50 {
+            let q = b.vector(rng.next_u64() as usize % 5000).iter().map(|x| x + 0.05 * rng.next_gaussian()).collect::<Vec<f32>>();
+            let truth: HashSet<u32> = exact(&b, &q, 10, skip).into_iter().collect();
+            let got = flat.search(metric, &q, &|r| b.vector(r as usize), 10, 40, skip);
+            assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "nearest first");
+            assert!(got.iter().all(|(_, r)| !skip(*r)), "no skipped row");
+            ours += got.iter().filter(|(_, r)| truth.contains(r)).count() as f64 / 10.0;
+            theirs += index.search(&q, 10, 40, &|r| skip(r as u32)).iter().filter(|r| truth.contains(r)).count() as f64 / 10.0;
+        }
+        (ours / 50.0, theirs / 50.0)
+    }
+
+    #[test]
+    fn the_flat_search_finds_what_hnsw_rs_finds() {
+        for metric in [Metric::L2, Metric::InnerProduct, Metric::Cosine] {
+            let (ours, theirs) = recalls(metric, &|_| false);
+            assert!(ours >= 0.95 && ours >= theirs - 0.02, "{metric:?}: recall {ours} against hnsw_rs' {theirs}");
+        }
+    }
+
+    #[test]
+    fn skipped_rows_are_traversed_never_returned() {
+        // Every other row skipped: the graph stays connected through them.
+        let (ours, theirs) = recalls(Metric::L2, &|r| r % 2 == 0);
+        assert!(ours >= 0.9 && ours >= theirs - 0.02, "recall {ours} against hnsw_rs' {theirs}");
+    }
+
+    #[test]
+    fn small_and_empty_graphs() {
+        let empty = FlatGraph::from_nodes(&[], 0);
+        assert!(empty.search(Metric::L2, &[0.0], &|_| &[], 10, 40, &|_| false).is_empty());
+        // A chain 0 - 1 - 2 with 2 on layer 1 as the entry.
+        let nodes = vec![vec![vec![1]], vec![vec![0, 2]], vec![vec![1], vec![]]];
+        let g = FlatGraph::from_nodes(&nodes, 2);
+        assert_eq!(g.top, 1);
+        let vectors = [[0.0f32], [1.0], [2.0]];
+        let got = g.search(Metric::L2, &[0.1], &|r| &vectors[r as usize], 2, 4, &|_| false);
+        assert_eq!(got.iter().map(|(_, r)| *r).collect::<Vec<_>>(), vec![0, 1]);
+        let got = g.search(Metric::L2, &[0.1], &|r| &vectors[r as usize], 3, 4, &|r| r == 0);
+        assert_eq!(got.iter().map(|(_, r)| *r).collect::<Vec<_>>(), vec![1, 2]);
+    }
+}
