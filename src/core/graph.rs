@@ -38,6 +38,8 @@ pub struct FlatGraph {
     /// Neighbours per node on layer 0, and on each upper layer.
     m0: usize,
     m: usize,
+    /// Each node's level (its highest layer).
+    levels: Vec<u8>,
     /// `rows * m0` neighbour rows, padded with [`NONE`].
     layer0: Vec<u32>,
     /// Per node, where its upper layers start in `upper` ([`NONE`] for a
@@ -53,13 +55,15 @@ pub type NodeLinks = Vec<Vec<u32>>;
 impl FlatGraph {
     /// The graph of `nodes` (indexed by row; a node's level is its count of
     /// layers minus one), entered at `entry`. Strides are the longest list
-    /// of each kind; longer lists cannot occur, rows out of range are
-    /// dropped.
+    /// of each kind. A neighbour is kept on a layer only if it reaches that
+    /// layer (hnsw_rs' lists do not promise it), and within the rows.
     pub fn from_nodes(nodes: &[NodeLinks], entry: u32) -> FlatGraph {
         let rows = nodes.len();
         let m0 = nodes.iter().filter_map(|n| n.first()).map(Vec::len).max().unwrap_or(0).max(1);
         let m = nodes.iter().flat_map(|n| n.iter().skip(1)).map(Vec::len).max().unwrap_or(0).max(1);
+        let levels: Vec<u8> = nodes.iter().map(|n| n.len().saturating_sub(1).min(u8::MAX as usize) as u8).collect();
         let valid = |r: &u32| (*r as usize) < rows;
+        let reaches = |r: &u32, layer: usize| valid(r) && levels[*r as usize] as usize >= layer;
         let mut layer0 = vec![NONE; rows * m0];
         let mut upper_start = vec![NONE; rows];
         let mut upper = Vec::new();
@@ -71,9 +75,9 @@ impl FlatGraph {
             }
             if links.len() > 1 {
                 upper_start[row] = upper.len() as u32;
-                for layer in &links[1..] {
+                for (at, layer) in links.iter().enumerate().skip(1) {
                     let mut slots = vec![NONE; m];
-                    for (slot, n) in slots.iter_mut().zip(layer.iter().filter(|r| valid(r))) {
+                    for (slot, n) in slots.iter_mut().zip(layer.iter().filter(|r| reaches(r, at))) {
                         *slot = *n;
                     }
                     upper.extend(slots);
@@ -81,8 +85,8 @@ impl FlatGraph {
             }
         }
         let entry = if (entry as usize) < rows { entry } else { 0 };
-        let top = nodes.get(entry as usize).map_or(0, |n| n.len().saturating_sub(1)) as u8;
-        FlatGraph { rows, entry, top, m0, m, layer0, upper_start, upper }
+        let top = levels.get(entry as usize).copied().unwrap_or(0);
+        FlatGraph { rows, entry, top, m0, m, levels, layer0, upper_start, upper }
     }
 
     pub fn rows(&self) -> usize {
@@ -91,11 +95,15 @@ impl FlatGraph {
 
     /// Bytes the arrays take.
     pub fn memory_bytes(&self) -> usize {
-        4 * (self.layer0.len() + self.upper_start.len() + self.upper.len())
+        self.levels.len() + 4 * (self.layer0.len() + self.upper_start.len() + self.upper.len())
     }
 
-    /// The neighbours of `node` on `layer` (which the node reaches).
+    /// The neighbours of `node` on `layer`; none if the node does not reach
+    /// it.
     fn neighbours(&self, node: u32, layer: usize) -> &[u32] {
+        if layer > self.levels[node as usize] as usize {
+            return &[];
+        }
         let list = if layer == 0 {
             &self.layer0[node as usize * self.m0..(node as usize + 1) * self.m0]
         } else {
