@@ -301,7 +301,8 @@ def test_cancelled_flush_returns_promptly_and_loses_nothing(cluster, conn):
 def test_pages_freed_by_flushes_are_reused(conn):
     """A flush frees the pages its rows were in; the next rows must reuse
     them, so an index under a steady insert-and-flush load stays the same
-    size (it grew by every flushed row's pages before the FSM was updated)."""
+    size (it grew by every flushed row's pages before the FSM was updated)
+    and, since milvus_flush() gives the free tail back, a small one."""
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
     sizes = []
     for cycle in range(8):
@@ -312,7 +313,9 @@ def test_pages_freed_by_flushes_are_reused(conn):
     assert len(set(all_index_ids(conn))) == 8000
     pages = dict(conn.execute("SELECT kind, pages FROM milvus_index_pages('items_idx')").fetchall())
     assert pages["unreferenced"] == 0 and pages["released"] == 0, pages
-    assert pages["free"] > 0, "the last flush's pages wait for the next rows"
+    # milvus_flush() also gives the file's free tail back: the index stays
+    # a few pages, whatever the rows that went through it.
+    assert sizes[-1] <= 8, sizes
 
 
 def test_inserts_seal_a_full_segment_themselves(conn):

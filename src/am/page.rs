@@ -535,9 +535,10 @@ pub(crate) unsafe fn sweep_free_pages(index: pg_sys::Relation) {
 /// Gives the file's free tail back to the file system, as VACUUM does for
 /// a heap: after a build or a flush most pages of an index are free (the
 /// rows went to object storage), and an index should not keep its largest
-/// size for good. Needs the index to itself (a conditional
-/// AccessExclusiveLock: no insert or scan runs; if one does, nothing
-/// happens and a later flush or VACUUM tries again). Chain pages in the way
+/// size for good. Called by CREATE INDEX, `milvus_flush()` and VACUUM (not
+/// by the workers' flushes: see `worker/visit.rs`). Needs the index to
+/// itself (a conditional AccessExclusiveLock: no insert or scan runs; if
+/// one does, nothing happens and a later flush or VACUUM tries again). Chain pages in the way
 /// are moved to the lowest free blocks first: the growing segment's page
 /// when it holds no row (as after a seal), and the manifest (rewritten, as
 /// any commit does). Returns how many pages were given back.

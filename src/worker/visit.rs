@@ -137,8 +137,10 @@ unsafe fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Option<String>,
             flush::seal(index, reason);
         }
 
-        // Flush what is sealed.
-        let sealed = page::read_meta(index).sealed().len();
+        // Flush what is sealed. The pages it empties are reused by the next
+        // rows; the file's free tail goes back at VACUUM (autovacuum visits
+        // insert-only tables too), not here: the lock it takes is logged,
+        // and on a standby it would cancel queries after every flush.
         for chain in page::read_meta(index).sealed() {
             if let Err(message) = flush::flush_segment(index, SegmentId(chain.segment), "sealed; background worker") {
                 return failed(chain.segment, message);
@@ -150,10 +152,6 @@ unsafe fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Option<String>,
             if let Err(message) = compact::run_plan(index, &plan) {
                 return failed(plan.inputs.first().map_or(0, |s| s.0), message);
             }
-        }
-        // What the flushes emptied goes back to the file system.
-        if sealed > 0 {
-            page::give_back_free_tail(index);
         }
         Ok(Some(name))
     }
