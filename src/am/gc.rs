@@ -128,27 +128,13 @@ unsafe fn gc_dropped(oid: u32, url: Option<&str>, why: &str) -> Option<GcRow> {
     }
 }
 
-/// Whether a database with this OID exists.
-fn database_exists(oid: u32) -> bool {
-    // SAFETY: a syscache lookup by OID.
-    unsafe {
-        pg_sys::SearchSysCacheExists(
-            pg_sys::SysCacheIdentifier::DATABASEOID as i32,
-            pg_sys::Datum::from(oid),
-            pg_sys::Datum::from(0),
-            pg_sys::Datum::from(0),
-            pg_sys::Datum::from(0),
-        )
-    }
-}
-
 /// Collects, at `url`, the objects of every database of this cluster that
 /// no longer exists (DROP DATABASE leaves its indexes' objects behind: no
 /// manifest references them any more). The grace period still applies.
 fn gc_dropped_databases(url: Option<&str>, why: &str) -> Result<Option<GcRow>, String> {
     // SAFETY: a backend global.
     let cluster = unsafe { pg_sys::GetSystemIdentifier() };
-    let dropped: Vec<u32> = numbers_below(url, format!("{cluster:016x}/"))?.into_iter().filter(|d| !database_exists(*d)).collect();
+    let dropped: Vec<u32> = numbers_below(url, format!("{cluster:016x}/"))?.into_iter().filter(|d| !super::database_exists(*d)).collect();
     let mut total: Option<GcRow> = None;
     for database in dropped {
         let job = JobRecord::start(JobKind::Gc, 0, &[], format!("dropped database {database}"), why.to_owned());

@@ -125,10 +125,20 @@ pub(crate) unsafe fn dims_of(index: pg_sys::Relation) -> usize {
 
 /// Whether a relation with this OID exists (a syscache probe).
 pub(crate) fn relation_exists(oid: u32) -> bool {
+    syscache_has(pg_sys::SysCacheIdentifier::RELOID, oid)
+}
+
+/// Whether a database with this OID exists.
+pub(crate) fn database_exists(oid: u32) -> bool {
+    syscache_has(pg_sys::SysCacheIdentifier::DATABASEOID, oid)
+}
+
+/// Whether the catalog cache `cache`, keyed by one OID, has `oid`.
+fn syscache_has(cache: pg_sys::SysCacheIdentifier::Type, oid: u32) -> bool {
     // SAFETY: a syscache lookup by OID.
     unsafe {
         pg_sys::SearchSysCacheExists(
-            pg_sys::SysCacheIdentifier::RELOID as i32,
+            cache as i32,
             pg_sys::Datum::from(oid),
             pg_sys::Datum::from(0),
             pg_sys::Datum::from(0),
