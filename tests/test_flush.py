@@ -334,3 +334,16 @@ def test_inserts_seal_a_full_segment_themselves(conn):
     assert len(ids) == len(set(ids)) == 3500
     flushed = conn.execute("SELECT * FROM milvus_flush('items_idx')").fetchall()
     assert [r[2] for r in flushed] == ["flushed"] * 4
+
+
+def test_a_flush_in_a_rolled_back_transaction_stays_and_loses_nothing(conn):
+    """milvus_flush() is maintenance, as VACUUM is: ROLLBACK does not undo
+    it (README), and it changes nothing a query returns: the rolled-back
+    rows it flushed are never returned, the committed ones all, once."""
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    load(conn, 300)
+    with conn.transaction(force_rollback=True):
+        load(conn, 200, seed=2, start_id=300)
+        assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
+    assert [(s[1], s[3]) for s in segments(conn)] == [("flushed", 500), ("growing", 0)]
+    assert sorted(all_index_ids(conn)) == list(range(300))
