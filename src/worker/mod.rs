@@ -167,7 +167,8 @@ impl Launcher {
     /// lack of process slots is logged once until a worker starts again.
     fn start_workers(&mut self) {
         let free = crate::gucs::max_workers().saturating_sub(self.running.len());
-        for database in self.queue.take(free, &self.running_databases()) {
+        let taken = self.queue.take(free, &self.running_databases());
+        for (at, &database) in taken.iter().enumerate() {
             let started = BackgroundWorkerBuilder::new("pg_milvus worker")
                 .set_type("pg_milvus worker")
                 .set_library("pg_milvus")
@@ -187,9 +188,9 @@ impl Launcher {
                     self.short_of_slots = false;
                 }
                 Err(_) => {
-                    // Every slot of max_worker_processes is taken: first in
-                    // line next time.
-                    self.queue.put_back(database);
+                    // Every slot of max_worker_processes is taken: this one
+                    // and those taken after it are first in line next time.
+                    self.queue.put_back(&taken[at..]);
                     if !std::mem::replace(&mut self.short_of_slots, true) {
                         warning!(
                             "pg_milvus could not start a background worker; raise max_worker_processes (it must cover milvus.max_workers + 1)"

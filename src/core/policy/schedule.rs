@@ -60,11 +60,13 @@ impl VisitQueue {
         out
     }
 
-    /// A database that could not be started (no free process slot): first
-    /// again next time.
-    pub fn put_back(&mut self, database: u32) {
-        self.queue.push_front(database);
-        self.urgent += 1;
+    /// Databases taken but not started (no free process slot): first again
+    /// next time, in the order they were taken.
+    pub fn put_back(&mut self, databases: &[u32]) {
+        for d in databases.iter().rev() {
+            self.queue.push_front(*d);
+        }
+        self.urgent += databases.len();
     }
 
     /// Forgets databases that no longer exist.
@@ -160,9 +162,15 @@ mod tests {
         let mut q = VisitQueue::default();
         q.add_round(&[(1, 0), (2, 0)], &[]);
         let d = q.take(1, &[])[0];
-        q.put_back(d);
+        q.put_back(&[d]);
         assert_eq!(q.take(1, &[]), vec![d]);
         q.retain(|d| d != 2);
         assert!(q.is_empty());
+        // Several taken, none started: all back, in their order, ahead.
+        q.add_round(&[(3, 0), (4, 0), (5, 0)], &[]);
+        let taken = q.take(2, &[]);
+        q.put_back(&taken);
+        q.add_round(&[(3, 0), (4, 0), (5, 0)], &[]);
+        assert_eq!(q.take(3, &[]), vec![3, 4, 5]);
     }
 }
