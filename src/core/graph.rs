@@ -32,9 +32,8 @@ const NONE: u32 = u32::MAX;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlatGraph {
     rows: usize,
+    /// A node of the top layer, where searches start.
     entry: u32,
-    /// The entry's level: the highest of the graph.
-    top: u8,
     /// Neighbours per node on layer 0, and on each upper layer.
     m0: usize,
     m: usize,
@@ -85,17 +84,11 @@ impl FlatGraph {
             }
         }
         let entry = if (entry as usize) < rows { entry } else { 0 };
-        let top = levels.get(entry as usize).copied().unwrap_or(0);
-        FlatGraph { rows, entry, top, m0, m, levels, layer0, upper_start, upper }
+        FlatGraph { rows, entry, m0, m, levels, layer0, upper_start, upper }
     }
 
     pub fn rows(&self) -> usize {
         self.rows
-    }
-
-    /// Bytes the arrays take.
-    pub fn memory_bytes(&self) -> usize {
-        self.levels.len() + 4 * (self.layer0.len() + self.upper_start.len() + self.upper.len())
     }
 
     /// The neighbours of `node` on `layer`; none if the node does not reach
@@ -133,7 +126,7 @@ impl FlatGraph {
         // Greedy descent to layer 1.
         let mut at = self.entry;
         let mut at_distance = distance(at);
-        for layer in (1..=self.top as usize).rev() {
+        for layer in (1..=self.levels[at as usize] as usize).rev() {
             loop {
                 let mut moved = false;
                 for &n in self.neighbours(at, layer) {
@@ -317,7 +310,7 @@ mod tests {
         // A chain 0 - 1 - 2 with 2 on layer 1 as the entry.
         let nodes = vec![vec![vec![1]], vec![vec![0, 2]], vec![vec![1], vec![]]];
         let g = FlatGraph::from_nodes(&nodes, 2);
-        assert_eq!(g.top, 1);
+        assert_eq!(g.levels[g.entry as usize], 1);
         let vectors = [[0.0f32], [1.0], [2.0]];
         let got = g.search(Metric::L2, &[0.1], &|r| &vectors[r as usize], 2, 4, &|_| false);
         assert_eq!(got.iter().map(|(_, r)| *r).collect::<Vec<_>>(), vec![0, 1]);

@@ -385,12 +385,11 @@ impl Ord for Remaining {
 /// (source, row) took a quarter of a filtered query's time).
 struct Offered {
     sources: Vec<RowBits>,
-    count: usize,
 }
 
 impl Offered {
     fn new(rows: impl Iterator<Item = usize>) -> Self {
-        Offered { sources: rows.map(RowBits::new).collect(), count: 0 }
+        Offered { sources: rows.map(RowBits::new).collect() }
     }
 
     fn contains(&self, source: usize, row: u32) -> bool {
@@ -398,13 +397,11 @@ impl Offered {
     }
 
     fn insert(&mut self, source: usize, row: u32) {
-        let before = self.sources[source].len();
         self.sources[source].insert(row);
-        self.count += self.sources[source].len() - before;
     }
 
     fn len(&self) -> usize {
-        self.count
+        self.sources.iter().map(RowBits::len).sum()
     }
 }
 

@@ -67,7 +67,7 @@ pub fn hnsw_visits(n: f64, m: usize, ef: usize) -> f64 {
 /// The work of an ordered scan of `shape` at `ef_search`.
 pub fn scan_work(shape: IndexShape, ef_search: usize) -> ScanWork {
     let rows = shape.rows.max(0.0);
-    let page_rows = shape.page_rows.clamp(0.0, rows.max(shape.page_rows));
+    let page_rows = shape.page_rows.max(0.0);
     let flushed = (rows - page_rows).max(0.0);
     let segment_rows = shape.segment_rows.max(1.0);
     let full = (flushed / segment_rows).floor();
