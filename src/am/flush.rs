@@ -113,7 +113,6 @@ pub(crate) unsafe fn commit(
             let block = page::release_one(index, meta_buffer).expect("slots taken, so something is released");
             pg_sys::RecordFreeIndexPage(index, block);
         }
-        let old_head = (*page::meta(pg_sys::BufferGetPage(meta_buffer))).manifest_head;
         let bytes = manifest.encode();
         let head = page::write_manifest_chain(index, &bytes);
         let mut xlog = Xlog::start(index);
@@ -121,11 +120,8 @@ pub(crate) unsafe fn commit(
         page::cover_meta(meta_page);
         let meta = &mut *page::meta(meta_page);
         change(&mut xlog, meta);
-        meta.manifest_head = head;
-        meta.manifest_len = bytes.len() as u32;
-        for chain in std::iter::once(old_head).chain(released) {
-            assert!(page::add_released(meta, chain), "room was made above");
-        }
+        let room = page::switch_manifest(meta, head, bytes.len()) && released.is_none_or(|chain| page::add_released(meta, chain));
+        assert!(room, "room was made above");
         xlog.finish();
     }
 }

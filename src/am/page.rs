@@ -509,12 +509,13 @@ pub(crate) unsafe fn drain_released(index: pg_sys::Relation) {
 /// the meta page pointed at them, leaves such pages), then offers every free
 /// page to the free space map again (it is not crash-safe: a crash may lose
 /// pages recorded since the last checkpoint). Pages locked by someone are
-/// skipped.
-pub(crate) unsafe fn sweep_free_pages(index: pg_sys::Relation) {
+/// skipped. Returns how many free pages it offered.
+pub(crate) unsafe fn sweep_free_pages(index: pg_sys::Relation) -> u32 {
     unsafe {
         drain_released(index);
         reclaim_unreferenced(index);
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+        let mut offered = 0;
         for block in 1..blocks {
             let buffer = read_buffer(index, block);
             if pg_sys::ConditionalLockBuffer(buffer) {
@@ -522,6 +523,7 @@ pub(crate) unsafe fn sweep_free_pages(index: pg_sys::Relation) {
                 pg_sys::UnlockReleaseBuffer(buffer);
                 if free {
                     pg_sys::RecordFreeIndexPage(index, block);
+                    offered += 1;
                 }
             } else {
                 pg_sys::ReleaseBuffer(buffer);
@@ -529,6 +531,7 @@ pub(crate) unsafe fn sweep_free_pages(index: pg_sys::Relation) {
             pgrx::check_for_interrupts!();
         }
         pg_sys::IndexFreeSpaceMapVacuum(index);
+        offered
     }
 }
 
@@ -548,11 +551,29 @@ pub(crate) unsafe fn sweep_free_pages(index: pg_sys::Relation) {
 /// in parallel mode (a parallel VACUUM), where that logging, which needs a
 /// transaction id, cannot run.
 pub(crate) unsafe fn give_back_free_tail(index: pg_sys::Relation) -> u32 {
+    unsafe { if worth_truncating(index) { truncate_free_tail(index) } else { 0 } }
+}
+
+/// [`give_back_free_tail`] for VACUUM, whose sweep has just counted the
+/// free pages ([`sweep_free_pages`]): no second pass over the file.
+pub(crate) unsafe fn give_back_swept_tail(index: pg_sys::Relation, free: u32) -> u32 {
     unsafe {
-        if pg_sys::IsInParallelMode() || !worth_truncating(index) {
-            return 0;
-        }
-        if !pg_sys::ConditionalLockRelation(index, pg_sys::AccessExclusiveLock as i32) {
+        let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+        if free >= truncation_threshold(blocks) { truncate_free_tail(index) } else { 0 }
+    }
+}
+
+/// Free pages worth a truncation: heap VACUUM's rule (`REL_TRUNCATE_MINIMUM`
+/// 1000 pages, or a sixteenth of the file).
+fn truncation_threshold(blocks: pg_sys::BlockNumber) -> u32 {
+    (blocks / 16).clamp(1, 1000)
+}
+
+/// Moves what is in the way and truncates the free tail, if the index can
+/// be had to ourselves (see [`give_back_free_tail`]).
+unsafe fn truncate_free_tail(index: pg_sys::Relation) -> u32 {
+    unsafe {
+        if pg_sys::IsInParallelMode() || !pg_sys::ConditionalLockRelation(index, pg_sys::AccessExclusiveLock as i32) {
             return 0;
         }
         let before = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
@@ -587,14 +608,13 @@ pub(crate) unsafe fn give_back_free_tail(index: pg_sys::Relation) -> u32 {
     }
 }
 
-/// Whether the free pages are enough to truncate for: heap VACUUM's rule
-/// (`REL_TRUNCATE_MINIMUM` 1000 pages, or a sixteenth of the file). Pages
-/// are looked at share-locked, one at a time: an estimate, rechecked under
-/// the lock.
+/// Whether the free pages reach [`truncation_threshold`]. Pages are looked
+/// at share-locked, one at a time, until they do: an estimate, rechecked
+/// under the lock.
 unsafe fn worth_truncating(index: pg_sys::Relation) -> bool {
     unsafe {
         let blocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
-        let needed = (blocks / 16).clamp(1, 1000);
+        let needed = truncation_threshold(blocks);
         let mut free = 0;
         for block in 1..blocks {
             let buffer = read_buffer(index, block);
@@ -693,12 +713,19 @@ unsafe fn move_manifest(index: pg_sys::Relation, meta_buffer: pg_sys::Buffer, ta
         let mut xlog = Xlog::start(index);
         let meta_page = xlog.register(meta_buffer, false);
         cover_meta(meta_page);
-        let meta = &mut *meta(meta_page);
-        meta.manifest_head = head;
-        meta.manifest_len = bytes.len() as u32;
-        assert!(add_released(meta, m.manifest_head), "room checked above");
+        assert!(switch_manifest(&mut *meta(meta_page), head, bytes.len()), "room checked above");
         xlog.finish();
     }
+}
+
+/// In the WAL record being built: points `meta` at the manifest chain at
+/// `head` (`len` bytes) and lists the chain it pointed at as released.
+/// False if no released slot is free (make room first).
+pub(crate) fn switch_manifest(meta: &mut Meta, head: pg_sys::BlockNumber, len: usize) -> bool {
+    let old = meta.manifest_head;
+    meta.manifest_head = head;
+    meta.manifest_len = len as u32;
+    add_released(meta, old)
 }
 
 /// Every block the meta page reaches: the manifest, growing, sealed and

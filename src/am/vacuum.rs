@@ -166,8 +166,8 @@ pub unsafe extern "C-unwind" fn amvacuumcleanup(
             return stats;
         }
         let index = (*info).index;
-        page::sweep_free_pages(index);
-        page::give_back_free_tail(index);
+        let free = page::sweep_free_pages(index);
+        page::give_back_swept_tail(index, free);
         if !stats.is_null() {
             (*stats).num_pages = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
             return stats;
