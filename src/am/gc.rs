@@ -93,13 +93,24 @@ unsafe fn gc_index(oid: pg_sys::Oid, why: &str) -> (GcRow, Option<String>) {
     }
 }
 
-/// The numbers right below `prefix` at `url`: index OIDs under a
-/// database's prefix, database OIDs under the cluster's.
-fn numbers_below(url: Option<&str>, prefix: String) -> Result<BTreeSet<u32>, String> {
+/// What `url` holds of this cluster, from one listing: the databases with
+/// objects there, and the indexes of `database` with objects there.
+fn stored_at(url: Option<&str>, cluster: u64, database: u32) -> Result<(BTreeSet<u32>, BTreeSet<u32>), String> {
+    let prefix = ObjectKey::cluster_prefix(cluster);
     let storage = crate::storage::try_storage_at(url)?;
     let listed = crate::storage::run_job("gc", move |_| storage.list(&prefix).map(|l| (prefix, l)));
     let (prefix, listed) = listed.map_err(|e| format!("garbage collection failed: {e}"))?;
-    Ok(listed.iter().filter_map(|o| o.key.strip_prefix(&prefix)?.split('/').next()?.parse().ok()).collect())
+    let (mut databases, mut indexes) = (BTreeSet::new(), BTreeSet::new());
+    for object in &listed {
+        let mut numbers = object.key.strip_prefix(&prefix).unwrap_or_default().split('/').map(str::parse::<u32>);
+        if let Some(Ok(d)) = numbers.next() {
+            databases.insert(d);
+            if let (true, Some(Ok(index))) = (d == database, numbers.next()) {
+                indexes.insert(index);
+            }
+        }
+    }
+    Ok((databases, indexes))
 }
 
 /// Collects the objects of an index that no longer exists, unless its OID
@@ -128,15 +139,12 @@ unsafe fn gc_dropped(oid: u32, url: Option<&str>, why: &str) -> Option<GcRow> {
     }
 }
 
-/// Collects, at `url`, the objects of every database of this cluster that
-/// no longer exists (DROP DATABASE leaves its indexes' objects behind: no
-/// manifest references them any more). The grace period still applies.
-fn gc_dropped_databases(url: Option<&str>, why: &str) -> Result<Option<GcRow>, String> {
-    // SAFETY: a backend global.
-    let cluster = unsafe { pg_sys::GetSystemIdentifier() };
-    let dropped: Vec<u32> = numbers_below(url, format!("{cluster:016x}/"))?.into_iter().filter(|d| !super::database_exists(*d)).collect();
+/// Collects, at `url`, the objects of those of `databases` (of `cluster`)
+/// that no longer exist (DROP DATABASE leaves its indexes' objects behind:
+/// no manifest references them any more). The grace period still applies.
+fn gc_dropped_databases(url: Option<&str>, cluster: u64, databases: &BTreeSet<u32>, why: &str) -> Result<Option<GcRow>, String> {
     let mut total: Option<GcRow> = None;
-    for database in dropped {
+    for &database in databases.iter().filter(|d| !super::database_exists(**d)) {
         let job = JobRecord::start(JobKind::Gc, 0, &[], format!("dropped database {database}"), why.to_owned());
         let report = collect(url, ObjectKey::database_prefix(cluster, database), HashSet::new())?;
         record(&report, job);
@@ -227,8 +235,8 @@ pub(crate) fn gc_database(why: &str) -> Vec<GcRow> {
     let (cluster, database) = unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::MyDatabaseId.to_u32()) };
     for (url, in_use) in &locations {
         let name = url.as_deref().unwrap_or("the default location");
-        let found = numbers_below(url.as_deref(), ObjectKey::database_prefix(cluster, database))
-            .and_then(|indexes| Ok((indexes, gc_dropped_databases(url.as_deref(), why)?)));
+        let found = stored_at(url.as_deref(), cluster, database)
+            .and_then(|(databases, indexes)| Ok((indexes, gc_dropped_databases(url.as_deref(), cluster, &databases, why)?)));
         let (indexes, dropped_databases) = match found {
             Ok(found) => found,
             Err(message) if *in_use => {
