@@ -68,6 +68,11 @@ fn crossover(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("brute_force", rows), &rows, |bench, _| {
             bench.iter(|| brute.search(black_box(&query), 10, 40, &|_| false))
         });
+        // What queries search (the flat graph), and hnsw_rs' own search.
+        let flat = index.to_flat();
+        g.bench_with_input(BenchmarkId::new("graph_ef40", rows), &rows, |bench, _| {
+            bench.iter(|| flat.search(Metric::L2, black_box(&query), &|r| b.vector(r as usize), 10, 40, &|_| false))
+        });
         g.bench_with_input(BenchmarkId::new("hnsw_ef40", rows), &rows, |bench, _| {
             bench.iter(|| index.search(black_box(&query), 10, 40, &|_| false))
         });
