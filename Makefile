@@ -51,7 +51,7 @@ bench-core:
 bench-hnsw:
 	cargo bench -p milvus-core --bench hnsw_recall
 
-# libFuzzer on the vector parsers and the binlog and manifest decoders,
+# libFuzzer on the vector parsers and the binlog, index file and manifest decoders,
 # FUZZ_SECONDS each (default 60); needs a nightly toolchain.
 fuzz:
 	bash scripts/fuzz.sh

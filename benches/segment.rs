@@ -82,7 +82,8 @@ fn crossover(c: &mut Criterion) {
 
 /// Four flushed segments of 20,000 rows (each with its HNSW graph) in a
 /// file:// store, cache warm: what a new backend pays before its first
-/// search, loading them one by one and on two threads (`jobs::load_all`).
+/// search, opening them (maps and header checks) one by one and on two
+/// threads (`jobs::load_all`).
 fn loading(c: &mut Criterion) {
     let (segments, rows) = (4, 20_000);
     let dir = tempfile::tempdir().unwrap();
@@ -96,7 +97,7 @@ fn loading(c: &mut Criterion) {
         let keys: Vec<u64> = (0..rows as u64).collect();
         let vectors = gaussian_mixture(rows, DIMS, 100, 0.1, s as u64);
         let params = HnswParams { threads: 2, ..HnswParams::default() };
-        let flushed = jobs::flush(&storage, id, segment, Metric::L2, DIMS, &keys, &vectors, params, dir.path(), &AtomicBool::new(false), &|| {})
+        let flushed = jobs::flush(&storage, &cache, id, segment, Metric::L2, DIMS, &keys, &vectors, params, &AtomicBool::new(false), &|| {})
             .unwrap();
         m.publish_flush(flushed, 0).unwrap();
     }

@@ -2,7 +2,8 @@
 //! fuzzer starts past the headers and checksums.
 use milvus_core::Metric;
 use milvus_core::format::manifest::Manifest;
-use milvus_core::format::{delta, insert};
+use milvus_core::format::{delta, index, insert};
+use milvus_core::graph::FlatGraph;
 use milvus_core::segment::SegmentId;
 
 fn write(target: &str, name: &str, bytes: &[u8]) {
@@ -26,6 +27,9 @@ fn main() {
     write("insert_binlog", "seed-0", &insert::encode(SegmentId(7), Metric::L2, 3, &keys, &vectors));
     write("insert_binlog", "seed-1", &insert::encode(SegmentId(1), Metric::Cosine, 1, &[], &[]));
     write("delta_binlog", "seed-0", &delta::encode(SegmentId(7), &[0, 3, 9]));
+    let nodes = vec![vec![vec![1, 2]], vec![vec![0, 2], vec![2]], vec![vec![0, 1], vec![1]]];
+    write("index_file", "seed-0", &index::encode(SegmentId(7), Metric::L2, &FlatGraph::from_nodes(&nodes, 2)));
+    write("index_file", "seed-1", &index::encode_hnsw_dump(SegmentId(7), 3, b"graph", b"data"));
     let mut m = Manifest::new(3, Metric::L2, Some("s3://bucket/prefix".into()));
     m.add_growing(100);
     write("manifest", "seed-0", &m.encode());

@@ -331,11 +331,6 @@ pub fn locations_file() -> String {
     format!("{}/pg_milvus/locations", data_dir())
 }
 
-/// Where HNSW builds write their dump files before upload.
-pub fn scratch_dir() -> String {
-    format!("{}/pg_milvus/tmp", data_dir())
-}
-
 pub fn cache_size_bytes() -> u64 {
     CACHE_SIZE_MB.get() as u64 * 1024 * 1024
 }

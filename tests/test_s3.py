@@ -286,8 +286,8 @@ def test_cache_evicts_to_its_bound_and_answers_stay_the_same(cluster, conn):
     conn.execute(f'ALTER DATABASE "{dbname}" SET milvus.cache_size = 16')  # MB, the least it takes
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
     rows = []
-    for b in range(4):  # four segments of about 7 MB each (binlog and graph)
-        rows.append(load(conn, 5000, seed=b, start_id=b * 5000))
+    for b in range(4):  # four segments of about 5 MB each (3.2 MB binlog, 1.6 MB graph)
+        rows.append(load(conn, 12_000, seed=b, start_id=b * 12_000))
         conn.execute("SELECT * FROM milvus_flush('items_idx')")
     clear_local_cache(cluster)
     queries = near(np.concatenate(rows), 10)
@@ -303,7 +303,7 @@ def test_cache_evicts_to_its_bound_and_answers_stay_the_same(cluster, conn):
     assert stats[1] >= 8 and stats[2] > 0, stats  # everything missed once, and some was evicted
     assert stats[3] <= stats[4] == 16 << 20, stats
     second, stats2 = answers()
-    assert second == first and len(first[1]) == 20_000
+    assert second == first and len(first[1]) == 48_000
     assert stats2[2] > stats[2], "still evicting, still under the bound"
 
     # Prewarm loads an index's segments ahead of queries.

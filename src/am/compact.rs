@@ -98,12 +98,11 @@ pub(crate) unsafe fn run_plan(index: pg_sys::Relation, plan: &CompactionPlan) ->
         let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: flush::build_threads() };
         let id = index_id(index);
         let storage = crate::storage::try_storage_at(manifest.storage_url.as_deref());
-        let scratch = std::path::PathBuf::from(crate::gucs::scratch_dir());
+        let cache = crate::storage::cache();
         let flushed: Result<Flushed, String> = crate::storage::run_job("compact", move |cancel| {
             let storage = storage?;
-            std::fs::create_dir_all(&scratch).map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
             let refs: Vec<&LoadedSegment> = inputs.iter().map(|s| &**s).collect();
-            jobs::compact(&storage, id, &refs, output, metric, dims, params, &scratch, cancel).map_err(|e| e.to_string())
+            jobs::compact(&storage, &cache, id, &refs, output, metric, dims, params, cancel).map_err(|e| e.to_string())
         });
         let flushed = match flushed {
             Ok(flushed) => flushed,

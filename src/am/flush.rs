@@ -250,13 +250,12 @@ pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId, 
         let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: build_threads() };
         let id = index_id(index);
         let storage = storage::try_storage_at(manifest.storage_url.as_deref());
-        let scratch = std::path::PathBuf::from(crate::gucs::scratch_dir());
+        let cache = storage::cache();
         let hold = crate::debug::Hold::at(PausePoint::Upload);
         let flushed: Result<Flushed, String> = storage::run_job("flush", move |cancel| {
             let storage = storage?;
-            std::fs::create_dir_all(&scratch).map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
             let binlog_uploaded = || hold.hold(cancel);
-            jobs::flush(&storage, id, segment, metric, dims, &rows.keys, &rows.vectors, params, &scratch, cancel, &binlog_uploaded)
+            jobs::flush(&storage, &cache, id, segment, metric, dims, &rows.keys, &rows.vectors, params, cancel, &binlog_uploaded)
                 .map_err(|e| e.to_string())
         });
         let flushed = match flushed {

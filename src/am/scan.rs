@@ -242,10 +242,12 @@ pub(crate) unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifes
     LOADED.with_borrow(|loaded| keys.iter().map(|k| loaded[k].1.clone()).collect())
 }
 
-/// Downloads (through the local cache) and loads every flushed segment of
-/// `index` (of each partition's index, for a partitioned one), so the first
-/// queries do not pay for it; returns how many segments and bytes the
-/// objects hold. Fails like a search would,
+/// Brings every flushed segment of `index` (of each partition's index, for
+/// a partitioned one) into the local cache and opens it, so the first
+/// queries do not pay for a download; returns how many segments and bytes
+/// the objects hold. Files already cached are read through and checked in
+/// full (opening a mapped file checks only its header): a damaged one gets
+/// a WARNING naming it, and is fetched again. Fails like a search would,
 /// naming a segment that cannot be read. Owner or superuser, as the other
 /// maintenance functions.
 #[pg_extern(sql = "
@@ -264,6 +266,17 @@ fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments,
             flush::check_owner(rel);
             let (meta, manifest) = page::read_meta_and_manifest(rel);
             let metric = Metric::from_code(meta.metric).expect("meta page checked");
+            let flushed: Vec<SegmentEntry> =
+                manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).cloned().collect();
+            let cache = crate::storage::cache();
+            let damaged = crate::storage::run_job("verify", move |_| flushed.iter().flat_map(|e| jobs::verify_cached(&cache, e)).collect::<Vec<_>>());
+            if !damaged.is_empty() {
+                for what in &damaged {
+                    warning!("damaged file in the segment cache, fetched again: {what}");
+                }
+                // This backend's mappings of the damaged files go too.
+                LOADED.with_borrow_mut(|loaded| loaded.retain(|k, _| k.0 != oid.to_u32()));
+            }
             segments += loaded_segments(rel, &manifest, metric).len() as i32;
             bytes += manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).map(|e| e.meta.bytes as i64).sum::<i64>();
             pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);

@@ -2,15 +2,36 @@
 //!
 //! Every backend of a server reads sealed segments through one cache
 //! directory (`milvus.cache_dir`), so an object is downloaded once per server,
-//! not once per backend. Entries are files named from the object key, written
-//! to a temporary name and renamed into place (a reader never sees half a
-//! file), verified against the manifest's CRC-32C when downloaded (a corrupt
-//! object is an error naming it, never cached). The cache is bounded in bytes
-//! (`milvus.cache_size`): [`SegmentCache::evict`] removes the least recently
-//! used entries, by modification time, which a hit refreshes. Removing a file
-//! another backend has open or mapped is safe on POSIX systems: its data
-//! stays valid until closed.
+//! not once per backend, and searched in place: [`SegmentCache::map`] maps a
+//! cached file read-only, and every backend mapping it shares the same pages
+//! of the OS page cache (one copy of a segment per server, not one per
+//! backend, and opening a segment costs a map, not a read).
+//!
+//! Entries are files named from the object key, written to a temporary name
+//! and renamed into place (a reader never sees half a file), and never
+//! written again: a mapped file's bytes never change under a reader.
+//!
+//! **Integrity.** An object is verified in full (size and CRC-32C against the
+//! manifest) when it enters the cache: downloaded ([`SegmentCache::map`],
+//! [`SegmentCache::get`]) or written by the flush that made it
+//! ([`SegmentCache::insert`]); a file that fails is an error naming it, and
+//! is never stored or mapped. Once cached, a mapped file is checked by its
+//! size and its header (checksummed) each time a backend opens it, not read
+//! through: that would cost the first query a read of the whole segment.
+//! Damage to a cached body afterwards (a disk error, a stray write) is found
+//! by [`SegmentCache::verify_entry`], which `milvus_prewarm()` runs over
+//! every file of an index and which replaces a damaged file; until then a
+//! search over it reads wrong bytes but never outside the mapping (graph
+//! neighbours are bounds-checked as they are read).
+//!
+//! The cache is bounded in bytes (`milvus.cache_size`):
+//! [`SegmentCache::evict`] removes the least recently used entries, by
+//! modification time, which opening refreshes. Removing a file another
+//! backend has mapped is safe on POSIX systems: its pages stay valid until
+//! unmapped, and the next open finds it missing and fetches it again.
 
+use std::io::Write;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
@@ -37,6 +58,40 @@ pub struct CacheStats {
     pub evictions: AtomicU64,
 }
 
+/// An object's bytes as a search reads them: a read-only mapping of its
+/// cache file, or (for bytes that never were a file) memory.
+#[derive(Debug)]
+pub enum ObjectBytes {
+    Mapped(memmap2::Mmap),
+    Memory(Vec<u8>),
+}
+
+impl Deref for ObjectBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            ObjectBytes::Mapped(m) => m,
+            ObjectBytes::Memory(v) => v,
+        }
+    }
+}
+
+impl ObjectBytes {
+    /// A read-only mapping of `file`; an empty file is empty memory (a
+    /// zero-length mapping is refused by the OS).
+    fn map(file: &std::fs::File) -> std::io::Result<ObjectBytes> {
+        if file.metadata()?.len() == 0 {
+            return Ok(ObjectBytes::Memory(Vec::new()));
+        }
+        // SAFETY: cache files are never written after the rename that
+        // publishes them (only replaced by a new file, or unlinked), so the
+        // mapped bytes do not change while mapped. Truncating one in place
+        // from outside would fault a reader: the cache directory belongs to
+        // the server, like its data directory.
+        Ok(ObjectBytes::Mapped(unsafe { memmap2::Mmap::map(file)? }))
+    }
+}
+
 #[derive(Debug)]
 pub struct SegmentCache {
     dir: PathBuf,
@@ -61,18 +116,16 @@ impl SegmentCache {
         self.dir.join("objects").join(key.replace('/', "_"))
     }
 
-    /// Where an index file is unpacked for hnsw_rs to map.
+    /// Where an index file of version 1 is unpacked for hnsw_rs to reload.
     pub fn unpack_dir_of(&self, key: &str) -> PathBuf {
         self.dir.join("unpacked").join(format!("{}-{}", key.replace('/', "_"), std::process::id()))
     }
 
-    /// The object's bytes, from the cache or downloaded and verified.
+    /// The object's bytes, from the cache or downloaded, verified in full
+    /// either way: for small objects read whole (delta binlogs).
     pub fn get(&self, storage: &Storage, object: &ObjectRef) -> Result<Vec<u8>, CacheError> {
         let path = self.path_of(&object.key);
         if let Ok(bytes) = std::fs::read(&path) {
-            // Verified on every hit, not only on download: a local file can
-            // rot or be overwritten too, and CRC-32C costs far less than the
-            // load it guards.
             if verify(object, &bytes).is_ok() {
                 self.stats.hits.fetch_add(1, Ordering::Relaxed);
                 touch(&path);
@@ -82,19 +135,101 @@ impl SegmentCache {
             // full disk or a stray write can): refetch it.
             let _ = std::fs::remove_file(&path);
         }
+        let bytes = self.download(storage, object)?;
+        self.store(&object.key, &bytes)?;
+        Ok(bytes)
+    }
+
+    /// The object mapped read-only from its cache file, downloaded and
+    /// verified first if it is not cached. A cached file is taken if its
+    /// size is the manifest's; the caller checks its header as it decodes
+    /// it, and on a failure calls [`Self::remove`] and maps again.
+    pub fn map(&self, storage: &Storage, object: &ObjectRef) -> Result<ObjectBytes, CacheError> {
+        let path = self.path_of(&object.key);
+        if let Ok(file) = std::fs::File::open(&path) {
+            if file.metadata().is_ok_and(|m| m.len() == object.size) {
+                let bytes = ObjectBytes::map(&file).map_err(|e| self.io(format!("cannot map {}: {e}", path.display())))?;
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                touch(&path);
+                return Ok(bytes);
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+        let bytes = self.download(storage, object)?;
+        self.store(&object.key, &bytes)
+    }
+
+    /// A file the cache derives from objects (an index file of version 1
+    /// turned into version 2), mapped; `make` computes it when it is not
+    /// cached. Its checks are the decoder's, as for any cached file.
+    pub fn map_derived<E: From<CacheError>>(&self, name: &str, make: impl FnOnce() -> Result<Vec<u8>, E>) -> Result<ObjectBytes, E> {
+        let path = self.path_of(name);
+        if let Ok(file) = std::fs::File::open(&path) {
+            let bytes = ObjectBytes::map(&file).map_err(|e| self.io(format!("cannot map {}: {e}", path.display())))?;
+            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            touch(&path);
+            return Ok(bytes);
+        }
+        self.stats.misses.fetch_add(1, Ordering::Relaxed);
+        Ok(self.store(name, &make()?)?)
+    }
+
+    /// Puts an object a writer has just uploaded into the cache, verified
+    /// against its reference, so that the first search after a flush or a
+    /// compaction maps it instead of downloading it.
+    pub fn insert(&self, object: &ObjectRef, bytes: &[u8]) -> Result<(), CacheError> {
+        verify(object, bytes)?;
+        self.store(&object.key, bytes).map(drop)
+    }
+
+    /// Reads a cached object through and checks it in full; a damaged file
+    /// is removed (the next open fetches it again). `Ok(false)` when the
+    /// object is not cached.
+    pub fn verify_entry(&self, object: &ObjectRef) -> Result<bool, CacheError> {
+        let path = self.path_of(&object.key);
+        let Ok(bytes) = std::fs::read(&path) else { return Ok(false) };
+        verify(object, &bytes).inspect_err(|_| {
+            let _ = std::fs::remove_file(&path);
+        })?;
+        Ok(true)
+    }
+
+    /// Drops a cache entry found damaged.
+    pub fn remove(&self, key: &str) {
+        let _ = std::fs::remove_file(self.path_of(key));
+    }
+
+    /// Downloads and verifies an object.
+    fn download(&self, storage: &Storage, object: &ObjectRef) -> Result<Vec<u8>, CacheError> {
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
         let bytes = storage.get(&object.key)?;
         verify(object, &bytes)?;
         self.stats.bytes_downloaded.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        std::fs::write(&tmp, &bytes)
-            .and_then(|_| std::fs::rename(&tmp, &path))
-            .map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                self.io(format!("cannot store {}: {e}", object.key))
-            })?;
-        self.evict()?;
         Ok(bytes.to_vec())
+    }
+
+    /// Writes verified bytes as the cache file of `key` (a temporary file
+    /// renamed into place), evicts down to the bound, and returns the file
+    /// mapped: the mapping outlives an eviction of the file it maps.
+    fn store(&self, key: &str, bytes: &[u8]) -> Result<ObjectBytes, CacheError> {
+        let path = self.path_of(key);
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let tmp = path.with_extension(format!("tmp-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+        let written = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(bytes).map(|_| f))
+            .and_then(|f| std::fs::rename(&tmp, &path).map(|_| f));
+        let file = written.map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            self.io(format!("cannot store {key}: {e}"))
+        })?;
+        let mapped = ObjectBytes::map(&file).map_err(|e| self.io(format!("cannot map {}: {e}", path.display())))?;
+        self.evict()?;
+        Ok(mapped)
     }
 
     /// Bytes held in the cache.
@@ -214,6 +349,29 @@ mod tests {
         assert_eq!(cache.get(&storage, &refs[0]).unwrap(), good);
         assert_eq!(cache.stats.misses.load(Ordering::Relaxed), 2, "the damaged entry counted as a miss");
         assert_eq!(std::fs::read(cache.path_of("1/2/a")).unwrap(), good, "and repaired");
+    }
+
+    #[test]
+    fn maps_cached_files_and_takes_what_a_writer_verified() {
+        let dir = tempfile::tempdir().unwrap();
+        let (storage, refs) = setup(&[("1/2/a", 100), ("1/2/b", 50)]);
+        let cache = SegmentCache::new(dir.path(), 1 << 20).unwrap();
+        let mapped = cache.map(&storage, &refs[0]).unwrap();
+        assert!(matches!(mapped, ObjectBytes::Mapped(_)) && mapped[..] == [5u8; 100]);
+        assert_eq!(cache.map(&storage, &refs[0]).unwrap()[..], [5u8; 100]);
+        assert_eq!((cache.stats.misses.load(Ordering::Relaxed), cache.stats.hits.load(Ordering::Relaxed)), (1, 1));
+        // A cut file (wrong size) is never mapped: fetched again.
+        drop(mapped);
+        std::fs::write(cache.path_of("1/2/a"), [0u8; 10]).unwrap();
+        assert_eq!(cache.map(&storage, &refs[0]).unwrap()[..], [5u8; 100]);
+        assert_eq!(cache.stats.misses.load(Ordering::Relaxed), 2);
+        // A writer's bytes enter only if they are what the reference says.
+        let e = cache.insert(&refs[1], &[0u8; 50]).unwrap_err().to_string();
+        assert!(e.starts_with("object 1/2/b is corrupt: checksum"), "{e}");
+        assert!(!cache.path_of("1/2/b").exists());
+        cache.insert(&refs[1], &[5u8; 50]).unwrap();
+        cache.map(&storage, &refs[1]).unwrap();
+        assert_eq!(cache.stats.misses.load(Ordering::Relaxed), 2, "inserted, so a hit");
     }
 
     #[test]

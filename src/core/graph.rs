@@ -19,6 +19,7 @@
 //! so the search navigates it with the metric's own distance and the
 //! original vectors.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -28,9 +29,15 @@ use crate::distance::Metric;
 /// "No neighbour" in a padded neighbour list.
 const NONE: u32 = u32::MAX;
 
-/// A graph of `rows` nodes (node = row position in the segment).
+/// A graph of `rows` nodes (node = row position in the segment), owning
+/// its arrays (built here) or borrowing them in place from an index file
+/// ([`crate::format::index`], usually memory-mapped from the local cache).
+///
+/// A borrowed graph is read as found: a neighbour outside the rows or a
+/// list outside the arrays (a file damaged after it was verified) is
+/// skipped, never followed, so damage costs recall, not a crash.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlatGraph {
+pub struct FlatGraph<'a> {
     rows: usize,
     /// A node of the top layer, where searches start.
     entry: u32,
@@ -38,25 +45,38 @@ pub struct FlatGraph {
     m0: usize,
     m: usize,
     /// Each node's level (its highest layer).
-    levels: Vec<u8>,
+    levels: Cow<'a, [u8]>,
     /// `rows * m0` neighbour rows, padded with [`NONE`].
-    layer0: Vec<u32>,
+    layer0: Cow<'a, [u32]>,
     /// Per node, where its upper layers start in `upper` ([`NONE`] for a
     /// node of layer 0 only); its level `l` takes `l * m` slots there.
-    upper_start: Vec<u32>,
-    upper: Vec<u32>,
+    upper_start: Cow<'a, [u32]>,
+    upper: Cow<'a, [u32]>,
 }
 
 /// One node's neighbours on each layer, `layers[0]` being layer 0: what a
 /// builder hands [`FlatGraph::from_nodes`].
 pub type NodeLinks = Vec<Vec<u32>>;
 
-impl FlatGraph {
+/// A [`FlatGraph`]'s arrays and shape, as an index file stores them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphParts<'a> {
+    pub rows: usize,
+    pub entry: u32,
+    pub m0: usize,
+    pub m: usize,
+    pub levels: Cow<'a, [u8]>,
+    pub layer0: Cow<'a, [u32]>,
+    pub upper_start: Cow<'a, [u32]>,
+    pub upper: Cow<'a, [u32]>,
+}
+
+impl<'a> FlatGraph<'a> {
     /// The graph of `nodes` (indexed by row; a node's level is its count of
     /// layers minus one), entered at `entry`. Strides are the longest list
     /// of each kind. A neighbour is kept on a layer only if it reaches that
     /// layer (hnsw_rs' lists do not promise it), and within the rows.
-    pub fn from_nodes(nodes: &[NodeLinks], entry: u32) -> FlatGraph {
+    pub fn from_nodes(nodes: &[NodeLinks], entry: u32) -> FlatGraph<'static> {
         let rows = nodes.len();
         let m0 = nodes.iter().filter_map(|n| n.first()).map(Vec::len).max().unwrap_or(0).max(1);
         let m = nodes.iter().flat_map(|n| n.iter().skip(1)).map(Vec::len).max().unwrap_or(0).max(1);
@@ -84,27 +104,80 @@ impl FlatGraph {
             }
         }
         let entry = if (entry as usize) < rows { entry } else { 0 };
-        FlatGraph { rows, entry, m0, m, levels, layer0, upper_start, upper }
+        FlatGraph {
+            rows,
+            entry,
+            m0,
+            m,
+            levels: Cow::Owned(levels),
+            layer0: Cow::Owned(layer0),
+            upper_start: Cow::Owned(upper_start),
+            upper: Cow::Owned(upper),
+        }
+    }
+
+    /// A graph over arrays read from an index file. Checks the shape (array
+    /// lengths against `rows` and the strides, the entry within the rows),
+    /// not every neighbour: those are checked as searches read them.
+    pub fn from_parts(parts: GraphParts<'a>) -> Result<Self, String> {
+        let GraphParts { rows, entry, m0, m, levels, layer0, upper_start, upper } = parts;
+        if m0 == 0 || m == 0 {
+            return Err(format!("neighbour lists of length {m0} and {m}"));
+        }
+        if levels.len() != rows || upper_start.len() != rows || Some(layer0.len()) != rows.checked_mul(m0) {
+            return Err(format!(
+                "{rows} rows but {} levels, {} layer-0 slots of {m0}, {} upper starts",
+                levels.len(),
+                layer0.len(),
+                upper_start.len()
+            ));
+        }
+        if (rows > 0 && entry as usize >= rows) || rows >= NONE as usize {
+            return Err(format!("entry {entry} of {rows} rows"));
+        }
+        Ok(FlatGraph { rows, entry, m0, m, levels, layer0, upper_start, upper })
+    }
+
+    /// The arrays and shape, to store.
+    pub fn parts(&self) -> GraphParts<'_> {
+        GraphParts {
+            rows: self.rows,
+            entry: self.entry,
+            m0: self.m0,
+            m: self.m,
+            levels: Cow::Borrowed(&self.levels),
+            layer0: Cow::Borrowed(&self.layer0),
+            upper_start: Cow::Borrowed(&self.upper_start),
+            upper: Cow::Borrowed(&self.upper),
+        }
+    }
+
+    /// Whether the arrays borrow their input (no copy was made).
+    pub fn is_borrowed(&self) -> bool {
+        [matches!(self.levels, Cow::Borrowed(_)), matches!(self.layer0, Cow::Borrowed(_)), matches!(self.upper, Cow::Borrowed(_))]
+            .iter()
+            .all(|b| *b)
     }
 
     pub fn rows(&self) -> usize {
         self.rows
     }
 
-    /// The neighbours of `node` on `layer`; none if the node does not reach
-    /// it.
-    fn neighbours(&self, node: u32, layer: usize) -> &[u32] {
-        if layer > self.levels[node as usize] as usize {
-            return &[];
-        }
-        let list = if layer == 0 {
-            &self.layer0[node as usize * self.m0..(node as usize + 1) * self.m0]
+    /// The neighbours of `node` (a row) on `layer`; none if the node does
+    /// not reach it, or if its list lies outside the arrays, and only those
+    /// within the rows (damage is skipped, not followed).
+    fn neighbours(&self, node: u32, layer: usize) -> impl Iterator<Item = u32> + Clone + '_ {
+        let node = node as usize;
+        let list = if layer > self.levels.get(node).copied().unwrap_or(0) as usize {
+            None
+        } else if layer == 0 {
+            self.layer0.get(node * self.m0..(node + 1) * self.m0)
         } else {
-            let start = self.upper_start[node as usize] as usize + (layer - 1) * self.m;
-            &self.upper[start..start + self.m]
+            let start = self.upper_start[node] as usize + (layer - 1) * self.m;
+            self.upper.get(start..start + self.m)
         };
-        let len = list.iter().position(|n| *n == NONE).unwrap_or(list.len());
-        &list[..len]
+        let rows = self.rows;
+        list.unwrap_or(&[]).iter().copied().take_while(|n| *n != NONE).filter(move |n| (*n as usize) < rows)
     }
 
     /// Up to `k` rows near `query`, nearest first by `distance(query, row)`
@@ -129,7 +202,7 @@ impl FlatGraph {
         for layer in (1..=self.levels[at as usize] as usize).rev() {
             loop {
                 let mut moved = false;
-                for &n in self.neighbours(at, layer) {
+                for n in self.neighbours(at, layer) {
                     let d = distance(n);
                     if d < at_distance {
                         (at, at_distance) = (n, d);
@@ -141,7 +214,8 @@ impl FlatGraph {
                 }
             }
         }
-        SCRATCH.with_borrow_mut(|s| s.beam(self, at, at_distance, &distance, k, ef.max(k), skip))
+        let prefetch = |node: u32| crate::distance::prefetch(vector(node));
+        SCRATCH.with_borrow_mut(|s| s.beam(self, at, at_distance, &distance, &prefetch, k, ef.max(k), skip))
     }
 }
 
@@ -192,6 +266,10 @@ impl Scratch {
         self.results.clear();
     }
 
+    fn visited(&self, node: u32) -> bool {
+        self.stamps[node as usize] == self.stamp
+    }
+
     /// Marks `node` visited; false if it was already.
     fn visit(&mut self, node: u32) -> bool {
         let slot = &mut self.stamps[node as usize];
@@ -200,7 +278,10 @@ impl Scratch {
         fresh
     }
 
-    /// The beam search of layer 0 from `entry`.
+    /// The beam search of layer 0 from `entry`. Before the distances of a
+    /// node's neighbours are computed, the vectors of those not yet visited
+    /// are prefetched: their loads overlap instead of each waiting its turn
+    /// (rows of a graph neighbourhood lie anywhere in the segment).
     #[allow(clippy::too_many_arguments)]
     fn beam(
         &mut self,
@@ -208,6 +289,7 @@ impl Scratch {
         entry: u32,
         entry_distance: f32,
         distance: &dyn Fn(u32) -> f32,
+        prefetch: &dyn Fn(u32),
         k: usize,
         ef: usize,
         skip: &dyn Fn(u32) -> bool,
@@ -222,7 +304,11 @@ impl Scratch {
             if self.results.len() >= ef && self.results.peek().is_some_and(|worst| d > worst.0) {
                 break;
             }
-            for &n in graph.neighbours(node, 0) {
+            let neighbours = graph.neighbours(node, 0);
+            for n in neighbours.clone().filter(|n| !self.visited(*n)) {
+                prefetch(n);
+            }
+            for n in neighbours {
                 if !self.visit(n) {
                     continue;
                 }

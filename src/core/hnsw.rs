@@ -13,10 +13,12 @@
 //!   `[x, sqrt(M² - |x|²)]` and a query `q` searched as `[q, 0]`; then
 //!   `|[q,0] - [x,..]|² = |q|² + M² - 2 q·x`, which orders rows exactly by
 //!   inner product. A segment is immutable, so `M` is known when it is built.
-//! - **Store** as one object ([`crate::format::index`]): hnsw_rs dumps two
-//!   files into a scratch directory, which are packaged with one checksum.
-//! - **Load** from that object: the two files are unpacked into a directory
-//!   of the local cache and reloaded with the vector data memory-mapped.
+//! - **Store** as flat arrays ([`SegmentIndex::to_flat`]) in an index file
+//!   of our own ([`crate::format::index`], version 2), which searches read
+//!   in place ([`crate::graph`]): hnsw_rs is the builder only.
+//! - **Files of 0.1** carry hnsw_rs' dump (version 1); they are reloaded
+//!   with hnsw_rs once ([`SegmentIndex::from_hnsw_dump`]) and turned into
+//!   flat arrays too.
 //!
 //! hnsw_rs ties a reloaded graph's lifetime to its loader (`HnswIo`); a
 //! [`SegmentIndex`] owns both and drops the graph first.
@@ -32,7 +34,7 @@ use hnsw_rs::prelude::{Distance, Hnsw};
 use crate::distance::Metric;
 use crate::format::index::{self, IndexFile};
 use crate::format::insert::InsertBinlog;
-use crate::format::FormatError;
+use crate::format::{Check, FormatError};
 use crate::graph::{FlatGraph, NodeLinks};
 use crate::segment::SegmentId;
 
@@ -205,7 +207,7 @@ impl SegmentIndex {
     /// The graph as flat arrays, to search without hnsw_rs' structures
     /// (`crate::graph`): each row's neighbours on each of its layers, and an
     /// entry on the top layer.
-    pub fn to_flat(&self) -> FlatGraph {
+    pub fn to_flat(&self) -> FlatGraph<'static> {
         with_graph!(&*self.hnsw, h => {
             let indexation = h.get_point_indexation();
             let top = indexation.get_max_level_observed();
@@ -226,9 +228,15 @@ impl SegmentIndex {
         })
     }
 
-    /// Packages the graph as one index-file object, using `scratch` for
-    /// hnsw_rs' two dump files (removed afterwards).
-    pub fn to_index_file(&self, scratch: &Path) -> Result<Vec<u8>, IndexError> {
+    /// The graph as an index file (version 2, [`crate::format::index`]).
+    pub fn to_index_file(&self) -> Vec<u8> {
+        index::encode(self.segment, self.metric, &self.to_flat())
+    }
+
+    /// The graph as 0.1 wrote it: hnsw_rs' dump in a version 1 index file,
+    /// using `scratch` for the two dump files (removed afterwards). Only for
+    /// tests of reading files an upgraded server finds in storage.
+    pub fn to_hnsw_dump_file(&self, scratch: &Path) -> Result<Vec<u8>, IndexError> {
         let io_err = |message: String| IndexError::Io { segment: self.segment, message };
         let dir = tempfile::Builder::new()
             .prefix("milvus-dump-")
@@ -240,17 +248,20 @@ impl SegmentIndex {
             let path = dir.path().join(format!("{base}.hnsw.{ext}"));
             std::fs::read(&path).map_err(|e| io_err(format!("cannot read {}: {e}", path.display())))
         };
-        Ok(index::encode(self.segment, self.rows as u64, &read("graph")?, &read("data")?))
+        Ok(index::encode_hnsw_dump(self.segment, self.rows as u64, &read("graph")?, &read("data")?))
     }
 
-    /// Loads a segment's graph from its index file, unpacked into `dir` (a
-    /// directory of the local cache, owned by this index from now on); the
-    /// vector data is memory-mapped from there.
-    pub fn from_index_file(object: &str, bytes: &[u8], metric: Metric, dir: &Path) -> Result<Self, IndexError> {
-        let file = IndexFile::decode(object, bytes)?;
-        let io_err = |message: String| IndexError::Io { segment: file.segment, message };
+    /// Reloads a graph from a version 1 index file (hnsw_rs' dump), unpacked
+    /// into `dir` (a directory of the local cache, owned by this index from
+    /// now on and removed with it); the vector data is memory-mapped from
+    /// there. Errors for a version 2 file, which needs no reload.
+    pub fn from_hnsw_dump(object: &str, bytes: &[u8], metric: Metric, dir: &Path) -> Result<Self, IndexError> {
+        let IndexFile::HnswDump { segment, rows: file_rows, graph, data } = IndexFile::decode(object, bytes, Check::Full)? else {
+            return Err(IndexError::Io { segment: SegmentId(0), message: format!("{object} is not an hnsw_rs dump") });
+        };
+        let io_err = |message: String| IndexError::Io { segment, message };
         std::fs::create_dir_all(dir).map_err(|e| io_err(format!("cannot create {}: {e}", dir.display())))?;
-        for (ext, body) in [("graph", file.graph), ("data", file.data)] {
+        for (ext, body) in [("graph", graph), ("data", data)] {
             let path = dir.join(format!("segment.hnsw.{ext}"));
             std::fs::write(&path, body).map_err(|e| io_err(format!("cannot write {}: {e}", path.display())))?;
         }
@@ -262,10 +273,11 @@ impl SegmentIndex {
         };
         let hnsw = ManuallyDrop::new(graph.map_err(|e| io_err(format!("hnsw_rs could not reload it: {e}")))?);
         let rows = with_graph!(&*hnsw, h => h.get_nb_point());
-        if rows as u64 != file.rows {
-            return Err(io_err(format!("header says {} rows, graph has {rows}", file.rows)));
+        let index = SegmentIndex { hnsw, _io: Some(io), unpacked: Some(dir.to_path_buf()), segment, metric, rows };
+        if rows as u64 != file_rows {
+            return Err(io_err(format!("header says {file_rows} rows, graph has {rows}")));
         }
-        Ok(SegmentIndex { hnsw, _io: Some(io), unpacked: Some(dir.to_path_buf()), segment: file.segment, metric, rows })
+        Ok(index)
     }
 }
 
@@ -414,30 +426,34 @@ mod tests {
                 assert_eq!(hits[0], 5, "{metric:?}: a row is its own nearest neighbour");
             }
 
+            // The format 0.1 wrote: hnsw_rs' dump, reloaded by hnsw_rs.
             let scratch = tempfile::tempdir().unwrap();
-            let file = index.to_index_file(scratch.path()).unwrap();
+            let file = index.to_hnsw_dump_file(scratch.path()).unwrap();
             assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0, "dump files cleaned up");
             let cache = tempfile::tempdir().unwrap();
-            let loaded = SegmentIndex::from_index_file("seg/3/index", &file, metric, &cache.path().join("3")).unwrap();
+            let loaded = SegmentIndex::from_hnsw_dump("seg/3/index", &file, metric, &cache.path().join("3")).unwrap();
             assert_eq!((loaded.segment, loaded.rows()), (SegmentId(3), 3000));
             assert_eq!(loaded.search(&q, 3, 40, &none), hits, "{metric:?}: reloaded graph answers the same");
+            assert_eq!(loaded.to_flat(), index.to_flat(), "{metric:?}: and has the same flat arrays");
             drop(loaded);
             assert!(!cache.path().join("3").exists(), "the unpacked graph goes with the index");
         }
     }
 
     #[test]
-    fn a_corrupt_index_file_is_an_error_naming_it() {
+    fn a_corrupt_or_new_format_file_is_not_reloaded_as_a_dump() {
         let bytes = binlog_bytes(100, 4, Metric::L2);
         let b = InsertBinlog::decode("o", &bytes).unwrap();
         let index = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap();
         let scratch = tempfile::tempdir().unwrap();
-        let mut file = index.to_index_file(scratch.path()).unwrap();
+        let mut file = index.to_hnsw_dump_file(scratch.path()).unwrap();
         let last = file.len() - 1;
         file[last] ^= 0x40;
-        let e = SegmentIndex::from_index_file("db/1/seg/3/index-1.hnsw", &file, Metric::L2, &scratch.path().join("x"));
+        let e = SegmentIndex::from_hnsw_dump("db/1/seg/3/index-1.hnsw", &file, Metric::L2, &scratch.path().join("x"));
         let text = e.err().unwrap().to_string();
         assert!(text.starts_with("object db/1/seg/3/index-1.hnsw: body checksum mismatch"), "{text}");
+        let e = SegmentIndex::from_hnsw_dump("v2", &index.to_index_file(), Metric::L2, &scratch.path().join("x"));
+        assert_eq!(e.err().unwrap().to_string(), "index file of segment 0: v2 is not an hnsw_rs dump");
     }
 
     #[test]

@@ -14,20 +14,20 @@
 //! - [`compact`]: live rows of some flushed segments are rewritten as one new
 //!   segment (the manifest then drops the inputs).
 
-use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
-use crate::cache::{CacheError, SegmentCache};
+use crate::cache::{CacheError, ObjectBytes, SegmentCache};
 use crate::distance::Metric;
 use crate::format::delta::{self, DeltaBinlog};
 use crate::format::insert::{self, InsertBinlog};
 use crate::format::manifest::{Flushed, ObjectRef, SegmentEntry};
-use crate::format::FormatError;
+use crate::format::index::IndexFile;
+use crate::format::{Check, FormatError};
 use crate::hnsw::{HnswParams, IndexError, SegmentIndex};
-use crate::search::{BRUTE_FORCE_MAX_ROWS, LoadedSegment};
+use crate::search::{BRUTE_FORCE_MAX_ROWS, LoadedSegment, OpenError};
 use crate::segment::SegmentId;
 use crate::storage::{ObjectKey, ObjectKind, Storage, StorageError, new_nonce};
 
@@ -41,6 +41,8 @@ pub enum JobError {
     Format(#[from] FormatError),
     #[error(transparent)]
     Index(#[from] IndexError),
+    #[error(transparent)]
+    Open(#[from] OpenError),
     #[error("segment {0} has no insert binlog in the manifest")]
     NotFlushed(SegmentId),
 }
@@ -75,17 +77,27 @@ impl IndexId {
     }
 }
 
-fn put(storage: &Storage, key: String, bytes: Vec<u8>) -> Result<ObjectRef, StorageError> {
+/// Uploads an object and, if `cache` is given, caches it: the cache is a
+/// convenience here, so a full cache disk costs a later download, never
+/// the write.
+fn put(storage: &Storage, cache: Option<&SegmentCache>, key: String, bytes: Vec<u8>) -> Result<ObjectRef, StorageError> {
     let object = ObjectRef::of(key, &bytes);
-    storage.put(&object.key, Bytes::from(bytes))?;
+    let bytes = Bytes::from(bytes);
+    storage.put(&object.key, bytes.clone())?;
+    if let Some(cache) = cache {
+        let _ = cache.insert(&object, &bytes);
+    }
     Ok(object)
 }
 
 /// Writes a sealed segment: its insert binlog, then its HNSW index file
-/// (built on `params.threads` threads, cancellable between chunks).
+/// (built on `params.threads` threads, cancellable between chunks), and
+/// puts both into the local cache, so the first search maps them instead
+/// of downloading them.
 #[allow(clippy::too_many_arguments)]
 pub fn flush(
     storage: &Storage,
+    cache: &SegmentCache,
     id: IndexId,
     segment: SegmentId,
     metric: Metric,
@@ -93,7 +105,6 @@ pub fn flush(
     keys: &[u64],
     vectors: &[f32],
     params: HnswParams,
-    scratch: &Path,
     cancel: &AtomicBool,
     binlog_uploaded: &dyn Fn(),
 ) -> Result<Flushed, JobError> {
@@ -101,20 +112,20 @@ pub fn flush(
     let binlog = InsertBinlog::decode("new insert binlog", &binlog_bytes)?;
     // Build before uploading anything: a cancelled build then leaves nothing.
     let index_bytes = if binlog.len() > BRUTE_FORCE_MAX_ROWS {
-        Some(SegmentIndex::build(&binlog, params, cancel)?.to_index_file(scratch)?)
+        Some(SegmentIndex::build(&binlog, params, cancel)?.to_index_file())
     } else {
         None
     };
-    let insert_binlog = put(storage, id.key(segment, ObjectKind::InsertBinlog), binlog_bytes)?;
+    let insert_binlog = put(storage, Some(cache), id.key(segment, ObjectKind::InsertBinlog), binlog_bytes)?;
     binlog_uploaded();
-    let index_file = index_bytes.map(|b| put(storage, id.key(segment, ObjectKind::IndexFile), b)).transpose()?;
+    let index_file = index_bytes.map(|b| put(storage, Some(cache), id.key(segment, ObjectKind::IndexFile), b)).transpose()?;
     let bytes = insert_binlog.size + index_file.as_ref().map_or(0, |o| o.size);
     Ok(Flushed { segment, rows: keys.len() as u64, insert_binlog, index_file, bytes })
 }
 
 /// Writes tombstones (row positions) of a flushed segment as a delta binlog.
 pub fn write_tombstones(storage: &Storage, id: IndexId, segment: SegmentId, rows: &[u32]) -> Result<ObjectRef, JobError> {
-    Ok(put(storage, id.key(segment, ObjectKind::DeltaBinlog), delta::encode(segment, rows))?)
+    Ok(put(storage, None, id.key(segment, ObjectKind::DeltaBinlog), delta::encode(segment, rows))?)
 }
 
 /// [`load`] of several segments, on up to `threads` threads at once (one
@@ -147,43 +158,95 @@ pub fn load_all(
     done.into_iter().map(|(_, loaded)| loaded).collect()
 }
 
-/// Reads a flushed segment back for search: binlog, graph and tombstones,
-/// each verified against the manifest and its own checksums.
+/// Opens a flushed segment for search: its insert binlog and index file
+/// mapped from the local cache (downloaded and verified in full first if
+/// not cached), and its tombstones. A cached file whose header fails its
+/// check is dropped from the cache and fetched again, once.
 pub fn load(storage: &Storage, cache: &SegmentCache, entry: &SegmentEntry, metric: Metric) -> Result<LoadedSegment, JobError> {
-    let insert_ref = entry.insert_binlog.as_ref().ok_or(JobError::NotFlushed(entry.meta.id))?;
-    let bytes = cache.get(storage, insert_ref)?;
-    let binlog = InsertBinlog::decode(&insert_ref.key, &bytes)?.into_owned();
-    let index = match &entry.index_file {
-        Some(index_ref) => {
-            let bytes = cache.get(storage, index_ref)?;
-            let dir = cache.unpack_dir_of(&index_ref.key);
-            let loaded = SegmentIndex::from_index_file(&index_ref.key, &bytes, metric, &dir);
-            if loaded.is_err() {
-                let _ = std::fs::remove_dir_all(&dir);
-            }
-            Some(loaded?)
-        }
-        None => None,
-    };
     let mut tombstones = Vec::new();
     for delta_ref in &entry.delta_binlogs {
         let bytes = cache.get(storage, delta_ref)?;
         tombstones.extend(DeltaBinlog::decode(&delta_ref.key, &bytes)?.rows);
     }
-    Ok(LoadedSegment::new(binlog, index, tombstones))
+    match open(storage, cache, entry, metric, tombstones.clone()) {
+        Err(JobError::Open(_) | JobError::Format(_)) => {
+            for object in entry.insert_binlog.iter().chain(&entry.index_file) {
+                cache.remove(&object.key);
+            }
+            open(storage, cache, entry, metric, tombstones)
+        }
+        other => other,
+    }
+}
+
+fn open(storage: &Storage, cache: &SegmentCache, entry: &SegmentEntry, metric: Metric, tombstones: Vec<u32>) -> Result<LoadedSegment, JobError> {
+    let insert_ref = entry.insert_binlog.as_ref().ok_or(JobError::NotFlushed(entry.meta.id))?;
+    let binlog = cache.map(storage, insert_ref)?;
+    let index = entry.index_file.as_ref().map(|r| map_index(storage, cache, r, metric)).transpose()?;
+    let (name, bytes) = index.map_or((None, None), |(name, bytes)| (Some(name), Some(bytes)));
+    let index = name.as_deref().zip(bytes);
+    Ok(LoadedSegment::open((&insert_ref.key, binlog), index, tombstones, Check::Header)?)
+}
+
+/// The cache name of a version 1 index file converted to version 2.
+fn converted_name(object: &ObjectRef) -> String {
+    format!("{}.v2", object.key)
+}
+
+/// A segment's index file mapped, with the name it is cached under. A file
+/// of version 1 (hnsw_rs' dump, written by 0.1) is reloaded with hnsw_rs
+/// once per server and cached as version 2 beside it (`<key>.v2`).
+fn map_index(storage: &Storage, cache: &SegmentCache, object: &ObjectRef, metric: Metric) -> Result<(String, ObjectBytes), JobError> {
+    let bytes = cache.map(storage, object)?;
+    if !matches!(IndexFile::decode(&object.key, &bytes, Check::Header)?, IndexFile::HnswDump { .. }) {
+        return Ok((object.key.clone(), bytes));
+    }
+    let name = converted_name(object);
+    let converted = cache.map_derived(&name, || {
+        let dir = cache.unpack_dir_of(&object.key);
+        let index = SegmentIndex::from_hnsw_dump(&object.key, &bytes, metric, &dir);
+        if index.is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        Ok::<_, JobError>(index?.to_index_file())
+    })?;
+    Ok((name, converted))
+}
+
+/// Reads a flushed segment's cached files through and checks them in full
+/// (what opening a mapped file skips: [`crate::cache`]); a damaged file is
+/// dropped from the cache, to be fetched again by the next open. Returns
+/// the files found damaged, each with what was wrong.
+pub fn verify_cached(cache: &SegmentCache, entry: &SegmentEntry) -> Vec<String> {
+    let mut damaged = Vec::new();
+    for object in entry.insert_binlog.iter().chain(&entry.index_file) {
+        if let Err(e) = cache.verify_entry(object) {
+            damaged.push(e.to_string());
+        }
+    }
+    if let Some(object) = &entry.index_file {
+        let derived = converted_name(object);
+        if let Ok(bytes) = std::fs::read(cache.path_of(&derived))
+            && let Err(e) = IndexFile::decode(&derived, &bytes, Check::Full)
+        {
+            cache.remove(&derived);
+            damaged.push(e.to_string());
+        }
+    }
+    damaged
 }
 
 /// Rewrites the live rows of `inputs` as the new segment `output`.
 #[allow(clippy::too_many_arguments)]
 pub fn compact(
     storage: &Storage,
+    cache: &SegmentCache,
     id: IndexId,
     inputs: &[&LoadedSegment],
     output: SegmentId,
     metric: Metric,
     dims: usize,
     params: HnswParams,
-    scratch: &Path,
     cancel: &AtomicBool,
 ) -> Result<Flushed, JobError> {
     let mut keys = Vec::new();
@@ -197,5 +260,5 @@ pub fn compact(
             }
         }
     }
-    flush(storage, id, output, metric, dims, &keys, &vectors, params, scratch, cancel, &|| {})
+    flush(storage, cache, id, output, metric, dims, &keys, &vectors, params, cancel, &|| {})
 }

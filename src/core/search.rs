@@ -33,8 +33,11 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
+use crate::cache::ObjectBytes;
 use crate::distance::Metric;
+use crate::format::index::IndexFile;
 use crate::format::insert::InsertBinlog;
+use crate::format::{Check, FormatError};
 use crate::graph::FlatGraph;
 use crate::hnsw::SegmentIndex;
 use crate::segment::SegmentId;
@@ -180,26 +183,92 @@ impl RowBits {
     }
 }
 
-/// A flushed segment ready to search: its rows, graph and tombstones. The
-/// graph is kept as flat arrays (`crate::graph`), not as the hnsw_rs
-/// structures it was loaded as, which are dropped.
+/// A flushed segment ready to search: its rows, graph and tombstones.
+///
+/// Rows and graph are read in place from the bytes the segment keeps
+/// (`files`): its insert binlog and index file, memory-mapped from the
+/// local cache and shared by every backend of the server, so opening a
+/// segment costs two maps and two header checks, and a backend holds
+/// nothing of it but its tombstones.
 pub struct LoadedSegment {
     pub id: SegmentId,
+    /// Borrow from `files`: declared before it, so dropped before it.
     binlog: InsertBinlog<'static>,
-    graph: Option<FlatGraph>,
+    graph: Option<FlatGraph<'static>>,
     tombstones: RowBits,
+    files: Vec<ObjectBytes>,
+}
+
+/// Why a segment's files do not make a segment.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error("index file {object} does not match its segment: {message}")]
+    Mismatch { object: String, message: String },
 }
 
 impl LoadedSegment {
-    /// `tombstones` may be unsorted and repeated (the union of delta
-    /// binlogs); positions past the segment's rows are ignored.
+    /// A segment over its insert binlog and its index file (version 2,
+    /// or none), decoded in place as `check` says (`Check::Header` for
+    /// files of the cache, verified when they entered it). `tombstones`
+    /// may be unsorted and repeated (the union of delta binlogs);
+    /// positions past the segment's rows are ignored.
+    pub fn open(
+        (binlog_name, binlog_bytes): (&str, ObjectBytes),
+        index: Option<(&str, ObjectBytes)>,
+        tombstones: Vec<u32>,
+        check: Check,
+    ) -> Result<Self, OpenError> {
+        // SAFETY: what is decoded from these slices lives in the returned
+        // segment, beside the bytes it borrows, which the segment owns and
+        // never changes; their heap buffers or mappings stay where they are
+        // when the segment moves, and go only after the borrowers (field
+        // order). No method hands out a borrow longer than `&self`.
+        let extend = |bytes: &ObjectBytes| unsafe { std::slice::from_raw_parts::<'static, u8>(bytes.as_ptr(), bytes.len()) };
+        let binlog = InsertBinlog::decode_checked(binlog_name, extend(&binlog_bytes), check)?;
+        let mut files = vec![binlog_bytes];
+        let graph = match index {
+            Some((name, bytes)) => {
+                let mismatch = |message: String| OpenError::Mismatch { object: name.to_owned(), message };
+                let IndexFile::Flat { segment, metric, graph } = IndexFile::decode(name, extend(&bytes), check)? else {
+                    return Err(mismatch("an hnsw_rs dump (version 1) must be converted before it is opened".into()));
+                };
+                if (segment, metric, graph.rows()) != (binlog.segment, binlog.metric, binlog.len()) {
+                    return Err(mismatch(format!(
+                        "segment {segment}, {metric:?}, {} rows against the binlog's segment {}, {:?}, {} rows",
+                        graph.rows(),
+                        binlog.segment,
+                        binlog.metric,
+                        binlog.len()
+                    )));
+                }
+                files.push(bytes);
+                Some(graph)
+            }
+            None => None,
+        };
+        Ok(Self::with_parts(binlog, graph, tombstones, files))
+    }
+
+    /// A segment held in memory: a binlog, and the graph an index built
+    /// (tests, benches, and compaction's inputs need no file).
     pub fn new(binlog: InsertBinlog<'static>, index: Option<SegmentIndex>, tombstones: Vec<u32>) -> Self {
+        let graph = index.map(|i| i.to_flat());
+        Self::with_parts(binlog, graph, tombstones, Vec::new())
+    }
+
+    fn with_parts(binlog: InsertBinlog<'static>, graph: Option<FlatGraph<'static>>, tombstones: Vec<u32>, files: Vec<ObjectBytes>) -> Self {
         let mut set = RowBits::new(binlog.len());
         for row in tombstones.into_iter().filter(|r| (*r as usize) < binlog.len()) {
             set.insert(row);
         }
-        let graph = index.map(|i| i.to_flat());
-        LoadedSegment { id: binlog.segment, binlog, graph, tombstones: set }
+        LoadedSegment { id: binlog.segment, binlog, graph, tombstones: set, files }
+    }
+
+    /// Whether rows and graph are read in place from mapped files.
+    pub fn is_mapped(&self) -> bool {
+        !self.files.is_empty() && self.files.iter().all(|f| matches!(f, ObjectBytes::Mapped(_))) && self.binlog.is_borrowed()
     }
 
     pub fn is_deleted(&self, row: u32) -> bool {
@@ -214,7 +283,7 @@ impl LoadedSegment {
         self.binlog.len() - self.tombstones.len()
     }
 
-    pub fn binlog(&self) -> &InsertBinlog<'static> {
+    pub fn binlog(&self) -> &InsertBinlog<'_> {
         &self.binlog
     }
 

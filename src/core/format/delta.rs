@@ -20,7 +20,7 @@
 //!     64       body: row positions, u32 x count, strictly increasing
 //! ```
 
-use super::{FormatError, FormatErrorKind, Reader, Writer, check_body, check_header, finish_header};
+use super::{Check, FormatError, FormatErrorKind, Reader, Writer, check_body, check_header, finish_header};
 use crate::segment::SegmentId;
 
 pub const MAGIC: &[u8; 8] = b"PGMVDEL\0";
@@ -59,7 +59,7 @@ impl DeltaBinlog {
             FormatError::new(object, FormatErrorKind::Invalid(format!("count {count} overflows")))
         })?;
         let body = &bytes[HEADER_LEN..];
-        check_body(object, body, body_len, body_crc)?;
+        check_body(object, body, body_len, body_crc, Check::Full)?;
         let rows: Vec<u32> = body.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("chunk of 4"))).collect();
         if let Some(w) = rows.windows(2).find(|w| w[0] >= w[1]) {
             return Err(FormatError::new(

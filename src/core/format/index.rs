@@ -1,11 +1,44 @@
-//! The index file: one segment's HNSW graph, packaged as one object.
+//! The index file: one segment's HNSW graph, searched in place.
 //!
-//! hnsw_rs dumps an index as two files, `<base>.hnsw.graph` and
-//! `<base>.hnsw.data`; this container carries both with one checksum, so an
-//! index in object storage is a single immutable object like the binlogs.
+//! **Version 2** (written since 0.2) holds the graph as flat arrays, laid out
+//! so that a reader borrows them straight from a memory-mapped file: no
+//! parse, no per-node allocation, one copy per server in the OS page cache
+//! whatever the number of backends searching it. The vectors are not
+//! repeated here: the search reads them in place from the segment's insert
+//! binlog ([`super::insert`]), mapped the same way.
 //!
 //! ```text
 //! offset size  field
+//!      0    8  magic "PGMVHNS\0"
+//!      8    2  format version (2)
+//!     10    1  metric code (1 = L2, 2 = inner product, 3 = cosine)
+//!     11    1  reserved, 0
+//!     12    8  segment id
+//!     20    8  rows (nodes; node i is row i of the insert binlog)
+//!     28    4  entry node (on the top layer)
+//!     32    2  m0: neighbour slots per node on layer 0
+//!     34    2  m: neighbour slots per node on each upper layer
+//!     36    8  upper slots (u32 entries of the upper-layer array)
+//!     44    4  CRC-32C of the body
+//!     48   12  reserved, 0
+//!     60    4  CRC-32C of bytes 0..60
+//!     64       body:
+//!              levels       u8  x rows, then zeros to a multiple of 8
+//!              layer0       u32 x rows * m0  (node i's list at i * m0)
+//!              upper_start  u32 x rows       (u32::MAX: layer 0 only)
+//!              upper        u32 x upper slots (node i's layer l >= 1 list
+//!                                              at upper_start[i] + (l-1) * m)
+//! ```
+//!
+//! Lists shorter than their stride are padded with `u32::MAX`. Every array
+//! starts 4-aligned (8-aligned for layer0) relative to the object, so over a
+//! page-aligned mapping they are borrowed in place; over an unaligned
+//! buffer they are copied once.
+//!
+//! **Version 1** (0.1) carried hnsw_rs' two dump files (`<base>.hnsw.graph`,
+//! `<base>.hnsw.data`) with one checksum:
+//!
+//! ```text
 //!      0    8  magic "PGMVHNS\0"
 //!      8    2  format version (1)
 //!     10    2  reserved, 0
@@ -18,27 +51,58 @@
 //!     60    4  CRC-32C of bytes 0..60
 //!     64       body: the graph file, then the data file
 //! ```
+//!
+//! It is still read (hnsw_rs reloads the dump, and the graph is turned into
+//! a version 2 file in the local cache: `crate::jobs::load`), so an index
+//! flushed by 0.1 needs no REINDEX; its next compaction rewrites it.
 
-use super::{FormatError, FormatErrorKind, Reader, Writer, check_body, check_header, finish_header};
+use std::borrow::Cow;
+
+use super::{Check, FormatError, FormatErrorKind, Reader, Writer, bytes_of, check_body, check_header, column, finish_header};
+use crate::distance::Metric;
+use crate::graph::{FlatGraph, GraphParts};
 use crate::segment::SegmentId;
 
 pub const MAGIC: &[u8; 8] = b"PGMVHNS\0";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 pub const HEADER_LEN: usize = 64;
+/// The version that carried hnsw_rs' dump.
+pub const VERSION_HNSW_DUMP: u16 = 1;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexFile<'a> {
-    pub segment: SegmentId,
-    pub rows: u64,
-    pub graph: &'a [u8],
-    pub data: &'a [u8],
+/// A decoded index file, borrowing the object's bytes where aligned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IndexFile<'a> {
+    /// Version 2: the graph, ready to search.
+    Flat { segment: SegmentId, metric: Metric, graph: FlatGraph<'a> },
+    /// Version 1: hnsw_rs' dump, to be reloaded by hnsw_rs.
+    HnswDump { segment: SegmentId, rows: u64, graph: &'a [u8], data: &'a [u8] },
 }
 
-pub fn encode(segment: SegmentId, rows: u64, graph: &[u8], data: &[u8]) -> Vec<u8> {
+/// Encodes a segment's graph as a version 2 index file.
+pub fn encode(segment: SegmentId, metric: Metric, graph: &FlatGraph<'_>) -> Vec<u8> {
+    let p = graph.parts();
+    let mut out = vec![0u8; HEADER_LEN];
+    out.reserve_exact(p.levels.len() + 8 + 4 * (p.layer0.len() + p.upper_start.len() + p.upper.len()));
+    out.extend_from_slice(&p.levels);
+    out.resize(HEADER_LEN + p.levels.len().next_multiple_of(8), 0);
+    out.extend_from_slice(bytes_of(&p.layer0));
+    out.extend_from_slice(bytes_of(&p.upper_start));
+    out.extend_from_slice(bytes_of(&p.upper));
+    let mut w = Writer(Vec::with_capacity(HEADER_LEN));
+    w.bytes(MAGIC).u16(VERSION).u8(metric.code()).u8(0).u64(segment.0).u64(p.rows as u64).u32(p.entry);
+    w.u16(p.m0 as u16).u16(p.m as u16).u64(p.upper.len() as u64).u32(crc32c::crc32c(&out[HEADER_LEN..]));
+    out[..HEADER_LEN].copy_from_slice(&finish_header(w, HEADER_LEN));
+    out
+}
+
+/// Encodes hnsw_rs' dump files as a version 1 index file: what 0.1 wrote.
+/// Kept so that tests (and `milvus.debug_index_format`) can write the files
+/// an upgraded server must still read.
+pub fn encode_hnsw_dump(segment: SegmentId, rows: u64, graph: &[u8], data: &[u8]) -> Vec<u8> {
     let mut crc = crc32c::crc32c(graph);
     crc = crc32c::crc32c_append(crc, data);
     let mut w = Writer(Vec::with_capacity(HEADER_LEN + graph.len() + data.len()));
-    w.bytes(MAGIC).u16(VERSION).u16(0).u64(segment.0).u64(rows);
+    w.bytes(MAGIC).u16(VERSION_HNSW_DUMP).u16(0).u64(segment.0).u64(rows);
     w.u64(graph.len() as u64).u64(data.len() as u64).u32(crc);
     let mut out = finish_header(w, HEADER_LEN);
     out.extend_from_slice(graph);
@@ -47,21 +111,60 @@ pub fn encode(segment: SegmentId, rows: u64, graph: &[u8], data: &[u8]) -> Vec<u
 }
 
 impl<'a> IndexFile<'a> {
-    pub fn decode(object: &str, bytes: &'a [u8]) -> Result<Self, FormatError> {
-        check_header(object, bytes, HEADER_LEN, MAGIC, "index file", VERSION)?;
-        let mut r = Reader::new(&bytes[12..]);
-        let segment = SegmentId(r.u64());
-        let rows = r.u64();
-        let graph_len = r.u64();
-        let data_len = r.u64();
-        let body_crc = r.u32();
-        let body_len = graph_len.checked_add(data_len).ok_or_else(|| {
-            FormatError::new(object, FormatErrorKind::Invalid("graph and data lengths overflow".into()))
-        })?;
+    /// Verifies and decodes an index file of either version; `object`
+    /// names it in errors.
+    pub fn decode(object: &str, bytes: &'a [u8], check: Check) -> Result<Self, FormatError> {
+        let version = check_header(object, bytes, HEADER_LEN, MAGIC, "index file", VERSION)?;
+        let invalid = |msg: String| FormatError::new(object, FormatErrorKind::Invalid(msg));
         let body = &bytes[HEADER_LEN..];
-        check_body(object, body, body_len, body_crc)?;
-        let (graph, data) = body.split_at(graph_len as usize);
-        Ok(IndexFile { segment, rows, graph, data })
+        if version == VERSION_HNSW_DUMP {
+            let mut r = Reader::new(&bytes[12..]);
+            let (segment, rows, graph_len, data_len, body_crc) = (SegmentId(r.u64()), r.u64(), r.u64(), r.u64(), r.u32());
+            let body_len = graph_len.checked_add(data_len).ok_or_else(|| invalid("graph and data lengths overflow".into()))?;
+            check_body(object, body, body_len, body_crc, check)?;
+            let (graph, data) = body.split_at(graph_len as usize);
+            return Ok(IndexFile::HnswDump { segment, rows, graph, data });
+        }
+        let mut r = Reader::new(&bytes[10..]);
+        let metric_code = r.u8();
+        let _reserved = r.u8();
+        let segment = SegmentId(r.u64());
+        let (rows, entry, m0, m, upper) = (r.u64(), r.u32(), r.u16(), r.u16(), r.u64());
+        let body_crc = r.u32();
+        let metric = Metric::from_code(metric_code).ok_or_else(|| invalid(format!("unknown metric code {metric_code}")))?;
+        let too_big = || invalid(format!("{rows} rows with {m0} and {m} neighbours, {upper} upper slots overflow"));
+        if rows >= u32::MAX as u64 {
+            return Err(too_big());
+        }
+        let levels_len = rows.next_multiple_of(8);
+        let layer0_len = rows.checked_mul(m0 as u64).and_then(|n| n.checked_mul(4)).ok_or_else(too_big)?;
+        let body_len = [layer0_len, rows * 4, upper.checked_mul(4).ok_or_else(too_big)?]
+            .into_iter()
+            .try_fold(levels_len, u64::checked_add)
+            .ok_or_else(too_big)?;
+        check_body(object, body, body_len, body_crc, check)?;
+        let (levels, rest) = body.split_at(levels_len as usize);
+        let (layer0, rest) = rest.split_at(layer0_len as usize);
+        let (upper_start, upper_slots) = rest.split_at(rows as usize * 4);
+        let u32s = |b: &'a [u8]| column(b, |c| u32::from_le_bytes(c.try_into().expect("chunk of 4")));
+        let parts = GraphParts {
+            rows: rows as usize,
+            entry,
+            m0: m0 as usize,
+            m: m as usize,
+            levels: Cow::Borrowed(&levels[..rows as usize]),
+            layer0: u32s(layer0),
+            upper_start: u32s(upper_start),
+            upper: u32s(upper_slots),
+        };
+        let graph = FlatGraph::from_parts(parts).map_err(invalid)?;
+        Ok(IndexFile::Flat { segment, metric, graph })
+    }
+
+    pub fn segment(&self) -> SegmentId {
+        match self {
+            IndexFile::Flat { segment, .. } | IndexFile::HnswDump { segment, .. } => *segment,
+        }
     }
 }
 
@@ -71,19 +174,101 @@ mod tests {
     use crate::format::testing::*;
     use proptest::prelude::*;
 
+    fn sample() -> FlatGraph<'static> {
+        // 0 - 1 - 2 - 3 on layer 0, 1 and 3 on layer 1, 3 the entry.
+        let nodes = vec![vec![vec![1]], vec![vec![0, 2], vec![3]], vec![vec![1, 3]], vec![vec![2], vec![1]], vec![vec![4]]];
+        FlatGraph::from_nodes(&nodes, 3)
+    }
+
+    /// An 8-aligned copy, as a page-aligned mapping gives.
+    fn aligned(bytes: &[u8]) -> Vec<u64> {
+        let mut buf = vec![0u64; bytes.len().div_ceil(8)];
+        // SAFETY: u64 storage viewed as bytes, within its length.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.as_mut_ptr().cast::<u8>(), bytes.len()) };
+        buf
+    }
+
     #[test]
-    fn round_trip_and_corruption() {
-        let bytes = encode(SegmentId(4), 10, b"graph bytes", b"data");
-        let f = IndexFile::decode("o", &bytes).unwrap();
-        assert_eq!((f.segment, f.rows, f.graph, f.data), (SegmentId(4), 10, &b"graph bytes"[..], &b"data"[..]));
-        every_bit_flip_is_refused(&bytes, |b| IndexFile::decode("o", b).map(drop));
-        every_truncation_is_refused(&bytes, |b| IndexFile::decode("o", b).map(drop));
+    fn round_trip_borrows_when_aligned() {
+        let graph = sample();
+        let bytes = encode(SegmentId(4), Metric::Cosine, &graph);
+        let storage = aligned(&bytes);
+        // SAFETY: the first bytes.len() bytes of storage are the object.
+        let view = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
+        for check in [Check::Full, Check::Header] {
+            let IndexFile::Flat { segment, metric, graph: decoded } = IndexFile::decode("o", view, check).unwrap() else {
+                panic!("version 2 decodes as a flat graph")
+            };
+            assert_eq!((segment, metric), (SegmentId(4), Metric::Cosine));
+            assert!(decoded.is_borrowed(), "read in place");
+            assert_eq!(decoded, graph);
+        }
+        let mut shifted = vec![0u8];
+        shifted.extend_from_slice(&bytes);
+        let IndexFile::Flat { graph: copied, .. } = IndexFile::decode("o", &shifted[1..], Check::Full).unwrap() else { panic!() };
+        assert_eq!(copied, graph, "an unaligned buffer is copied, same graph");
+    }
+
+    #[test]
+    fn corruption_is_refused_and_the_header_check_skips_only_the_body_checksum() {
+        let bytes = encode(SegmentId(4), Metric::L2, &sample());
+        every_bit_flip_is_refused(&bytes, |b| IndexFile::decode("o", b, Check::Full).map(drop));
+        every_truncation_is_refused(&bytes, |b| IndexFile::decode("o", b, Check::Full).map(drop));
+        every_truncation_is_refused(&bytes, |b| IndexFile::decode("o", b, Check::Header).map(drop));
+        for i in 0..HEADER_LEN {
+            let mut copy = bytes.clone();
+            copy[i] ^= 0x10;
+            assert!(IndexFile::decode("o", &copy, Check::Header).is_err(), "header byte {i}");
+        }
+        let mut body = bytes.clone();
+        *body.last_mut().unwrap() ^= 1;
+        let e = IndexFile::decode("db/1/seg/3/index-1.hnsw", &body, Check::Full).unwrap_err().to_string();
+        assert!(e.starts_with("object db/1/seg/3/index-1.hnsw: body checksum mismatch"), "{e}");
+        assert!(IndexFile::decode("o", &body, Check::Header).is_ok(), "the body is verified when it enters the cache");
+    }
+
+    #[test]
+    fn version_1_files_still_decode() {
+        let bytes = encode_hnsw_dump(SegmentId(4), 10, b"graph bytes", b"data");
+        let f = IndexFile::decode("o", &bytes, Check::Full).unwrap();
+        assert_eq!(f, IndexFile::HnswDump { segment: SegmentId(4), rows: 10, graph: b"graph bytes", data: b"data" });
+        every_bit_flip_is_refused(&bytes, |b| IndexFile::decode("o", b, Check::Full).map(drop));
+        every_truncation_is_refused(&bytes, |b| IndexFile::decode("o", b, Check::Full).map(drop));
+    }
+
+    #[test]
+    fn shapes_that_do_not_add_up_are_refused() {
+        let graph = sample();
+        let bytes = encode(SegmentId(4), Metric::L2, &graph);
+        // An entry past the rows, with the header's checksum made right.
+        let mut bad = bytes.clone();
+        bad[28..32].copy_from_slice(&9u32.to_le_bytes());
+        let crc = crc32c::crc32c(&bad[..60]);
+        bad[60..64].copy_from_slice(&crc.to_le_bytes());
+        let e = IndexFile::decode("o", &bad, Check::Full).unwrap_err();
+        assert_eq!(e.kind, FormatErrorKind::Invalid("entry 9 of 5 rows".into()));
     }
 
     proptest! {
         #[test]
         fn decoder_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
-            let _ = IndexFile::decode("o", &bytes);
+            let _ = IndexFile::decode("o", &bytes, Check::Full);
+        }
+
+        #[test]
+        fn decoder_never_panics_on_valid_header_and_random_body(
+            rows in 0u64..100, entry in 0u32..120, m0 in 0u16..8, m in 0u16..4, upper in 0u64..50,
+            body in prop::collection::vec(any::<u8>(), 0..400),
+        ) {
+            let mut w = Writer(Vec::new());
+            w.bytes(MAGIC).u16(VERSION).u8(1).u8(0).u64(1).u64(rows).u32(entry).u16(m0).u16(m).u64(upper).u32(crc32c::crc32c(&body));
+            let mut bytes = finish_header(w, HEADER_LEN);
+            bytes.extend_from_slice(&body);
+            // Whatever decodes can be searched without a panic: damage in
+            // the arrays is skipped, never followed.
+            if let Ok(IndexFile::Flat { graph, .. }) = IndexFile::decode("o", &bytes, Check::Full) {
+                let _ = graph.search(Metric::L2, &[0.5], &|_| &[1.0], 3, 8, &|r| r % 3 == 0);
+            }
         }
     }
 }

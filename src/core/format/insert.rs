@@ -22,7 +22,7 @@
 
 use std::borrow::Cow;
 
-use super::{FormatError, FormatErrorKind, Reader, Writer, check_body, check_header, finish_header};
+use super::{Check, FormatError, FormatErrorKind, Reader, Writer, bytes_of, check_body, check_header, column, finish_header};
 use crate::distance::Metric;
 use crate::segment::SegmentId;
 use crate::vector::MAX_DIM;
@@ -48,12 +48,8 @@ pub fn encode(segment: SegmentId, metric: Metric, dims: usize, keys: &[u64], vec
     // then the header (which carries the body's checksum) fills the gap.
     let mut out = vec![0u8; HEADER_LEN];
     out.reserve_exact(std::mem::size_of_val(keys) + std::mem::size_of_val(vectors));
-    // SAFETY: u64 and f32 have no padding and the host is little-endian (a
-    // compile-time requirement of this module), so their bytes are the format.
-    unsafe {
-        out.extend_from_slice(std::slice::from_raw_parts(keys.as_ptr().cast::<u8>(), std::mem::size_of_val(keys)));
-        out.extend_from_slice(std::slice::from_raw_parts(vectors.as_ptr().cast::<u8>(), std::mem::size_of_val(vectors)));
-    }
+    out.extend_from_slice(bytes_of(keys));
+    out.extend_from_slice(bytes_of(vectors));
     let mut w = Writer(Vec::with_capacity(HEADER_LEN));
     w.bytes(MAGIC).u16(VERSION).u8(metric.code()).u8(0).u32(dims as u32);
     w.u64(keys.len() as u64).u64(segment.0).u32(crc32c::crc32c(&out[HEADER_LEN..]));
@@ -61,22 +57,14 @@ pub fn encode(segment: SegmentId, metric: Metric, dims: usize, keys: &[u64], vec
     out
 }
 
-/// Borrows `bytes` as `[T]` when aligned, copies otherwise.
-fn column<'a, T: Copy + Default>(bytes: &'a [u8], from_le: impl Fn(&[u8]) -> T) -> Cow<'a, [T]> {
-    let size = std::mem::size_of::<T>();
-    // SAFETY: T is u64 or f32 here, for which every bit pattern is valid, and
-    // the formats are little-endian like every supported host.
-    let (head, mid, tail) = unsafe { bytes.align_to::<T>() };
-    if head.is_empty() && tail.is_empty() {
-        Cow::Borrowed(mid)
-    } else {
-        Cow::Owned(bytes.chunks_exact(size).map(from_le).collect())
-    }
-}
-
 impl<'a> InsertBinlog<'a> {
     /// Verifies and decodes an insert binlog; `object` names it in errors.
     pub fn decode(object: &str, bytes: &'a [u8]) -> Result<Self, FormatError> {
+        Self::decode_checked(object, bytes, Check::Full)
+    }
+
+    /// [`Self::decode`], verifying as much as `check` says.
+    pub fn decode_checked(object: &str, bytes: &'a [u8], check: Check) -> Result<Self, FormatError> {
         check_header(object, bytes, HEADER_LEN, MAGIC, "insert binlog", VERSION)?;
         let invalid = |msg: String| FormatError::new(object, FormatErrorKind::Invalid(msg));
         let mut r = Reader::new(&bytes[10..]);
@@ -94,7 +82,7 @@ impl<'a> InsertBinlog<'a> {
             .checked_mul(8 + 4 * dims as u64)
             .ok_or_else(|| invalid(format!("{rows} rows of {dims} dimensions overflow")))?;
         let body = &bytes[HEADER_LEN..];
-        check_body(object, body, body_len, body_crc)?;
+        check_body(object, body, body_len, body_crc, check)?;
         let (keys, vectors) = body.split_at(rows as usize * 8);
         Ok(InsertBinlog {
             segment,

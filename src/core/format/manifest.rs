@@ -28,7 +28,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{FormatError, FormatErrorKind, Reader, Writer, check_body, check_header, finish_header};
+use super::{Check, FormatError, FormatErrorKind, Reader, Writer, check_body, check_header, finish_header};
 use crate::segment::{IndexState, LifecycleError, SealReason, SegmentId, SegmentMeta, SegmentState};
 
 pub const MAGIC: &[u8; 8] = b"PGMVMAN\0";
@@ -258,7 +258,7 @@ impl Manifest {
         let body_len = r.u64();
         let body_crc = r.u32();
         let body = &bytes[HEADER_LEN..];
-        check_body(object, body, body_len, body_crc)?;
+        check_body(object, body, body_len, body_crc, Check::Full)?;
         match version {
             1 => decode_body::<ManifestV1>(object, body).map(Manifest::from),
             2 => decode_body::<Manifest>(object, body),

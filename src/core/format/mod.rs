@@ -15,6 +15,8 @@ pub mod index;
 pub mod insert;
 pub mod manifest;
 
+use std::borrow::Cow;
+
 #[cfg(target_endian = "big")]
 compile_error!("the binlog formats are little-endian and read in place; big-endian hosts are not supported");
 
@@ -92,6 +94,9 @@ impl<'a> Reader<'a> {
     pub fn u8(&mut self) -> u8 {
         self.take::<1>()[0]
     }
+    pub fn u16(&mut self) -> u16 {
+        u16::from_le_bytes(self.take())
+    }
     pub fn u32(&mut self) -> u32 {
         u32::from_le_bytes(self.take())
     }
@@ -130,8 +135,22 @@ pub(crate) fn check_header(
     Ok(version)
 }
 
-/// Checks that the body has exactly `expected` bytes and the stored CRC.
-pub(crate) fn check_body(object: &str, body: &[u8], expected: u64, stored_crc: u32) -> Result<(), FormatError> {
+/// How much of an object a decoder verifies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Everything: lengths, both checksums, every field read. For bytes
+    /// from storage, from a writer, or of unknown provenance.
+    Full,
+    /// The header (its checksum, every field) and the lengths, but not the
+    /// body's checksum: for a file of the local cache, whose body was
+    /// verified in full when it entered the cache ([`crate::cache`]), opened
+    /// in place without reading every page of it.
+    Header,
+}
+
+/// Checks that the body has exactly `expected` bytes and, under
+/// [`Check::Full`], the stored CRC.
+pub(crate) fn check_body(object: &str, body: &[u8], expected: u64, stored_crc: u32, check: Check) -> Result<(), FormatError> {
     let err = |k| FormatError::new(object, k);
     if (body.len() as u64) < expected {
         return Err(err(FormatErrorKind::Truncated { need: expected, have: body.len() as u64 }));
@@ -142,11 +161,36 @@ pub(crate) fn check_body(object: &str, body: &[u8], expected: u64, stored_crc: u
             body.len() as u64 - expected
         ))));
     }
+    if check == Check::Header {
+        return Ok(());
+    }
     let computed = crc32c::crc32c(body);
     if computed != stored_crc {
         return Err(err(FormatErrorKind::ChecksumMismatch { part: "body", stored: stored_crc, computed }));
     }
     Ok(())
+}
+
+/// Borrows `bytes` as `[T]` when aligned, copies otherwise.
+pub(crate) fn column<'a, T: Copy>(bytes: &'a [u8], from_le: impl Fn(&[u8]) -> T) -> Cow<'a, [T]> {
+    let size = std::mem::size_of::<T>();
+    // SAFETY: T is a plain number type here (u32, u64, f32), for which every
+    // bit pattern is valid, and the formats are little-endian like every
+    // supported host.
+    let (head, mid, tail) = unsafe { bytes.align_to::<T>() };
+    if head.is_empty() && tail.is_empty() {
+        Cow::Borrowed(mid)
+    } else {
+        Cow::Owned(bytes.chunks_exact(size).map(from_le).collect())
+    }
+}
+
+/// The bytes of a plain number slice, as the little-endian formats lay
+/// them out.
+pub(crate) fn bytes_of<T: Copy>(values: &[T]) -> &[u8] {
+    // SAFETY: T is a plain number type without padding (u8, u32, u64, f32),
+    // and the host is little-endian (a compile-time requirement above).
+    unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values)) }
 }
 
 /// Seals a header: appends the CRC-32C of everything written so far, after

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use milvus_core::cache::SegmentCache;
@@ -77,7 +77,6 @@ fn lifecycle(url: &str) {
     let storage = Storage::open(url, &S3Options::default(), RetryPolicy::default()).unwrap();
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = SegmentCache::new(cache_dir.path(), 1 << 30).unwrap();
-    let scratch = tempfile::tempdir().unwrap();
     let cancel = AtomicBool::new(false);
     let params = HnswParams::default();
     let data = dataset(SEGMENTS * ROWS_PER_SEGMENT);
@@ -89,13 +88,16 @@ fn lifecycle(url: &str) {
         m.seal(id, ROWS_PER_SEGMENT as u64, SealReason::Rows { rows: 10_000, max_rows: 10_000 }, 101).unwrap();
         let keys: Vec<u64> = (s * ROWS_PER_SEGMENT..(s + 1) * ROWS_PER_SEGMENT).map(|k| k as u64).collect();
         let vectors = &data[s * ROWS_PER_SEGMENT * DIMS..(s + 1) * ROWS_PER_SEGMENT * DIMS];
-        let flushed = jobs::flush(&storage, ID, id, Metric::L2, DIMS, &keys, vectors, params, scratch.path(), &cancel, &|| {}).unwrap();
+        let flushed = jobs::flush(&storage, &cache, ID, id, Metric::L2, DIMS, &keys, vectors, params, &cancel, &|| {}).unwrap();
         assert!(flushed.index_file.is_some());
         m.publish_flush(flushed, 102).unwrap();
     }
     // The manifest survives its own encoding (it is what gets persisted).
     m = Manifest::decode("manifest", &m.encode()).unwrap();
-    let recall = check_search(&load_all(&storage, &cache, &m), &data, &|_| false);
+    let loaded = load_all(&storage, &cache, &m);
+    assert!(loaded.iter().all(|s| s.is_mapped()), "searched in place");
+    assert_eq!(cache.stats.misses.load(Ordering::Relaxed), 0, "the flushes cached what they wrote");
+    let recall = check_search(&loaded, &data, &|_| false);
     assert!(recall >= 0.95, "recall@10 before deletes: {recall}");
 
     // Delete 10%: tombstones by row position, one delta binlog per segment.
@@ -121,7 +123,7 @@ fn lifecycle(url: &str) {
     let old_keys: HashSet<String> = m.referenced_keys().map(str::to_owned).collect();
     let inputs: Vec<&LoadedSegment> = before.iter().filter(|s| plans[0].inputs.contains(&s.id)).map(|s| &**s).collect();
     let out = m.allocate_segment_id();
-    let flushed = jobs::compact(&storage, ID, &inputs, out, Metric::L2, DIMS, params, scratch.path(), &cancel).unwrap();
+    let flushed = jobs::compact(&storage, &cache, ID, &inputs, out, Metric::L2, DIMS, params, &cancel).unwrap();
     assert_eq!(flushed.rows, live, "dead rows are not carried over");
     m.publish_compaction(&plans[0].inputs, flushed, 200).unwrap();
     assert_eq!(m.live_segments().count(), 1);
@@ -171,4 +173,106 @@ fn lifecycle_on_memory_store() {
 fn lifecycle_on_file_store() {
     let dir = tempfile::tempdir().unwrap();
     lifecycle(&format!("file://{}", dir.path().join("objects").display()));
+}
+
+/// One segment of `rows` rows flushed and published, with its data.
+fn one_segment(storage: &Storage, cache: &SegmentCache, rows: usize) -> (Manifest, Vec<f32>) {
+    let data = dataset(rows);
+    let keys: Vec<u64> = (0..rows as u64).collect();
+    let mut m = Manifest::new(DIMS as u32, Metric::L2, None);
+    let id = m.add_growing(100);
+    m.seal(id, rows as u64, SealReason::Manual, 101).unwrap();
+    let flushed =
+        jobs::flush(storage, cache, ID, id, Metric::L2, DIMS, &keys, &data, HnswParams::default(), &AtomicBool::new(false), &|| {});
+    m.publish_flush(flushed.unwrap(), 102).unwrap();
+    (m, data)
+}
+
+/// An index flushed by 0.1 has index files of version 1 (hnsw_rs' dump):
+/// they load with no REINDEX, are converted once per server into a cached
+/// version 2 file that every later open maps, and answer as before.
+#[test]
+fn index_files_of_version_1_still_load() {
+    let storage = Storage::open("memory://", &S3Options::default(), RetryPolicy::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = SegmentCache::new(dir.path(), 1 << 30).unwrap();
+    let (mut m, data) = one_segment(&storage, &cache, 6000);
+    let current = load_all(&storage, &cache, &m);
+    let recall = check_search(&current, &data, &|_| false);
+
+    // Rewrite the segment's index file as 0.1 did, from the same graph.
+    let entry = m.segments[0].clone();
+    let binlog_bytes = storage.get(&entry.insert_binlog.as_ref().unwrap().key).unwrap();
+    let binlog = milvus_core::format::insert::InsertBinlog::decode("b", &binlog_bytes).unwrap();
+    let index = milvus_core::hnsw::SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let old = index.to_hnsw_dump_file(scratch.path()).unwrap();
+    let old_ref = milvus_core::format::manifest::ObjectRef::of("0.1/index-file.hnsw", &old);
+    storage.put(&old_ref.key, old.into()).unwrap();
+    m.segments[0].index_file = Some(old_ref.clone());
+
+    let fresh = tempfile::tempdir().unwrap();
+    let cache = SegmentCache::new(fresh.path(), 1 << 30).unwrap();
+    let upgraded = load_all(&storage, &cache, &m);
+    assert!(upgraded[0].is_mapped(), "the converted file is mapped too");
+    assert!(cache.path_of("0.1/index-file.hnsw.v2").exists(), "converted once, cached");
+    assert!(std::fs::read_dir(fresh.path().join("unpacked")).map_or(true, |mut d| d.next().is_none()), "the dump is not left unpacked");
+    let upgraded_recall = check_search(&upgraded, &data, &|_| false);
+    assert!(upgraded_recall >= 0.95 && (upgraded_recall - recall).abs() < 0.05, "{upgraded_recall} against {recall}");
+
+    // Another backend of the server maps the converted file: no reload.
+    let other = SegmentCache::new(fresh.path(), 1 << 30).unwrap();
+    load_all(&storage, &other, &m);
+    assert_eq!(other.stats.misses.load(Ordering::Relaxed), 0, "everything was in the cache, the conversion too");
+}
+
+/// Eviction unlinks files that backends still map: the mapped segment
+/// keeps answering from its pages, and the next open fetches the file again.
+#[test]
+fn a_segment_evicted_while_mapped_keeps_answering() {
+    let storage = Storage::open("memory://", &S3Options::default(), RetryPolicy::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = SegmentCache::new(dir.path(), 1 << 30).unwrap();
+    let (m, data) = one_segment(&storage, &cache, 6000);
+    let loaded = load_all(&storage, &cache, &m);
+    let before = check_search(&loaded, &data, &|_| false);
+    let tiny = SegmentCache::new(dir.path(), 0).unwrap();
+    assert_eq!(tiny.evict().unwrap(), 2, "binlog and index file unlinked");
+    assert_eq!(tiny.size().unwrap(), 0);
+    assert_eq!(check_search(&loaded, &data, &|_| false), before, "the mapping outlives the file");
+    let again = load_all(&storage, &cache, &m);
+    assert_eq!(cache.stats.misses.load(Ordering::Relaxed), 2, "fetched again");
+    assert_eq!(check_search(&again, &data, &|_| false), before);
+}
+
+/// A cached file damaged after it entered the cache: a bad header is
+/// caught when a backend opens it (dropped and fetched again), a bad body
+/// by the full check `milvus_prewarm()` runs, which drops it too.
+#[test]
+fn damaged_cache_files_are_found_and_fetched_again() {
+    let storage = Storage::open("memory://", &S3Options::default(), RetryPolicy::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = SegmentCache::new(dir.path(), 1 << 30).unwrap();
+    let (m, data) = one_segment(&storage, &cache, 6000);
+    let recall = check_search(&load_all(&storage, &cache, &m), &data, &|_| false);
+    let index_ref = m.segments[0].index_file.clone().unwrap();
+    let path = cache.path_of(&index_ref.key);
+    let good = std::fs::read(&path).unwrap();
+
+    let mut bad_header = good.clone();
+    bad_header[20] ^= 1;
+    std::fs::write(&path, &bad_header).unwrap();
+    assert_eq!(check_search(&load_all(&storage, &cache, &m), &data, &|_| false), recall);
+    assert_eq!(std::fs::read(&path).unwrap(), good, "replaced by a fresh download");
+
+    let mut bad_body = good.clone();
+    let last = bad_body.len() - 1;
+    bad_body[last] ^= 1;
+    std::fs::write(&path, &bad_body).unwrap();
+    let e = cache.verify_entry(&index_ref).unwrap_err().to_string();
+    assert!(e.contains("is corrupt: checksum"), "{e}");
+    assert!(!path.exists(), "dropped");
+    assert!(!cache.verify_entry(&index_ref).unwrap(), "not cached any more");
+    load_all(&storage, &cache, &m);
+    assert!(cache.verify_entry(&index_ref).unwrap(), "fetched again, whole");
 }
