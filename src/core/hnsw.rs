@@ -143,6 +143,9 @@ pub struct SegmentIndex {
     pub segment: SegmentId,
     pub metric: Metric,
     rows: usize,
+    /// The refined flat graph a build made ([`FlatGraph::refine`]); none for
+    /// a graph reloaded from a dump.
+    refined: Option<FlatGraph<'static>>,
 }
 
 impl Drop for SegmentIndex {
@@ -169,14 +172,22 @@ impl SegmentIndex {
             }
             Metric::Cosine => Graph::Cosine(build_graph(binlog.dims, binlog.vectors(), params, cancel)?),
         };
-        Ok(SegmentIndex {
+        let mut index = SegmentIndex {
             hnsw: ManuallyDrop::new(graph),
             _io: None,
             unpacked: None,
             segment: binlog.segment,
             metric: binlog.metric,
             rows: binlog.len(),
-        })
+            refined: None,
+        };
+        let mut flat = index.builder_graph();
+        let distance = node_distance(binlog);
+        if !flat.refine(&distance, params.threads, &|| cancel.load(Ordering::Relaxed)) {
+            return Err(IndexError::Cancelled);
+        }
+        index.refined = Some(flat);
+        Ok(index)
     }
 
     pub fn rows(&self) -> usize {
@@ -205,9 +216,19 @@ impl SegmentIndex {
     }
 
     /// The graph as flat arrays, to search without hnsw_rs' structures
-    /// (`crate::graph`): each row's neighbours on each of its layers, and an
-    /// entry on the top layer.
+    /// (`crate::graph`): for a graph built here, refined
+    /// ([`FlatGraph::refine`]); for one reloaded from a dump, as hnsw_rs
+    /// left it.
     pub fn to_flat(&self) -> FlatGraph<'static> {
+        self.refined.clone().unwrap_or_else(|| self.builder_graph())
+    }
+
+    /// The graph as hnsw_rs built it, as flat arrays: each row's neighbours
+    /// on each of its layers, and an entry on the top layer.
+    pub fn builder_graph(&self) -> FlatGraph<'static> {
+        if self.rows == 0 {
+            return FlatGraph::from_nodes(&[], 0);
+        }
         with_graph!(&*self.hnsw, h => {
             let indexation = h.get_point_indexation();
             let top = indexation.get_max_level_observed();
@@ -273,11 +294,38 @@ impl SegmentIndex {
         };
         let hnsw = ManuallyDrop::new(graph.map_err(|e| io_err(format!("hnsw_rs could not reload it: {e}")))?);
         let rows = with_graph!(&*hnsw, h => h.get_nb_point());
-        let index = SegmentIndex { hnsw, _io: Some(io), unpacked: Some(dir.to_path_buf()), segment, metric, rows };
+        let index = SegmentIndex { hnsw, _io: Some(io), unpacked: Some(dir.to_path_buf()), segment, metric, rows, refined: None };
         if rows as u64 != file_rows {
             return Err(io_err(format!("header says {file_rows} rows, graph has {rows}")));
         }
         Ok(index)
+    }
+}
+
+/// The distance between two rows the graph was built with: the metric's,
+/// and for inner product the L2 distance of the augmented vectors
+/// (`|x|² + |y|² - 2 x·y + (a_x - a_y)²`, with `a = sqrt(M² - |x|²)`),
+/// computed from the rows without building them.
+fn node_distance<'b>(binlog: &'b InsertBinlog<'_>) -> impl Fn(u32, u32) -> f32 + Sync + 'b {
+    let metric = binlog.metric;
+    let (norms2, extra): (Vec<f32>, Vec<f32>) = if metric == Metric::InnerProduct {
+        let norms2: Vec<f32> = (0..binlog.len()).map(|i| crate::distance::inner_product(binlog.vector(i), binlog.vector(i))).collect();
+        let max2 = norms2.iter().copied().fold(0.0f32, f32::max);
+        let extra = norms2.iter().map(|n2| (max2 - n2).max(0.0).sqrt()).collect();
+        (norms2, extra)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    move |a: u32, b: u32| {
+        let (x, y) = (binlog.vector(a as usize), binlog.vector(b as usize));
+        let d = match metric {
+            Metric::InnerProduct => {
+                let (a, b) = (a as usize, b as usize);
+                norms2[a] + norms2[b] - 2.0 * crate::distance::inner_product(x, y) + (extra[a] - extra[b]).powi(2)
+            }
+            other => other.distance(x, y),
+        };
+        if d.is_nan() { f32::MAX } else { d }
     }
 }
 
@@ -434,7 +482,7 @@ mod tests {
             let loaded = SegmentIndex::from_hnsw_dump("seg/3/index", &file, metric, &cache.path().join("3")).unwrap();
             assert_eq!((loaded.segment, loaded.rows()), (SegmentId(3), 3000));
             assert_eq!(loaded.search(&q, 3, 40, &none), hits, "{metric:?}: reloaded graph answers the same");
-            assert_eq!(loaded.to_flat(), index.to_flat(), "{metric:?}: and has the same flat arrays");
+            assert!(loaded.to_flat() == index.builder_graph(), "{metric:?}: and has the builder's flat arrays");
             drop(loaded);
             assert!(!cache.path().join("3").exists(), "the unpacked graph goes with the index");
         }
