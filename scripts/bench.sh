@@ -4,6 +4,8 @@
 # workers, runs the workload driver (benches/workload) and stops the cluster.
 #   bench.sh           100k x 128 vectors in 1,000 clusters: the report in docs/benchmarks.md
 #   bench.sh --quick   20k x 128, fewer queries and repeats: a 1-2 minute check
+#   bench.sh --768     50k x 768 under cosine (embedding-sized rows, where
+#                      memory bandwidth matters more): bench-results/768-cosine
 # Extra arguments go to the driver (see benches/workload/main.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +13,9 @@ args=(--n 100000 --dim 128 --clusters 1000 --queries 500 --repeats 3 --out bench
 if [ "${1:-}" = --quick ]; then
   shift
   args=(--n 20000 --dim 128 --clusters 200 --queries 200 --repeats 2 --out bench-results/quick)
+elif [ "${1:-}" = --768 ]; then
+  shift
+  args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --out bench-results/768-cosine)
 fi
 
 scripts/setup.sh

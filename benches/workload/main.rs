@@ -16,6 +16,7 @@
 //! milvus-workload --host H --port P [--n 100000] [--dim 128] [--clusters 1000]
 //!     [--seed 42] [--queries 500] [--uniform | --file base.fvecs|base.npy]
 //!     [--clients 4] [--repeats 3] [--out bench-results] [--m 16] [--ef-construction 64]
+//!     [--metric l2|ip|cosine]
 //! ```
 //!
 //! Writes `report.json` (every figure and the machine), `report.md` and
@@ -59,6 +60,7 @@ struct Args {
     out: PathBuf,
     m: usize,
     ef_construction: usize,
+    metric: Metric,
 }
 
 fn parse_args() -> Args {
@@ -77,6 +79,7 @@ fn parse_args() -> Args {
         out: "bench-results".into(),
         m: 16,
         ef_construction: 64,
+        metric: Metric::L2,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -97,6 +100,14 @@ fn parse_args() -> Args {
             "--out" => a.out = value().into(),
             "--m" => a.m = num(value()),
             "--ef-construction" => a.ef_construction = num(value()),
+            "--metric" => {
+                a.metric = match value().as_str() {
+                    "l2" => Metric::L2,
+                    "ip" => Metric::InnerProduct,
+                    "cosine" => Metric::Cosine,
+                    other => die(&format!("--metric: l2, ip or cosine, not {other}")),
+                }
+            }
             other => die(&format!("unknown argument {other} (see the header of benches/workload/main.rs)")),
         }
     }
@@ -210,7 +221,7 @@ fn read_vectors(path: &Path) -> Result<(usize, Vec<f32>), String> {
 
 /// Exact top-K row numbers of each query among the rows `keep` accepts,
 /// cached under `out` for the unfiltered case.
-fn ground_truth(d: &Dataset, keep: &(dyn Fn(usize) -> bool + Sync), cache: Option<&Path>) -> Vec<Vec<u32>> {
+fn ground_truth(d: &Dataset, metric: Metric, keep: &(dyn Fn(usize) -> bool + Sync), cache: Option<&Path>) -> Vec<Vec<u32>> {
     if let Some(bytes) = cache.and_then(|p| std::fs::read(p).ok()).filter(|b| b.len() == d.query_count() * K * 4) {
         return bytes.chunks_exact(K * 4).map(|q| q.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()).collect();
     }
@@ -219,7 +230,7 @@ fn ground_truth(d: &Dataset, keep: &(dyn Fn(usize) -> bool + Sync), cache: Optio
         .map(|q| {
             let query = d.query(q);
             let mut best: Vec<(f32, u32)> =
-                (0..d.rows()).filter(|&i| keep(i)).map(|i| (Metric::L2.distance(query, d.row(i)), i as u32)).collect();
+                (0..d.rows()).filter(|&i| keep(i)).map(|i| (metric.distance(query, d.row(i)), i as u32)).collect();
             let nth = K.min(best.len() - 1);
             best.select_nth_unstable_by(nth, |a, b| a.0.total_cmp(&b.0));
             best.truncate(K);
@@ -278,11 +289,9 @@ impl Kind {
             _ => format!("public.vector({dim})"),
         }
     }
-    fn op(self) -> &'static str {
-        match self {
-            Kind::Pgvector => "OPERATOR(pgv.<->)",
-            _ => "OPERATOR(public.<->)",
-        }
+    fn op(self, metric: Metric) -> String {
+        let schema = if self == Kind::Pgvector { "pgv" } else { "public" };
+        format!("OPERATOR({schema}.{})", metric.operator())
     }
     fn cast(self) -> &'static str {
         match self {
@@ -322,6 +331,21 @@ struct QueryRun {
     p99_ms: f64,
 }
 
+/// What each of `connections` backends holds after 20 searches each, from
+/// `/proc/PID/smaps_rollup` (means over the backends, MB). `private` is
+/// Private_Clean + Private_Dirty: pages no other process maps (file pages
+/// of a mapped segment count there while one backend alone maps them);
+/// `anonymous` is the backend's own heap and stack; `pss` shares every
+/// page among the processes mapping it.
+#[derive(Serialize)]
+struct MemoryRun {
+    connections: usize,
+    private_mb: f64,
+    anonymous_mb: f64,
+    pss_mb: f64,
+    rss_mb: f64,
+}
+
 #[derive(Serialize, Default)]
 struct TargetReport {
     target: String,
@@ -340,6 +364,7 @@ struct TargetReport {
     object_store_bytes: Option<i64>,
     cache_bytes: Option<i64>,
     queries: Vec<QueryRun>,
+    memory: Vec<MemoryRun>,
     notes: Vec<String>,
 }
 
@@ -347,6 +372,7 @@ struct TargetReport {
 struct Report {
     machine: Machine,
     dataset: String,
+    metric: String,
     rows: usize,
     dim: usize,
     queries: usize,
@@ -379,9 +405,14 @@ impl Bench<'_> {
 
     fn create_index(&self, c: &mut Client, kind: Kind) {
         let (t, a) = (kind.table(), self.a);
+        let ops = match a.metric {
+            Metric::L2 => "vector_l2_ops",
+            Metric::InnerProduct => "vector_ip_ops",
+            Metric::Cosine => "vector_cosine_ops",
+        };
         let sql = match kind {
-            Kind::Milvus => format!("CREATE INDEX ON {t} USING milvus (embedding vector_l2_ops) WITH (m = {}, ef_construction = {})", a.m, a.ef_construction),
-            Kind::Pgvector => format!("CREATE INDEX ON {t} USING hnsw (embedding pgv.vector_l2_ops) WITH (m = {}, ef_construction = {})", a.m, a.ef_construction),
+            Kind::Milvus => format!("CREATE INDEX ON {t} USING milvus (embedding {ops}) WITH (m = {}, ef_construction = {})", a.m, a.ef_construction),
+            Kind::Pgvector => format!("CREATE INDEX ON {t} USING hnsw (embedding pgv.{ops}) WITH (m = {}, ef_construction = {})", a.m, a.ef_construction),
             Kind::Plain => return,
         };
         c.batch_execute(&sql).unwrap();
@@ -435,9 +466,9 @@ impl Bench<'_> {
     }
 
     /// The SQL of a query, with `WHERE id % modulus = 0` for a filter.
-    fn query_sql(kind: Kind, filter: Option<usize>) -> String {
+    fn query_sql(&self, kind: Kind, filter: Option<usize>) -> String {
         let filter = filter.map(|m| format!("WHERE id % {m} = 0 ")).unwrap_or_default();
-        format!("SELECT id FROM {} {filter}ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}", kind.table(), kind.op(), kind.cast())
+        format!("SELECT id FROM {} {filter}ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}", kind.table(), kind.op(self.a.metric), kind.cast())
     }
 
     /// The query phase: recall@10 of the first run, QPS median and range
@@ -447,7 +478,7 @@ impl Bench<'_> {
     #[allow(clippy::too_many_arguments)]
     fn queries(&self, kind: Kind, label: &str, ef: usize, clients: usize, truth: &[Vec<u32>], limit: usize, filter: Option<usize>) -> QueryRun {
         let queries: Vec<usize> = (0..self.d.query_count().min(limit)).collect();
-        let sql = Self::query_sql(kind, filter);
+        let sql = self.query_sql(kind, filter);
         let mut qps = Vec::new();
         let mut latencies = Vec::new();
         let mut recall = 0.0;
@@ -525,7 +556,7 @@ impl Bench<'_> {
     /// flushed segment into the backend (from the local cache, here).
     fn cold_query_ms(&self, kind: Kind) -> f64 {
         let mut c = self.connect();
-        let sql = format!("SELECT id FROM {} ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}", kind.table(), kind.op(), kind.cast());
+        let sql = format!("SELECT id FROM {} ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}", kind.table(), kind.op(self.a.metric), kind.cast());
         let start = Instant::now();
         c.query(&sql, &[&text(self.d.query(0))]).unwrap();
         start.elapsed().as_secs_f64() * 1e3
@@ -547,13 +578,58 @@ impl Bench<'_> {
         }
     }
 
+    /// Backend memory with 1, 4 and 16 connections that have each searched
+    /// the index 20 times (ef_search 40), read from /proc (the driver runs
+    /// on the server's machine; elsewhere the phase is skipped, noted).
+    fn memory(&self, kind: Kind, r: &mut TargetReport) {
+        for connections in [1, 4, 16] {
+            step(&format!("memory of {connections} connection(s) after 20 searches each"));
+            let mut pids = Vec::new();
+            let mut clients: Vec<Client> = (0..connections).map(|_| self.connect()).collect();
+            for c in &mut clients {
+                if let Some(setting) = kind.ef_setting() {
+                    c.batch_execute(&format!("SET {setting} = 40")).unwrap();
+                }
+                let stmt = c.prepare(&self.query_sql(kind, None)).unwrap();
+                for q in 0..20 {
+                    c.query(&stmt, &[&text(self.d.query(q % self.d.query_count()))]).unwrap();
+                }
+                pids.push(c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get::<_, i32>(0));
+            }
+            let rollups: Option<Vec<String>> = pids.iter().map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok()).collect();
+            let Some(rollups) = rollups else {
+                done("skipped");
+                r.notes.push("memory: /proc/PID/smaps_rollup of the backends is not readable here".into());
+                return;
+            };
+            let mean_mb = |fields: &[&str]| {
+                let kb: f64 = rollups
+                    .iter()
+                    .flat_map(|text| text.lines())
+                    .filter(|l| fields.iter().any(|f| l.starts_with(&format!("{f}:"))))
+                    .filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+                    .sum();
+                kb / 1024.0 / connections as f64
+            };
+            let run = MemoryRun {
+                connections,
+                private_mb: mean_mb(&["Private_Clean", "Private_Dirty"]),
+                anonymous_mb: mean_mb(&["Anonymous"]),
+                pss_mb: mean_mb(&["Pss"]),
+                rss_mb: mean_mb(&["Rss"]),
+            };
+            done(&format!("private {:.1} MB, anonymous {:.1} MB, PSS {:.1} MB per backend", run.private_mb, run.anonymous_mb, run.pss_mb));
+            r.memory.push(run);
+        }
+    }
+
     /// Filtered queries at each selectivity of `FILTER_MODULI`, ef_search
     /// 40, one client, with the plan the planner picks (noted), against the
     /// exact top-10 of the rows the filter keeps.
     fn filtered(&self, c: &mut Client, kind: Kind, r: &mut TargetReport) {
         for (m, truth) in FILTER_MODULI.iter().zip(&self.filtered_truth) {
             let label = format!("filter {}%", 100 / m);
-            let explain = format!("EXPLAIN {}", Self::query_sql(kind, Some(*m)).replace("$1::text", &format!("'{}'::text", text(self.d.query(0)))));
+            let explain = format!("EXPLAIN {}", self.query_sql(kind, Some(*m)).replace("$1::text", &format!("'{}'::text", text(self.d.query(0)))));
             let plan: Vec<String> = c.query(&explain, &[]).unwrap().iter().map(|row| row.get::<_, String>(0)).collect();
             let scan = plan.iter().find_map(|l| ["Index Scan", "Seq Scan", "Bitmap Heap Scan"].into_iter().find(|k| l.contains(k))).unwrap_or("?");
             step(&format!("{label}: {scan}, ef_search 40, 1 client"));
@@ -620,6 +696,7 @@ impl Bench<'_> {
         r.time_to_indexed_s = seconds("time from the last insert until every row is indexed", || self.wait_indexed(&mut c));
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
         self.query_sweep(kind, "all sealed", &self.truth, &mut r);
+        self.memory(kind, &mut r);
         self.filtered(&mut c, kind, &mut r);
 
         // 10% growing: the last tenth deleted and inserted again.
@@ -646,7 +723,7 @@ impl Bench<'_> {
             });
         }
         if kind != Kind::Plain {
-            let truth = ground_truth(self.d, &|i| i % 10 != 0, None);
+            let truth = ground_truth(self.d, self.a.metric, &|i| i % 10 != 0, None);
             self.query_sweep(kind, "after deletes", &truth, r);
         }
         self.sizes(c, kind, r);
@@ -672,6 +749,7 @@ impl Bench<'_> {
         self.delete_vacuum(&mut c, kind, &format!("id >= {}", 10 * n));
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
         self.query_sweep(kind, "all sealed", &self.truth, &mut r);
+        self.memory(kind, &mut r);
         self.filtered(&mut c, kind, &mut r);
         self.deletes(&mut c, kind, &mut r);
         r
@@ -725,8 +803,8 @@ fn markdown(r: &Report) -> String {
     writeln!(s, "Machine: {} ({} cores, {:.1} GB), {}; {}.\n", m.cpu, m.cores, m.memory_gb, m.postgres.split(" on ").next().unwrap_or(""), m.date).unwrap();
     writeln!(
         s,
-        "Data: {} rows x {} dimensions, {}; {} held-out queries, recall@10 against exact search. HNSW m = {}, ef_construction = {}. QPS: median of {} runs (range in brackets).\n",
-        r.rows, r.dim, r.dataset, r.queries, r.m, r.ef_construction, r.repeats
+        "Data: {} rows x {} dimensions, {}; metric {}; {} held-out queries, recall@10 against exact search. HNSW m = {}, ef_construction = {}. QPS: median of {} runs (range in brackets).\n",
+        r.rows, r.dim, r.dataset, r.metric, r.queries, r.m, r.ef_construction, r.repeats
     )
     .unwrap();
     writeln!(s, "| | COPY rows/s | INSERT rows/s (1000/stmt) | INSERT rows/s (1/stmt) | time to indexed (s) | first query of a connection (ms) | DELETE 10% + VACUUM (s) | compaction (s) | table MB | index MB (pages) | object store MB | cache MB |").unwrap();
@@ -760,6 +838,15 @@ fn markdown(r: &Report) -> String {
                 t.target, q.label, q.ef_search, q.clients, q.recall_at_10, q.qps, q.qps_min, q.qps_max, q.p50_ms, q.p99_ms
             )
             .unwrap();
+        }
+    }
+    if r.targets.iter().any(|t| !t.memory.is_empty()) {
+        writeln!(s, "\n| | connections | private MB per backend | of which anonymous | PSS MB | RSS MB |").unwrap();
+        writeln!(s, "|---|---:|---:|---:|---:|---:|").unwrap();
+        for t in &r.targets {
+            for m in &t.memory {
+                writeln!(s, "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} |", t.target, m.connections, m.private_mb, m.anonymous_mb, m.pss_mb, m.rss_mb).unwrap();
+            }
         }
     }
     for t in &r.targets {
@@ -827,10 +914,11 @@ fn main() {
     eprintln!("data");
     let d = dataset(&a);
     step(&format!("exact top-{K} of {} queries over {} rows", d.query_count(), d.rows()));
-    let cache_name = format!("truth-{}-{}-{}-{}-{}-{}.bin", d.rows(), d.dim, a.clusters, a.seed, d.query_count(), a.uniform as u8);
+    let cache_name =
+        format!("truth-{}-{}-{}-{}-{}-{}-{}.bin", d.rows(), d.dim, a.clusters, a.seed, d.query_count(), a.uniform as u8, a.metric.code());
     let cache = if a.file.is_none() { Some(a.out.join(cache_name)) } else { None };
-    let truth = ground_truth(&d, &|_| true, cache.as_deref());
-    let filtered_truth: Vec<Vec<Vec<u32>>> = FILTER_MODULI.iter().map(|m| ground_truth(&d, &|i| i % m == 0, None)).collect();
+    let truth = ground_truth(&d, a.metric, &|_| true, cache.as_deref());
+    let filtered_truth: Vec<Vec<Vec<u32>>> = FILTER_MODULI.iter().map(|m| ground_truth(&d, a.metric, &|i| i % m == 0, None)).collect();
     done("done");
 
     // A fresh database, with pgvector in a schema of its own when installed.
@@ -865,6 +953,7 @@ fn main() {
     let report = Report {
         machine,
         dataset: d.description.clone(),
+        metric: format!("{:?} ({})", a.metric, a.metric.operator()),
         rows: d.rows(),
         dim: d.dim,
         queries: d.query_count(),

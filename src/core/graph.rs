@@ -494,7 +494,7 @@ mod tests {
                 let q = b.vector(rng.next_u64() as usize % 8000).iter().map(|x| x + 0.05 * rng.next_gaussian()).collect::<Vec<f32>>();
                 let truth: HashSet<u32> = exact(&b, &q, 10, &|_| false).into_iter().collect();
                 let recall = |g: &FlatGraph| {
-                    let got = g.search(metric, &q, &|r| b.vector(r as usize), 10, 20, &|_| false);
+                    let got = g.search(metric, &q, &|r| b.vector(r as usize), 10, 40, &|_| false);
                     got.iter().filter(|(_, r)| truth.contains(r)).count() as f64 / 1000.0
                 };
                 before += recall(&built);

@@ -10,7 +10,8 @@
 //!   file;
 //! - [`write_tombstones`]: deleted rows of a flushed segment become a delta
 //!   binlog;
-//! - [`load`]: a flushed segment is read back (through the cache) for search;
+//! - [`load`]: a flushed segment is opened for search, its files mapped
+//!   from the local cache;
 //! - [`compact`]: live rows of some flushed segments are rewritten as one new
 //!   segment (the manifest then drops the inputs).
 
@@ -183,8 +184,6 @@ fn open(storage: &Storage, cache: &SegmentCache, entry: &SegmentEntry, metric: M
     let insert_ref = entry.insert_binlog.as_ref().ok_or(JobError::NotFlushed(entry.meta.id))?;
     let binlog = cache.map(storage, insert_ref)?;
     let index = entry.index_file.as_ref().map(|r| map_index(storage, cache, r, metric)).transpose()?;
-    let (name, bytes) = index.map_or((None, None), |(name, bytes)| (Some(name), Some(bytes)));
-    let index = name.as_deref().zip(bytes);
     Ok(LoadedSegment::open((&insert_ref.key, binlog), index, tombstones, Check::Header)?)
 }
 
