@@ -91,6 +91,24 @@ def test_the_planner_weighs_the_filter(f):
     assert small[0]["Plan"]["Total Cost"] < large[0]["Plan"]["Total Cost"]
 
 
+def test_growing_rows_of_wide_vectors_keep_the_index_scan(db):
+    """5,000 growing rows of 768 dimensions fill 2,500 index pages. Priced
+    as pages read from disk, they made the planner sort a sequential scan,
+    which it prices without detoasting the vectors: 20x slower. The growing
+    chain is in shared buffers; the index scan stays, and answers exactly."""
+    db.execute("CREATE TABLE w (id int, v vector(768))")
+    db.execute("CREATE INDEX w_idx ON w USING milvus (v vector_cosine_ops)")
+    db.execute("SELECT setseed(0.25)")
+    db.execute("INSERT INTO w SELECT g, (SELECT array_agg(random() - 0.5) FROM generate_series(1, 768) d WHERE g > 0)::vector"
+               " FROM generate_series(1, 5000) g")
+    db.execute("ANALYZE w")
+    assert db.execute("SELECT state, rows FROM milvus_segments('w_idx')").fetchall() == [("growing", 5000)]
+    q = db.execute("SELECT v::text FROM w WHERE id = 7").fetchone()[0]
+    query = f"SELECT id FROM w ORDER BY v <=> '{q}' LIMIT 10"
+    assert "Index Scan using w_idx" in plan(db, query)
+    assert ids(db, query) == ids(db, query, index=False)
+
+
 def test_scans_are_counted_in_pg_stat_user_indexes(cluster, f):
     for _ in range(5):
         ids(f, f"SELECT id FROM f ORDER BY v <-> '{FAR}' LIMIT 3")

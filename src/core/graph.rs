@@ -1,13 +1,14 @@
 //! A segment's HNSW graph as flat arrays, and the search over them.
 //!
-//! hnsw_rs builds a segment's graph (and its dump is what index files hold);
-//! a loaded segment keeps the graph as flat arrays instead of hnsw_rs'
-//! structures: each node's neighbours at a fixed stride per layer, no
-//! pointers, no locks, no per-node allocation, a fraction of the memory. The
-//! search is ours: greedy descent through the upper layers, a beam search of
-//! `ef` on layer 0, exact distances with the simsimd kernels, and scratch
-//! (visited stamps, the two heaps) kept per thread and reused by every
-//! search, so a hop allocates nothing.
+//! hnsw_rs builds a segment's graph; [`FlatGraph::refine`] then re-selects
+//! its layer-0 lists, and the graph is kept as flat arrays: each node's
+//! neighbours at a fixed stride per layer, no pointers, no locks, no
+//! per-node allocation. An index file holds these arrays as they are
+//! (`crate::format::index`), so a searching backend borrows them straight
+//! from the mapped file. The search is ours: greedy descent through the
+//! upper layers, a beam search of `ef` on layer 0, exact distances with the
+//! simsimd kernels, and scratch (visited stamps, the two heaps) kept per
+//! thread and reused by every search, so a hop allocates nothing.
 //!
 //! Rows a caller skips (tombstones, rows already offered) are traversed but
 //! never returned, as in hnsw_rs' filtered search: a skipped region does not

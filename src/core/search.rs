@@ -387,7 +387,7 @@ pub const EXACT_SWITCH_FACTOR: usize = 512;
 /// 1.000), half of what one segment does at ef 100 (10,946 QPS, recall
 /// 0.986) instead of a fifth. The rounds after the first (a filter rejected
 /// rows) and the exact tail find what a share missed.
-fn segment_ef(ef: usize, rows: usize, live: usize) -> usize {
+pub(crate) fn segment_ef(ef: usize, rows: usize, live: usize) -> usize {
     let share = ef as f64 * rows as f64 / live.max(1) as f64 * SEGMENT_EF_SLACK;
     (share.ceil() as usize).clamp(SEGMENT_EF_FLOOR, ef.max(SEGMENT_EF_FLOOR))
 }
