@@ -102,7 +102,7 @@ fn main() {
     println!("| search | ef_search | recall@10 | QPS (1 client) | p50 (ms) | p99 (ms) |");
     println!("|---|---:|---:|---:|---:|---:|");
     for (name, search) in &searches {
-        for ef in [20usize, 40, 100, 200] {
+        for ef in [20usize, 40, 100, 200, 400] {
             let mut latencies = Vec::with_capacity(queries);
             let mut hits = 0;
             let start = Instant::now();
