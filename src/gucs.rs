@@ -49,7 +49,7 @@ pub fn init() {
     }
     GucRegistry::define_int_guc(
         c"milvus.ef_search",
-        c"Size of the HNSW candidate list per sealed segment in searches.",
+        c"Size of the HNSW candidate list of a search, shared by the flushed segments by their rows.",
         c"Larger is more accurate and slower. Range 1 to 1000; default 40, like pgvector's hnsw.ef_search.",
         &EF_SEARCH,
         1,
