@@ -239,9 +239,10 @@ impl<'a> FlatGraph<'a> {
 
     /// Whether the arrays borrow their input (no copy was made).
     pub fn is_borrowed(&self) -> bool {
-        [matches!(self.levels, Cow::Borrowed(_)), matches!(self.layer0, Cow::Borrowed(_)), matches!(self.upper, Cow::Borrowed(_))]
-            .iter()
-            .all(|b| *b)
+        matches!(
+            (&self.levels, &self.layer0, &self.upper_start, &self.upper),
+            (Cow::Borrowed(_), Cow::Borrowed(_), Cow::Borrowed(_), Cow::Borrowed(_))
+        )
     }
 
     pub fn rows(&self) -> usize {

@@ -56,9 +56,16 @@ const fn metric_of(code: u8) -> Metric {
 impl<const CODE: u8> Distance<f32> for SimdDistance<CODE> {
     #[inline]
     fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
-        let d = const { metric_of(CODE) }.distance(a, b);
-        if d.is_nan() { f32::MAX } else { d }
+        graph_distance(const { metric_of(CODE) }, a, b)
     }
+}
+
+/// The distance a graph is built with: the metric's, NaN counted as the
+/// farthest (the hnsw_rs build and the refinement pass alike).
+#[inline]
+fn graph_distance(metric: Metric, a: &[f32], b: &[f32]) -> f32 {
+    let d = metric.distance(a, b);
+    if d.is_nan() { f32::MAX } else { d }
 }
 
 /// A graph of one of the three metrics.
@@ -164,13 +171,18 @@ impl SegmentIndex {
     /// Builds the graph of a segment. `cancel` is checked between chunks.
     pub fn build(binlog: &InsertBinlog<'_>, params: HnswParams, cancel: &AtomicBool) -> Result<Self, IndexError> {
         params.validate().map_err(IndexError::Params)?;
+        // The vectors the graph is built from, and its distance: the rows
+        // under their metric, or the augmented rows under L2 for inner
+        // product (see the module doc).
+        let augmented = (binlog.metric == Metric::InnerProduct).then(|| augment_for_inner_product(binlog.dims, binlog.vectors()));
+        let (dims, vectors, metric) = match &augmented {
+            Some(rows) => (binlog.dims + 1, &rows[..], Metric::L2),
+            None => (binlog.dims, binlog.vectors(), binlog.metric),
+        };
         let graph = match binlog.metric {
-            Metric::L2 => Graph::L2(build_graph(binlog.dims, binlog.vectors(), params, cancel)?),
-            Metric::InnerProduct => {
-                let augmented = augment_for_inner_product(binlog.dims, binlog.vectors());
-                Graph::InnerProduct(build_graph(binlog.dims + 1, &augmented, params, cancel)?)
-            }
-            Metric::Cosine => Graph::Cosine(build_graph(binlog.dims, binlog.vectors(), params, cancel)?),
+            Metric::L2 => Graph::L2(build_graph(dims, vectors, params, cancel)?),
+            Metric::InnerProduct => Graph::InnerProduct(build_graph(dims, vectors, params, cancel)?),
+            Metric::Cosine => Graph::Cosine(build_graph(dims, vectors, params, cancel)?),
         };
         let mut index = SegmentIndex {
             hnsw: ManuallyDrop::new(graph),
@@ -182,7 +194,8 @@ impl SegmentIndex {
             refined: None,
         };
         let mut flat = index.builder_graph();
-        let distance = node_distance(binlog);
+        let row = |r: u32| &vectors[r as usize * dims..(r as usize + 1) * dims];
+        let distance = |a: u32, b: u32| graph_distance(metric, row(a), row(b));
         if !flat.refine(&distance, params.threads, &|| cancel.load(Ordering::Relaxed)) {
             return Err(IndexError::Cancelled);
         }
@@ -299,33 +312,6 @@ impl SegmentIndex {
             return Err(io_err(format!("header says {file_rows} rows, graph has {rows}")));
         }
         Ok(index)
-    }
-}
-
-/// The distance between two rows the graph was built with: the metric's,
-/// and for inner product the L2 distance of the augmented vectors
-/// (`|x|² + |y|² - 2 x·y + (a_x - a_y)²`, with `a = sqrt(M² - |x|²)`),
-/// computed from the rows without building them.
-fn node_distance<'b>(binlog: &'b InsertBinlog<'_>) -> impl Fn(u32, u32) -> f32 + Sync + 'b {
-    let metric = binlog.metric;
-    let (norms2, extra): (Vec<f32>, Vec<f32>) = if metric == Metric::InnerProduct {
-        let norms2: Vec<f32> = (0..binlog.len()).map(|i| crate::distance::inner_product(binlog.vector(i), binlog.vector(i))).collect();
-        let max2 = norms2.iter().copied().fold(0.0f32, f32::max);
-        let extra = norms2.iter().map(|n2| (max2 - n2).max(0.0).sqrt()).collect();
-        (norms2, extra)
-    } else {
-        (Vec::new(), Vec::new())
-    };
-    move |a: u32, b: u32| {
-        let (x, y) = (binlog.vector(a as usize), binlog.vector(b as usize));
-        let d = match metric {
-            Metric::InnerProduct => {
-                let (a, b) = (a as usize, b as usize);
-                norms2[a] + norms2[b] - 2.0 * crate::distance::inner_product(x, y) + (extra[a] - extra[b]).powi(2)
-            }
-            other => other.distance(x, y),
-        };
-        if d.is_nan() { f32::MAX } else { d }
     }
 }
 

@@ -180,21 +180,12 @@ mod tests {
         FlatGraph::from_nodes(&nodes, 3)
     }
 
-    /// An 8-aligned copy, as a page-aligned mapping gives.
-    fn aligned(bytes: &[u8]) -> Vec<u64> {
-        let mut buf = vec![0u64; bytes.len().div_ceil(8)];
-        // SAFETY: u64 storage viewed as bytes, within its length.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.as_mut_ptr().cast::<u8>(), bytes.len()) };
-        buf
-    }
-
     #[test]
     fn round_trip_borrows_when_aligned() {
         let graph = sample();
         let bytes = encode(SegmentId(4), Metric::Cosine, &graph);
-        let storage = aligned(&bytes);
-        // SAFETY: the first bytes.len() bytes of storage are the object.
-        let view = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
+        let storage = Aligned::of(&bytes);
+        let view = storage.bytes();
         for check in [Check::Full, Check::Header] {
             let IndexFile::Flat { segment, metric, graph: decoded } = IndexFile::decode("o", view, check).unwrap() else {
                 panic!("version 2 decodes as a flat graph")

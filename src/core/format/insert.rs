@@ -144,21 +144,12 @@ mod tests {
         ((0..rows as u64).map(|i| i * 7 + 1).collect(), rng.vector(rows * dims))
     }
 
-    /// An 8-aligned copy, as an mmap or an aligned download gives.
-    fn aligned(bytes: &[u8]) -> Vec<u64> {
-        let mut buf = vec![0u64; bytes.len().div_ceil(8)];
-        // SAFETY: u64 storage viewed as bytes, within its length.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.as_mut_ptr().cast::<u8>(), bytes.len()) };
-        buf
-    }
-
     #[test]
     fn round_trip_borrows_when_aligned_and_copies_when_not() {
         let (keys, vectors) = sample(10, 3);
         let bytes = encode(SegmentId(42), Metric::Cosine, 3, &keys, &vectors);
-        let storage = aligned(&bytes);
-        // SAFETY: the first bytes.len() bytes of storage are the object.
-        let view = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
+        let storage = Aligned::of(&bytes);
+        let view = storage.bytes();
         let b = InsertBinlog::decode("seg/42/insert", view).unwrap();
         assert!(b.is_borrowed());
         assert_eq!((b.segment, b.metric, b.dims, b.len()), (SegmentId(42), Metric::Cosine, 3, 10));

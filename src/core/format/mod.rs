@@ -206,6 +206,27 @@ pub(crate) fn finish_header(mut w: Writer, header_len: usize) -> Vec<u8> {
 pub(crate) mod testing {
     //! Corruption helpers shared by the format tests.
 
+    /// An 8-aligned copy of an object, as a page-aligned mapping gives: the
+    /// decoders borrow its columns in place.
+    pub struct Aligned {
+        words: Vec<u64>,
+        len: usize,
+    }
+
+    impl Aligned {
+        pub fn of(bytes: &[u8]) -> Self {
+            let mut words = vec![0u64; bytes.len().div_ceil(8)];
+            // SAFETY: u64 storage viewed as bytes, within its length.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr().cast::<u8>(), bytes.len()) };
+            Aligned { words, len: bytes.len() }
+        }
+
+        pub fn bytes(&self) -> &[u8] {
+            // SAFETY: the first `len` bytes of `words` are the object.
+            unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+        }
+    }
+
     /// Every single-bit flip of `bytes` must be refused by `decode`.
     pub fn every_bit_flip_is_refused<E>(bytes: &[u8], decode: impl Fn(&[u8]) -> Result<(), E>) {
         for i in 0..bytes.len() {

@@ -175,17 +175,31 @@ fn lifecycle_on_file_store() {
     lifecycle(&format!("file://{}", dir.path().join("objects").display()));
 }
 
-/// One segment of `rows` rows flushed and published, with its data.
-fn one_segment(storage: &Storage, cache: &SegmentCache, rows: usize) -> (Manifest, Vec<f32>) {
+/// One segment of 6,000 rows flushed to a `memory://` store through a
+/// fresh cache, and published. Keep `cache_dir` bound: it is removed when
+/// dropped.
+struct OneSegment {
+    storage: Storage,
+    cache: SegmentCache,
+    cache_dir: tempfile::TempDir,
+    manifest: Manifest,
+    data: Vec<f32>,
+}
+
+fn one_segment() -> OneSegment {
+    let storage = Storage::open("memory://", &S3Options::default(), RetryPolicy::default()).unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = SegmentCache::new(cache_dir.path(), 1 << 30).unwrap();
+    let rows = 6000;
     let data = dataset(rows);
     let keys: Vec<u64> = (0..rows as u64).collect();
-    let mut m = Manifest::new(DIMS as u32, Metric::L2, None);
-    let id = m.add_growing(100);
-    m.seal(id, rows as u64, SealReason::Manual, 101).unwrap();
+    let mut manifest = Manifest::new(DIMS as u32, Metric::L2, None);
+    let id = manifest.add_growing(100);
+    manifest.seal(id, rows as u64, SealReason::Manual, 101).unwrap();
     let flushed =
-        jobs::flush(storage, cache, ID, id, Metric::L2, DIMS, &keys, &data, HnswParams::default(), &AtomicBool::new(false), &|| {});
-    m.publish_flush(flushed.unwrap(), 102).unwrap();
-    (m, data)
+        jobs::flush(&storage, &cache, ID, id, Metric::L2, DIMS, &keys, &data, HnswParams::default(), &AtomicBool::new(false), &|| {});
+    manifest.publish_flush(flushed.unwrap(), 102).unwrap();
+    OneSegment { storage, cache, cache_dir, manifest, data }
 }
 
 /// An index flushed by 0.1 has index files of version 1 (hnsw_rs' dump):
@@ -193,10 +207,7 @@ fn one_segment(storage: &Storage, cache: &SegmentCache, rows: usize) -> (Manifes
 /// version 2 file that every later open maps, and answer as before.
 #[test]
 fn index_files_of_version_1_still_load() {
-    let storage = Storage::open("memory://", &S3Options::default(), RetryPolicy::default()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let cache = SegmentCache::new(dir.path(), 1 << 30).unwrap();
-    let (mut m, data) = one_segment(&storage, &cache, 6000);
+    let OneSegment { storage, cache, cache_dir: _dir, manifest: mut m, data } = one_segment();
     let current = load_all(&storage, &cache, &m);
     let recall = check_search(&current, &data, &|_| false);
 
@@ -230,13 +241,10 @@ fn index_files_of_version_1_still_load() {
 /// keeps answering from its pages, and the next open fetches the file again.
 #[test]
 fn a_segment_evicted_while_mapped_keeps_answering() {
-    let storage = Storage::open("memory://", &S3Options::default(), RetryPolicy::default()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let cache = SegmentCache::new(dir.path(), 1 << 30).unwrap();
-    let (m, data) = one_segment(&storage, &cache, 6000);
+    let OneSegment { storage, cache, cache_dir, manifest: m, data } = one_segment();
     let loaded = load_all(&storage, &cache, &m);
     let before = check_search(&loaded, &data, &|_| false);
-    let tiny = SegmentCache::new(dir.path(), 0).unwrap();
+    let tiny = SegmentCache::new(cache_dir.path(), 0).unwrap();
     assert_eq!(tiny.evict().unwrap(), 2, "binlog and index file unlinked");
     assert_eq!(tiny.size().unwrap(), 0);
     assert_eq!(check_search(&loaded, &data, &|_| false), before, "the mapping outlives the file");
@@ -250,10 +258,7 @@ fn a_segment_evicted_while_mapped_keeps_answering() {
 /// by the full check `milvus_prewarm()` runs, which drops it too.
 #[test]
 fn damaged_cache_files_are_found_and_fetched_again() {
-    let storage = Storage::open("memory://", &S3Options::default(), RetryPolicy::default()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let cache = SegmentCache::new(dir.path(), 1 << 30).unwrap();
-    let (m, data) = one_segment(&storage, &cache, 6000);
+    let OneSegment { storage, cache, cache_dir: _dir, manifest: m, data } = one_segment();
     let recall = check_search(&load_all(&storage, &cache, &m), &data, &|_| false);
     let index_ref = m.segments[0].index_file.clone().unwrap();
     let path = cache.path_of(&index_ref.key);
