@@ -474,6 +474,11 @@ mod tests {
     use std::collections::HashSet;
     use std::sync::atomic::AtomicBool;
 
+    /// Graphs built on one thread: hnsw_rs inserting on several threads
+    /// makes every build a different graph, and the recall comparisons
+    /// below failed one run in five. On one thread each build is the same.
+    const ONE_THREAD: HnswParams = HnswParams { m: 16, ef_construction: 64, threads: 1 };
+
     fn binlog(rows: usize, dims: usize, metric: Metric, seed: u64) -> InsertBinlog<'static> {
         let keys: Vec<u64> = (0..rows as u64).collect();
         let bytes = insert::encode(SegmentId(1), metric, dims, &keys, &gaussian_mixture(rows, dims, 50, 0.1, seed));
@@ -487,12 +492,15 @@ mod tests {
         all.into_iter().take(k).map(|(_, r)| r).collect()
     }
 
-    /// Recall@10 of the flat search over hnsw_rs' graph as built, and of
-    /// hnsw_rs' own search over it.
+    /// Recall@10 of what queries run (the flat search over the refined
+    /// graph), and of hnsw_rs' own search over the graph it built. (Over
+    /// hnsw_rs' graph unrefined, the flat search's inner product recall is
+    /// 0.94 against hnsw_rs' 0.96 on this data: hnsw_rs' filtered search
+    /// goes on past where HNSW stops, docs/benchmarks.md.)
     fn recalls(metric: Metric, skip: &dyn Fn(u32) -> bool) -> (f64, f64) {
         let b = binlog(5000, 16, metric, 3);
-        let index = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap();
-        let flat = index.builder_graph();
+        let index = SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(false)).unwrap();
+        let flat = index.to_flat();
         assert_eq!(flat.rows(), 5000);
         let mut rng = Rng::new(9);
         let (mut ours, mut theirs) = (0.0, 0.0);
@@ -520,7 +528,7 @@ mod tests {
     fn the_refinement_pass_raises_recall_and_keeps_lists_sound() {
         for metric in [Metric::L2, Metric::InnerProduct, Metric::Cosine] {
             let b = binlog(8000, 16, metric, 5);
-            let index = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+            let index = SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(false)).unwrap();
             let (built, refined) = (index.builder_graph(), index.to_flat());
             let mut rng = Rng::new(17);
             let (mut before, mut after) = (0.0, 0.0);
@@ -553,13 +561,13 @@ mod tests {
     #[test]
     fn the_refinement_pass_can_be_cancelled() {
         let b = binlog(500, 8, Metric::L2, 1);
-        let index = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+        let index = SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(false)).unwrap();
         let mut g = index.builder_graph();
         let untouched = g.clone();
         let distance = |x: u32, y: u32| Metric::L2.distance(b.vector(x as usize), b.vector(y as usize));
         assert!(!g.refine(&distance, 1, &|| true));
         assert_eq!(g, untouched);
-        assert!(matches!(SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(true)), Err(crate::hnsw::IndexError::Cancelled)));
+        assert!(matches!(SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(true)), Err(crate::hnsw::IndexError::Cancelled)));
     }
 
     #[test]
