@@ -1,7 +1,7 @@
 # pg_milvus: every entry point. `make demo` and `make test` work on a fresh
 # machine: each starts with scripts/setup.sh, which installs what is missing.
 
-.PHONY: demo test stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-768 bench-core bench-hnsw fuzz clean
+.PHONY: demo test lint stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-768 bench-core bench-hnsw fuzz clean
 
 demo:
 	bash scripts/demo.sh
@@ -19,7 +19,12 @@ install-debug: setup
 	bash scripts/install.sh --debug
 
 # Every tier, fastest first; any failure stops the run with a non-zero exit.
-test: setup test-core test-pg install-debug test-regress test-e2e
+test: setup lint test-core test-pg install-debug test-regress test-e2e
+
+# The gate, in seconds: formatting, and clippy on every target with warnings
+# as errors.
+lint:
+	bash scripts/lint.sh
 
 test-core:
 	cargo test -p milvus-core

@@ -32,12 +32,16 @@ fn main() {
     let truth: Vec<HashSet<u64>> = held_out
         .chunks_exact(DIMS)
         .map(|q| {
-            let mut d: Vec<(f32, u64)> = base.chunks_exact(DIMS).enumerate().map(|(i, v)| (Metric::L2.distance(q, v), i as u64)).collect();
+            let mut d: Vec<(f32, u64)> =
+                base.chunks_exact(DIMS).enumerate().map(|(i, v)| (Metric::L2.distance(q, v), i as u64)).collect();
             d.select_nth_unstable_by(10, |a, b| a.0.total_cmp(&b.0));
             d[..10].iter().map(|e| e.1).collect()
         })
         .collect();
-    println!("rows {rows}, dims {DIMS}, {queries} queries, m 16, ef_construction 64, build threads {threads}, search on one thread\n");
+    println!(
+        "rows {rows}, dims {DIMS}, {queries} queries, m 16, ef_construction 64, build threads {threads}, search on one \
+            thread\n"
+    );
     println!("| segments | ef_search | search | recall@10 | QPS | p99 (ms) |");
     println!("|---:|---:|---|---:|---:|---:|");
     for count in [1usize, 2, 4, 8] {
@@ -46,7 +50,8 @@ fn main() {
             .map(|s| {
                 let (start, end) = (s * per, ((s + 1) * per).min(rows));
                 let keys: Vec<u64> = (start as u64..end as u64).collect();
-                let bytes = insert::encode(SegmentId(s as u64 + 1), Metric::L2, DIMS, &keys, &base[start * DIMS..end * DIMS]);
+                let bytes =
+                    insert::encode(SegmentId(s as u64 + 1), Metric::L2, DIMS, &keys, &base[start * DIMS..end * DIMS]);
                 let binlog = InsertBinlog::decode("bench", &bytes).unwrap().into_owned();
                 let params = HnswParams { threads, ..HnswParams::default() };
                 let index = SegmentIndex::build(&binlog, params, &AtomicBool::new(false)).unwrap();
@@ -54,8 +59,18 @@ fn main() {
             })
             .collect();
         for ef in [40usize, 100] {
-            let options = SearchOptions { ef_search: ef, first_k: ef, max_approximate: usize::MAX, iterative: IterativeScan::Relaxed };
-            let shared = |q: &[f32]| Search::new(q.to_vec(), PageHits::default(), segments.clone(), options).take(10).map(|h| h.key).collect();
+            let options = SearchOptions {
+                ef_search: ef,
+                first_k: ef,
+                max_approximate: usize::MAX,
+                iterative: IterativeScan::Relaxed,
+            };
+            let shared = |q: &[f32]| {
+                Search::new(q.to_vec(), PageHits::default(), segments.clone(), options)
+                    .take(10)
+                    .map(|h| h.key)
+                    .collect()
+            };
             let independent = |q: &[f32]| {
                 let lists = segments.iter().map(|s| s.search(q, ef, ef, &|_| false)).collect();
                 search::merge(lists, 10).into_iter().map(|h| h.key).collect()
@@ -75,7 +90,10 @@ fn main() {
                 let qps = queries as f64 / start.elapsed().as_secs_f64();
                 latencies.sort_by(f64::total_cmp);
                 let p99 = latencies[((latencies.len() as f64 * 0.99) as usize).min(latencies.len() - 1)];
-                println!("| {count} | {ef} | {name} | {:.3} | {qps:.0} | {p99:.3} |", hits as f64 / (queries * 10) as f64);
+                println!(
+                    "| {count} | {ef} | {name} | {:.3} | {qps:.0} | {p99:.3} |",
+                    hits as f64 / (queries * 10) as f64
+                );
             }
         }
     }

@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
+use milvus_core::Metric;
 use milvus_core::cache::{CacheError, SegmentCache};
 use milvus_core::format::Check;
 use milvus_core::format::index::IndexFile;
@@ -20,7 +21,6 @@ use milvus_core::graph::FlatGraph;
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
 use milvus_core::segment::SegmentId;
 use milvus_core::synthetic::gaussian_mixture;
-use milvus_core::Metric;
 
 fn main() {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
@@ -55,14 +55,20 @@ fn main() {
     // What a backend pays before its first search of the segment: a map
     // and a header check (version 2), or hnsw_rs' reload of a dump (0.1).
     let t = Instant::now();
-    let IndexFile::Flat { graph: flat, .. } = IndexFile::decode("bench", &file, Check::Header).unwrap() else { unreachable!() };
+    let IndexFile::Flat { graph: flat, .. } = IndexFile::decode("bench", &file, Check::Header).unwrap() else {
+        unreachable!()
+    };
     let open = t.elapsed().as_secs_f64();
     let dump = index.to_hnsw_dump_file(dir.path()).unwrap();
     drop(index);
     let t = Instant::now();
     let index = SegmentIndex::from_hnsw_dump("bench", &dump, Metric::L2, &dir.path().join("unpacked")).unwrap();
     let reload = t.elapsed().as_secs_f64();
-    println!("rows {rows}, dims {dims}, clusters {clusters} in {batches} batches, m {}, ef_construction {}, build threads {threads}", params.m, params.ef_construction);
+    println!(
+        "rows {rows}, dims {dims}, clusters {clusters} in {batches} batches, m {}, ef_construction {}, build threads \
+            {threads}",
+        params.m, params.ef_construction
+    );
     println!("build: {build:.1} s ({:.0} rows/s)", rows as f64 / build);
     println!(
         "open the index file ({:.1} MB, mapped): {:.3} ms; reload 0.1's hnsw_rs dump ({:.1} MB): {reload:.3} s",
@@ -75,7 +81,8 @@ fn main() {
     let truth: Vec<HashSet<u32>> = held_out
         .chunks_exact(dims)
         .map(|q| {
-            let mut d: Vec<(f32, u32)> = (0..rows).map(|i| (Metric::L2.distance(q, binlog.vector(i)), i as u32)).collect();
+            let mut d: Vec<(f32, u32)> =
+                (0..rows).map(|i| (Metric::L2.distance(q, binlog.vector(i)), i as u32)).collect();
             d.select_nth_unstable_by(10, |a, b| a.0.total_cmp(&b.0));
             d[..10].iter().map(|e| e.1).collect()
         })
@@ -93,7 +100,12 @@ fn main() {
     // The graph hnsw_rs built, before the refinement pass (what a reloaded
     // dump holds), searched the same way.
     let built = index.to_flat();
-    let flat_search = |g: &FlatGraph, q: &[f32], ef| g.search(Metric::L2, q, &|r| binlog.vector(r as usize), 10, ef, &|_| false).into_iter().map(|(_, r)| r).collect();
+    let flat_search = |g: &FlatGraph, q: &[f32], ef| {
+        g.search(Metric::L2, q, &|r| binlog.vector(r as usize), 10, ef, &|_| false)
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect()
+    };
     let searches: [(&str, SearchFn); 3] = [
         ("flat graph", Box::new(|q, ef| flat_search(&flat, q, ef))),
         ("flat graph, unrefined", Box::new(|q, ef| flat_search(&built, q, ef))),
@@ -115,7 +127,12 @@ fn main() {
             let qps = queries as f64 / start.elapsed().as_secs_f64();
             latencies.sort_by(f64::total_cmp);
             let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
-            println!("| {name} | {ef} | {:.3} | {qps:.0} | {:.3} | {:.3} |", hits as f64 / (queries * 10) as f64, pct(0.5), pct(0.99));
+            println!(
+                "| {name} | {ef} | {:.3} | {qps:.0} | {:.3} | {:.3} |",
+                hits as f64 / (queries * 10) as f64,
+                pct(0.5),
+                pct(0.99)
+            );
         }
     }
     println!("| exact (brute force) | | 1.000 | {brute_qps:.0} | | |");

@@ -9,16 +9,16 @@
 use std::sync::atomic::AtomicBool;
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
+use milvus_core::Metric;
 use milvus_core::cache::SegmentCache;
 use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::format::manifest::Manifest;
-use milvus_core::jobs::{self, IndexId};
-use milvus_core::storage::{RetryPolicy, S3Options, Storage};
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
+use milvus_core::jobs::{self, IndexId};
 use milvus_core::search::{Hit, LoadedSegment, Source, merge};
 use milvus_core::segment::{SealReason, SegmentId};
+use milvus_core::storage::{RetryPolicy, S3Options, Storage};
 use milvus_core::synthetic::{Rng, gaussian_mixture};
-use milvus_core::Metric;
 
 const DIMS: usize = 128;
 
@@ -34,7 +34,9 @@ fn formats(c: &mut Criterion) {
     let bytes = insert::encode(SegmentId(1), Metric::L2, DIMS, &keys, &vectors);
     let mut g = c.benchmark_group("insert_binlog_10k_x_128");
     g.throughput(Throughput::Bytes(bytes.len() as u64));
-    g.bench_function("encode", |b| b.iter(|| insert::encode(SegmentId(1), Metric::L2, DIMS, black_box(&keys), black_box(&vectors))));
+    g.bench_function("encode", |b| {
+        b.iter(|| insert::encode(SegmentId(1), Metric::L2, DIMS, black_box(&keys), black_box(&vectors)))
+    });
     g.bench_function("decode_verify", |b| b.iter(|| InsertBinlog::decode("o", black_box(&bytes)).unwrap().len()));
     g.finish();
 }
@@ -44,7 +46,12 @@ fn merging(c: &mut Criterion) {
     let lists: Vec<Vec<Hit>> = (0..8u64)
         .map(|s| {
             let mut l: Vec<Hit> = (0..100u32)
-                .map(|row| Hit { source: Source::Segment(SegmentId(s)), row, key: row as u64, distance: rng.next_f32().abs() })
+                .map(|row| Hit {
+                    source: Source::Segment(SegmentId(s)),
+                    row,
+                    key: row as u64,
+                    distance: rng.next_f32().abs(),
+                })
                 .collect();
             l.sort_by(|a, b| a.distance.total_cmp(&b.distance));
             l
@@ -87,7 +94,12 @@ fn crossover(c: &mut Criterion) {
 fn loading(c: &mut Criterion) {
     let (segments, rows) = (4, 20_000);
     let dir = tempfile::tempdir().unwrap();
-    let storage = Storage::open(&format!("file://{}", dir.path().join("objects").display()), &S3Options::default(), RetryPolicy::default()).unwrap();
+    let storage = Storage::open(
+        &format!("file://{}", dir.path().join("objects").display()),
+        &S3Options::default(),
+        RetryPolicy::default(),
+    )
+    .unwrap();
     let cache = SegmentCache::new(dir.path().join("cache"), 1 << 32).unwrap();
     let id = IndexId { cluster: 1, database: 1, index: 1 };
     let mut m = Manifest::new(DIMS as u32, Metric::L2, None);
@@ -97,8 +109,20 @@ fn loading(c: &mut Criterion) {
         let keys: Vec<u64> = (0..rows as u64).collect();
         let vectors = gaussian_mixture(rows, DIMS, 100, 0.1, s as u64);
         let params = HnswParams { threads: 2, ..HnswParams::default() };
-        let flushed = jobs::flush(&storage, &cache, id, segment, Metric::L2, DIMS, &keys, &vectors, params, &AtomicBool::new(false), &|| {})
-            .unwrap();
+        let flushed = jobs::flush(
+            &storage,
+            &cache,
+            id,
+            segment,
+            Metric::L2,
+            DIMS,
+            &keys,
+            &vectors,
+            params,
+            &AtomicBool::new(false),
+            &|| {},
+        )
+        .unwrap();
         m.publish_flush(flushed, 0).unwrap();
     }
     let entries: Vec<_> = m.live_segments().cloned().collect();
@@ -106,7 +130,12 @@ fn loading(c: &mut Criterion) {
     g.sample_size(10);
     for threads in [1usize, 2] {
         g.bench_with_input(BenchmarkId::new("threads", threads), &threads, |b, &threads| {
-            b.iter(|| jobs::load_all(&storage, &cache, &entries, Metric::L2, threads).into_iter().map(|l| l.unwrap().live_rows()).sum::<usize>())
+            b.iter(|| {
+                jobs::load_all(&storage, &cache, &entries, Metric::L2, threads)
+                    .into_iter()
+                    .map(|l| l.unwrap().live_rows())
+                    .sum::<usize>()
+            })
         });
     }
     g.finish();

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh machine: installs only what is missing.
-#   apt packages, cargo-pgrx 0.18.1, `cargo pgrx init`, the Python venv for tests.
+#   apt packages, cargo-pgrx 0.18.1, rustfmt and clippy, `cargo pgrx init`,
+#   the Python venv for tests.
 # Safe to run any number of times; each step checks before it acts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,15 @@ if cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
 else
   log "cargo-pgrx: installing $PGRX_VERSION (takes ~8 minutes on 2 cores)"
   cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
+fi
+
+# The lint gate (`make lint`) needs rustfmt and clippy; rustup's default
+# profile has them, a minimal one does not.
+if cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1; then
+  log "rustfmt and clippy present"
+else
+  log "rustup: adding rustfmt and clippy"
+  rustup component add rustfmt clippy
 fi
 
 # `cargo pgrx init` rewrites its config and forces a rebuild: run it only once.

@@ -14,9 +14,7 @@ pub fn raise_vector_error(err: VectorError) -> ! {
         SqlState::InvalidTextRepresentation => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
         SqlState::ProgramLimitExceeded => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
         SqlState::DataException => PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
-        SqlState::InvalidBinaryRepresentation => {
-            PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION
-        }
+        SqlState::InvalidBinaryRepresentation => PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION,
         SqlState::NumericValueOutOfRange => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         SqlState::InvalidParameterValue => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
     };

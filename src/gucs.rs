@@ -39,7 +39,8 @@ pub fn init() {
         GucRegistry::define_int_guc(
             c"milvus.max_workers",
             c"Most background workers pg_milvus runs at once, one per database with work.",
-            c"Taken from max_worker_processes, which must leave room for them (and one launcher). Range 0 to 64; default 2; 0 turns automatic seal, flush, compaction and GC off. Needs a restart.",
+            c"Taken from max_worker_processes, which must leave room for them (and one launcher). Range 0 to 64; \
+                default 2; 0 turns automatic seal, flush, compaction and GC off. Needs a restart.",
             &MAX_WORKERS,
             0,
             64,
@@ -60,7 +61,10 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"milvus.max_scan_tuples",
         c"Most rows the approximate rounds of one index scan offer before it goes on exactly.",
-        c"A filtered query that rejects most rows widens its HNSW search round by round; past this many rows (or sooner, once a round would cost more than brute force) it computes the exact distance of every remaining row and goes on nearest first, so it never ends while rows remain. Range 1 to 2147483647; default 20000, like pgvector's hnsw.max_scan_tuples.",
+        c"A filtered query that rejects most rows widens its HNSW search round by round; past this many rows (or \
+            sooner, once a round would cost more than brute force) it computes the exact distance of every remaining \
+                row and goes on nearest first, so it never ends while rows remain. Range 1 to 2147483647; default \
+                    20000, like pgvector's hnsw.max_scan_tuples.",
         &MAX_SCAN_TUPLES,
         1,
         i32::MAX,
@@ -70,7 +74,10 @@ pub fn init() {
     GucRegistry::define_enum_guc(
         c"milvus.iterative_scan",
         c"What an index scan does when a filter rejects the rows its first round found.",
-        c"relaxed_order (the default): widening rounds, then exact, until every row has been offered; a row a round missed may come after a farther one. strict_order: the same, but a row nearer than one already returned is skipped. off: the first round only (milvus.ef_search rows), so a selective filter may return fewer rows than its LIMIT. pgvector's hnsw.iterative_scan values.",
+        c"relaxed_order (the default): widening rounds, then exact, until every row has been offered; a row a round \
+            missed may come after a farther one. strict_order: the same, but a row nearer than one already returned is \
+                skipped. off: the first round only (milvus.ef_search rows), so a selective filter may return fewer \
+                    rows than its LIMIT. pgvector's hnsw.iterative_scan values.",
         &ITERATIVE_SCAN,
         GucContext::Userset,
         GucFlags::default(),
@@ -80,7 +87,8 @@ pub fn init() {
         GucRegistry::define_string_guc_with_hooks(
             c"milvus.storage_url",
             c"Where sealed segments are stored: file:///absolute/dir or s3://bucket/prefix.",
-            c"Empty (the default) means file://<data directory>/pg_milvus/objects. A malformed URL is refused when set. Superuser only.",
+            c"Empty (the default) means file://<data directory>/pg_milvus/objects. A malformed URL is refused when \
+                set. Superuser only.",
             &STORAGE_URL,
             GucContext::Suset,
             GucFlags::default(),
@@ -92,7 +100,9 @@ pub fn init() {
     GucRegistry::define_string_guc(
         c"milvus.allowed_storage_urls",
         c"Storage locations that index owners who are not superusers may name in an index's storage_url option.",
-        c"A comma-separated list of URL prefixes, e.g. 's3://shared-bucket/milvus, file:///srv/milvus'; a storage_url must equal one or lie below it. Empty (the default): only superusers choose where an index is stored. Never a directory inside the data directory. Superuser only.",
+        c"A comma-separated list of URL prefixes, e.g. 's3://shared-bucket/milvus, file:///srv/milvus'; a storage_url \
+            must equal one or lie below it. Empty (the default): only superusers choose where an index is stored. \
+                Never a directory inside the data directory. Superuser only.",
         &ALLOWED_STORAGE_URLS,
         GucContext::Suset,
         GucFlags::default(),
@@ -100,7 +110,8 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"milvus.storage_timeout",
         c"Seconds one object storage request may take before it fails (and is retried).",
-        c"S3 only; local directories are not timed. A request is tried up to 4 times. Range 1 to 3600; default 30. Superuser only.",
+        c"S3 only; local directories are not timed. A request is tried up to 4 times. Range 1 to 3600; default 30. \
+            Superuser only.",
         &STORAGE_TIMEOUT_S,
         1,
         3600,
@@ -129,11 +140,31 @@ pub fn init() {
     // else (not in SHOW, pg_settings or current_setting for other users).
     let hidden = GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL;
     for (name, short, setting, flags) in [
-        (c"milvus.s3_endpoint", c"S3 endpoint URL, e.g. http://127.0.0.1:9000 (empty: AWS_ENDPOINT or AWS itself).", &S3_ENDPOINT, GucFlags::default()),
+        (
+            c"milvus.s3_endpoint",
+            c"S3 endpoint URL, e.g. http://127.0.0.1:9000 (empty: AWS_ENDPOINT or AWS itself).",
+            &S3_ENDPOINT,
+            GucFlags::default(),
+        ),
         (c"milvus.s3_region", c"S3 region (empty: AWS_REGION, else us-east-1).", &S3_REGION, GucFlags::default()),
-        (c"milvus.s3_access_key_id", c"S3 access key id (empty: AWS_ACCESS_KEY_ID). Superuser only, never shown to others.", &S3_ACCESS_KEY_ID, hidden),
-        (c"milvus.s3_secret_access_key", c"S3 secret access key (empty: AWS_SECRET_ACCESS_KEY). Superuser only, never shown to others.", &S3_SECRET_ACCESS_KEY, hidden),
-        (c"milvus.s3_session_token", c"S3 session token (empty: AWS_SESSION_TOKEN). Superuser only, never shown to others.", &S3_SESSION_TOKEN, hidden),
+        (
+            c"milvus.s3_access_key_id",
+            c"S3 access key id (empty: AWS_ACCESS_KEY_ID). Superuser only, never shown to others.",
+            &S3_ACCESS_KEY_ID,
+            hidden,
+        ),
+        (
+            c"milvus.s3_secret_access_key",
+            c"S3 secret access key (empty: AWS_SECRET_ACCESS_KEY). Superuser only, never shown to others.",
+            &S3_SECRET_ACCESS_KEY,
+            hidden,
+        ),
+        (
+            c"milvus.s3_session_token",
+            c"S3 session token (empty: AWS_SESSION_TOKEN). Superuser only, never shown to others.",
+            &S3_SESSION_TOKEN,
+            hidden,
+        ),
     ] {
         GucRegistry::define_string_guc(name, short, c"Used for s3:// storage URLs.", setting, GucContext::Suset, flags);
     }
@@ -166,7 +197,8 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"milvus.gc_grace_period",
         c"Seconds an object no manifest references is kept before garbage collection deletes it.",
-        c"Queries that started before a compaction may still read the segments it replaced. Range 0 to 2147483647; default 3600. Superuser only.",
+        c"Queries that started before a compaction may still read the segments it replaced. Range 0 to 2147483647; \
+            default 3600. Superuser only.",
         &GC_GRACE_PERIOD_S,
         0,
         i32::MAX,
@@ -196,7 +228,8 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"milvus.seal_lifetime",
         c"Seconds after its creation at which the workers seal a growing segment, inserts or not.",
-        c"Growing rows are searched by brute force; this bounds how long they stay so. Range 0 to 2147483647, 0 for no limit; default 3600.",
+        c"Growing rows are searched by brute force; this bounds how long they stay so. Range 0 to 2147483647, 0 for no \
+            limit; default 3600.",
         &SEAL_LIFETIME_S,
         0,
         i32::MAX,
@@ -226,7 +259,10 @@ pub fn init() {
     GucRegistry::define_enum_guc(
         c"milvus.debug_pause_at",
         c"Test hook: where milvus.debug_pause holds a job.",
-        c"commit (a flush or compaction between its upload and its manifest commit; the default), upload (a flush between its insert binlog and its index file), release (a flush committed, its pages not yet emptied), insert (a row's page write in WAL, its transaction not committed), gc (garbage collection after its first deletion). Superuser only.",
+        c"commit (a flush or compaction between its upload and its manifest commit; the default), upload (a flush \
+            between its insert binlog and its index file), release (a flush committed, its pages not yet emptied), \
+                insert (a row's page write in WAL, its transaction not committed), gc (garbage collection after its \
+                    first deletion). Superuser only.",
         &DEBUG_PAUSE_AT,
         GucContext::Suset,
         GucFlags::default(),
@@ -283,7 +319,8 @@ unsafe extern "C-unwind" fn check_storage_url(
     _source: pgrx::pg_sys::GucSource::Type,
 ) -> bool {
     // SAFETY: Postgres passes the candidate value, NULL or a C string.
-    let value = unsafe { newval.as_ref().filter(|v| !v.is_null()).map(|v| CStr::from_ptr(*v).to_string_lossy().into_owned()) };
+    let value =
+        unsafe { newval.as_ref().filter(|v| !v.is_null()).map(|v| CStr::from_ptr(*v).to_string_lossy().into_owned()) };
     let checked = value.filter(|v| !v.is_empty()).map(|v| {
         milvus_core::storage::StorageUrl::parse(&v).map_err(|e| e.to_string())?;
         crate::storage::check_outside_data_dir(&v).map_err(|(message, detail)| format!("{message}. {detail}"))

@@ -23,7 +23,6 @@ use pgrx::prelude::*;
 
 use crate::am::explain;
 
-
 static mut PREVIOUS_EXPLAIN: pg_sys::ExplainOneQuery_hook_type = None;
 static mut PREVIOUS_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 
@@ -88,7 +87,8 @@ unsafe extern "C-unwind" {
 
 thread_local! {
     /// The options an ALTER INDEX in progress sets, for its notice.
-    static ALTERED: std::cell::RefCell<Option<(pg_sys::RangeVar, Vec<String>)>> = const { std::cell::RefCell::new(None) };
+    static ALTERED: std::cell::RefCell<Option<(pg_sys::RangeVar, Vec<String>)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// EXPLAIN of one query: the standard planning and EXPLAIN (or the hook
@@ -163,8 +163,19 @@ unsafe extern "C-unwind" fn process_utility(
         let altered = altered_index_options(statement);
         ALTERED.with_borrow_mut(|a| *a = altered);
         match PREVIOUS_UTILITY {
-            Some(previous) => previous(statement, query_string, read_only_tree, context, params, query_env, dest, completion),
-            None => raw_standard_process_utility(statement, query_string, read_only_tree, context, params, query_env, dest, completion),
+            Some(previous) => {
+                previous(statement, query_string, read_only_tree, context, params, query_env, dest, completion)
+            }
+            None => raw_standard_process_utility(
+                statement,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                completion,
+            ),
         }
         if let Some((relation, options)) = ALTERED.with_borrow_mut(Option::take) {
             notice_option_changes(relation, &options);
@@ -218,10 +229,15 @@ unsafe fn notice_option_changes(relation: pg_sys::RangeVar, options: &[String]) 
         let set = |name: &str| options.iter().any(|o| o == name);
         let mut said = Vec::new();
         if set("m") || set("ef_construction") {
-            said.push("m and ef_construction apply to the segments flushed or compacted from now on; REINDEX rebuilds the existing ones with them");
+            said.push(
+                "m and ef_construction apply to the segments flushed or compacted from now on; REINDEX rebuilds \
+                the existing ones with them",
+            );
         }
         if set("storage_url") {
-            said.push("storage_url takes effect at the next REINDEX; until then the index's objects stay where they are");
+            said.push(
+                "storage_url takes effect at the next REINDEX; until then the index's objects stay where they are",
+            );
         }
         if set("segment_max_rows") {
             said.push("segment_max_rows applies to the growing segment at once");

@@ -40,7 +40,12 @@ thread_local! {
 /// `milvus.storage_url` says today. Raises an error if it cannot be opened.
 pub fn storage_at(url: Option<&str>) -> Arc<Storage> {
     try_storage_at(url).unwrap_or_else(|message| {
-        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message, "Check milvus.storage_url and the milvus.s3_* settings.");
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            message,
+            "Check milvus.storage_url and the milvus.s3_* settings."
+        );
     })
 }
 
@@ -81,7 +86,10 @@ pub fn check_outside_data_dir(url: &str) -> Result<(), (String, String)> {
     if target.starts_with(&data_dir) && target != default {
         return Err((
             format!("storage location \"{url}\" is inside the data directory"),
-            format!("Objects there could overwrite the server's own files; choose a directory outside {}.", data_dir.display()),
+            format!(
+                "Objects there could overwrite the server's own files; choose a directory outside {}.",
+                data_dir.display()
+            ),
         ));
     }
     Ok(())
@@ -103,11 +111,21 @@ pub fn check_index_location(url: &str) {
     let allowed = gucs::allowed_storage_urls();
     if !location::is_allowed(url, &allowed) {
         let detail = if allowed.is_empty() {
-            "Only superusers choose where an index is stored; milvus.allowed_storage_urls lists no location for other users.".to_owned()
+            "Only superusers choose where an index is stored; milvus.allowed_storage_urls lists no location for other \
+                users."
+                .to_owned()
         } else {
-            format!("Only superusers choose where an index is stored; other users may name a location under milvus.allowed_storage_urls ({allowed}).")
+            format!(
+                "Only superusers choose where an index is stored; other users may name a location under \
+                    milvus.allowed_storage_urls ({allowed})."
+            )
         };
-        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("permission denied to store an index at \"{url}\""), detail);
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("permission denied to store an index at \"{url}\""),
+            detail
+        );
     }
 }
 
@@ -203,7 +221,8 @@ pub fn report_cache_use() {
 /// shared memory), and what the cache directory holds against its bound.
 #[pg_extern(sql = "
 CREATE FUNCTION milvus_cache_stats()
-    RETURNS TABLE(hits bigint, misses bigint, bytes_downloaded bigint, evictions bigint, cached_bytes bigint, capacity_bytes bigint)
+    RETURNS TABLE(hits bigint, misses bigint, bytes_downloaded bigint, evictions bigint, cached_bytes bigint, \
+        capacity_bytes bigint)
     VOLATILE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
 COMMENT ON FUNCTION milvus_cache_stats() IS 'use of the local segment cache since the server started';
 ")]

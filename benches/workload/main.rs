@@ -180,7 +180,14 @@ fn dataset(a: &Args) -> Dataset {
         (a.dim, rng.vector((a.n + a.queries) * a.dim), format!("uniform in [-1, 1), seed {}", a.seed))
     } else {
         let v = gaussian_mixture(a.n + a.queries, a.dim, a.clusters, 0.1, a.seed);
-        (a.dim, v, format!("Gaussian mixture: {} clusters, sigma 0.1, centres uniform in [-1, 1), seed {}", a.clusters, a.seed))
+        (
+            a.dim,
+            v,
+            format!(
+                "Gaussian mixture: {} clusters, sigma 0.1, centres uniform in [-1, 1), seed {}",
+                a.clusters, a.seed
+            ),
+        )
     };
     let rows = all.len() / dim;
     if rows <= a.queries {
@@ -221,9 +228,17 @@ fn read_vectors(path: &Path) -> Result<(usize, Vec<f32>), String> {
 
 /// Exact top-K row numbers of each query among the rows `keep` accepts,
 /// cached under `out` for the unfiltered case.
-fn ground_truth(d: &Dataset, metric: Metric, keep: &(dyn Fn(usize) -> bool + Sync), cache: Option<&Path>) -> Vec<Vec<u32>> {
+fn ground_truth(
+    d: &Dataset,
+    metric: Metric,
+    keep: &(dyn Fn(usize) -> bool + Sync),
+    cache: Option<&Path>,
+) -> Vec<Vec<u32>> {
     if let Some(bytes) = cache.and_then(|p| std::fs::read(p).ok()).filter(|b| b.len() == d.query_count() * K * 4) {
-        return bytes.chunks_exact(K * 4).map(|q| q.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()).collect();
+        return bytes
+            .chunks_exact(K * 4)
+            .map(|q| q.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect())
+            .collect();
     }
     let truth: Vec<Vec<u32>> = (0..d.query_count())
         .into_par_iter()
@@ -399,8 +414,11 @@ impl Bench<'_> {
 
     fn create_table(&self, c: &mut Client, kind: Kind) {
         let t = kind.table();
-        c.batch_execute(&format!("DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id bigint PRIMARY KEY, embedding {})", kind.vector_type(self.d.dim)))
-            .unwrap();
+        c.batch_execute(&format!(
+            "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id bigint PRIMARY KEY, embedding {})",
+            kind.vector_type(self.d.dim)
+        ))
+        .unwrap();
     }
 
     fn create_index(&self, c: &mut Client, kind: Kind) {
@@ -411,8 +429,14 @@ impl Bench<'_> {
             Metric::Cosine => "vector_cosine_ops",
         };
         let sql = match kind {
-            Kind::Milvus => format!("CREATE INDEX ON {t} USING milvus (embedding {ops}) WITH (m = {}, ef_construction = {})", a.m, a.ef_construction),
-            Kind::Pgvector => format!("CREATE INDEX ON {t} USING hnsw (embedding pgv.{ops}) WITH (m = {}, ef_construction = {})", a.m, a.ef_construction),
+            Kind::Milvus => format!(
+                "CREATE INDEX ON {t} USING milvus (embedding {ops}) WITH (m = {}, ef_construction = {})",
+                a.m, a.ef_construction
+            ),
+            Kind::Pgvector => format!(
+                "CREATE INDEX ON {t} USING hnsw (embedding pgv.{ops}) WITH (m = {}, ef_construction = {})",
+                a.m, a.ef_construction
+            ),
             Kind::Plain => return,
         };
         c.batch_execute(&sql).unwrap();
@@ -450,7 +474,13 @@ impl Bench<'_> {
     /// One row per statement (autocommit), a prepared INSERT.
     fn insert_single(&self, c: &mut Client, kind: Kind, rows: std::ops::Range<usize>, id_offset: usize) -> f64 {
         let count = rows.len();
-        let stmt = c.prepare(&format!("INSERT INTO {} (id, embedding) VALUES ($1, CAST($2::text AS {}))", kind.table(), kind.cast())).unwrap();
+        let stmt = c
+            .prepare(&format!(
+                "INSERT INTO {} (id, embedding) VALUES ($1, CAST($2::text AS {}))",
+                kind.table(),
+                kind.cast()
+            ))
+            .unwrap();
         let start = Instant::now();
         for i in rows {
             c.execute(&stmt, &[&((i + id_offset) as i64), &text(self.d.row(i))]).unwrap();
@@ -468,7 +498,12 @@ impl Bench<'_> {
     /// The SQL of a query, with `WHERE id % modulus = 0` for a filter.
     fn query_sql(&self, kind: Kind, filter: Option<usize>) -> String {
         let filter = filter.map(|m| format!("WHERE id % {m} = 0 ")).unwrap_or_default();
-        format!("SELECT id FROM {} {filter}ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}", kind.table(), kind.op(self.a.metric), kind.cast())
+        format!(
+            "SELECT id FROM {} {filter}ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}",
+            kind.table(),
+            kind.op(self.a.metric),
+            kind.cast()
+        )
     }
 
     /// The query phase: recall@10 of the first run, QPS median and range
@@ -476,14 +511,24 @@ impl Bench<'_> {
     /// `filter`, pgvector runs its iterative scan (`relaxed_order`), as
     /// pg_milvus does by default.
     #[allow(clippy::too_many_arguments)]
-    fn queries(&self, kind: Kind, label: &str, ef: usize, clients: usize, truth: &[Vec<u32>], limit: usize, filter: Option<usize>) -> QueryRun {
+    fn queries(
+        &self,
+        kind: Kind,
+        label: &str,
+        ef: usize,
+        clients: usize,
+        truth: &[Vec<u32>],
+        limit: usize,
+        filter: Option<usize>,
+    ) -> QueryRun {
         let queries: Vec<usize> = (0..self.d.query_count().min(limit)).collect();
         let sql = self.query_sql(kind, filter);
         let mut qps = Vec::new();
         let mut latencies = Vec::new();
         let mut recall = 0.0;
         for repeat in 0..self.a.repeats {
-            let per_client: Vec<Vec<usize>> = (0..clients).map(|c| queries.iter().copied().skip(c).step_by(clients).collect()).collect();
+            let per_client: Vec<Vec<usize>> =
+                (0..clients).map(|c| queries.iter().copied().skip(c).step_by(clients).collect()).collect();
             // Each client connects and runs one untimed query first, as a
             // pooled connection would have (a new backend loads every
             // segment once: that cost is reported apart, `cold_query_ms`);
@@ -515,7 +560,11 @@ impl Bench<'_> {
                                 .map(|&q| {
                                     let t = Instant::now();
                                     let rows = c.query(&stmt, &[&text(self.d.query(q))]).unwrap();
-                                    (q, rows.iter().map(|r| r.get::<_, i64>(0)).collect(), t.elapsed().as_secs_f64() * 1e3)
+                                    (
+                                        q,
+                                        rows.iter().map(|r| r.get::<_, i64>(0)).collect(),
+                                        t.elapsed().as_secs_f64() * 1e3,
+                                    )
                                 })
                                 .collect();
                             (start, Instant::now(), out)
@@ -556,7 +605,12 @@ impl Bench<'_> {
     /// flushed segment into the backend (from the local cache, here).
     fn cold_query_ms(&self, kind: Kind) -> f64 {
         let mut c = self.connect();
-        let sql = format!("SELECT id FROM {} ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}", kind.table(), kind.op(self.a.metric), kind.cast());
+        let sql = format!(
+            "SELECT id FROM {} ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}",
+            kind.table(),
+            kind.op(self.a.metric),
+            kind.cast()
+        );
         let start = Instant::now();
         c.query(&sql, &[&text(self.d.query(0))]).unwrap();
         start.elapsed().as_secs_f64() * 1e3
@@ -596,7 +650,8 @@ impl Bench<'_> {
                 }
                 pids.push(c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get::<_, i32>(0));
             }
-            let rollups: Option<Vec<String>> = pids.iter().map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok()).collect();
+            let rollups: Option<Vec<String>> =
+                pids.iter().map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok()).collect();
             let Some(rollups) = rollups else {
                 done("skipped");
                 r.notes.push("memory: /proc/PID/smaps_rollup of the backends is not readable here".into());
@@ -618,7 +673,10 @@ impl Bench<'_> {
                 pss_mb: mean_mb(&["Pss"]),
                 rss_mb: mean_mb(&["Rss"]),
             };
-            done(&format!("private {:.1} MB, anonymous {:.1} MB, PSS {:.1} MB per backend", run.private_mb, run.anonymous_mb, run.pss_mb));
+            done(&format!(
+                "private {:.1} MB, anonymous {:.1} MB, PSS {:.1} MB per backend",
+                run.private_mb, run.anonymous_mb, run.pss_mb
+            ));
             r.memory.push(run);
         }
     }
@@ -629,9 +687,15 @@ impl Bench<'_> {
     fn filtered(&self, c: &mut Client, kind: Kind, r: &mut TargetReport) {
         for (m, truth) in FILTER_MODULI.iter().zip(&self.filtered_truth) {
             let label = format!("filter {}%", 100 / m);
-            let explain = format!("EXPLAIN {}", self.query_sql(kind, Some(*m)).replace("$1::text", &format!("'{}'::text", text(self.d.query(0)))));
+            let explain = format!(
+                "EXPLAIN {}",
+                self.query_sql(kind, Some(*m)).replace("$1::text", &format!("'{}'::text", text(self.d.query(0))))
+            );
             let plan: Vec<String> = c.query(&explain, &[]).unwrap().iter().map(|row| row.get::<_, String>(0)).collect();
-            let scan = plan.iter().find_map(|l| ["Index Scan", "Seq Scan", "Bitmap Heap Scan"].into_iter().find(|k| l.contains(k))).unwrap_or("?");
+            let scan = plan
+                .iter()
+                .find_map(|l| ["Index Scan", "Seq Scan", "Bitmap Heap Scan"].into_iter().find(|k| l.contains(k)))
+                .unwrap_or("?");
             step(&format!("{label}: {scan}, ef_search 40, 1 client"));
             let run = self.queries(kind, &label, 40, 1, truth, FILTER_QUERIES, Some(*m));
             done(&format!("recall@10 {:.3}, {:.0} QPS, p99 {:.2} ms", run.recall_at_10, run.qps, run.p99_ms));
@@ -644,13 +708,22 @@ impl Bench<'_> {
         let t = kind.table();
         r.table_bytes = Some(c.query_one(&format!("SELECT pg_relation_size('{t}')"), &[]).unwrap().get(0));
         r.index_bytes = c
-            .query_opt(&format!("SELECT pg_relation_size(indexrelid)::bigint FROM pg_index WHERE indrelid = '{t}'::regclass AND NOT indisprimary"), &[])
+            .query_opt(
+                &format!(
+                    "SELECT pg_relation_size(indexrelid)::bigint FROM pg_index WHERE indrelid = \
+                '{t}'::regclass AND NOT indisprimary"
+                ),
+                &[],
+            )
             .unwrap()
             .map(|row| row.get(0));
         if kind == Kind::Milvus {
             r.object_store_bytes = Some(
                 c.query_one(
-                    &format!("SELECT coalesce(sum(bytes), 0)::bigint FROM milvus_segments('{t}_embedding_idx') WHERE state = 'flushed'"),
+                    &format!(
+                        "SELECT coalesce(sum(bytes), 0)::bigint FROM milvus_segments('{t}_embedding_idx') WHERE \
+                        state = 'flushed'"
+                    ),
                     &[],
                 )
                 .unwrap()
@@ -667,7 +740,10 @@ impl Bench<'_> {
         loop {
             let pending: i64 = c
                 .query_one(
-                    &format!("SELECT count(*) FROM milvus_segments('{index}') WHERE (state IN ('growing', 'sealed', 'flushing') AND rows > 0) OR (state = 'flushed' AND rows > 4096 AND index_state <> 'ready')"),
+                    &format!(
+                        "SELECT count(*) FROM milvus_segments('{index}') WHERE (state IN ('growing', 'sealed', \
+                        'flushing') AND rows > 0) OR (state = 'flushed' AND rows > 4096 AND index_state <> 'ready')"
+                    ),
                     &[],
                 )
                 .unwrap()
@@ -691,9 +767,11 @@ impl Bench<'_> {
         let n = self.d.rows();
         let (mut c, mut r) = self.start(kind);
         self.create_index(&mut c, kind);
-        r.insert_batch_rows_per_s =
-            rate(&format!("INSERT {n} rows, {BATCH} per statement, index present"), || self.insert_batches(&mut c, kind, 0..n, 0));
-        r.time_to_indexed_s = seconds("time from the last insert until every row is indexed", || self.wait_indexed(&mut c));
+        r.insert_batch_rows_per_s = rate(&format!("INSERT {n} rows, {BATCH} per statement, index present"), || {
+            self.insert_batches(&mut c, kind, 0..n, 0)
+        });
+        r.time_to_indexed_s =
+            seconds("time from the last insert until every row is indexed", || self.wait_indexed(&mut c));
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
         self.query_sweep(kind, "all sealed", &self.truth, &mut r);
         self.memory(kind, &mut r);
@@ -728,8 +806,9 @@ impl Bench<'_> {
         }
         self.sizes(c, kind, r);
         let rows = 1000.min(self.d.rows());
-        r.insert_single_rows_per_s =
-            rate(&format!("INSERT {rows} rows, one per statement"), || self.insert_single(c, kind, 0..rows, 20 * self.d.rows()));
+        r.insert_single_rows_per_s = rate(&format!("INSERT {rows} rows, one per statement"), || {
+            self.insert_single(c, kind, 0..rows, 20 * self.d.rows())
+        });
     }
 
     fn run_pgvector(&self) -> TargetReport {
@@ -743,9 +822,10 @@ impl Bench<'_> {
         // INSERT with the index present: a sample (HNSW inserts are slow),
         // under ids of their own, removed afterwards.
         let sample = (n / 10).clamp(BATCH, 5 * BATCH).min(n);
-        r.insert_batch_rows_per_s = rate(&format!("INSERT {sample} rows, {BATCH} per statement, index present"), || {
-            self.insert_batches(&mut c, kind, 0..sample, 10 * n)
-        });
+        r.insert_batch_rows_per_s =
+            rate(&format!("INSERT {sample} rows, {BATCH} per statement, index present"), || {
+                self.insert_batches(&mut c, kind, 0..sample, 10 * n)
+            });
         self.delete_vacuum(&mut c, kind, &format!("id >= {}", 10 * n));
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
         self.query_sweep(kind, "all sealed", &self.truth, &mut r);
@@ -761,7 +841,8 @@ impl Bench<'_> {
         let (mut c, mut r) = self.start(kind);
         r.copy_rows_per_s = rate(&format!("COPY {n} rows"), || self.copy(&mut c, kind, 0..n));
         self.create_table(&mut c, kind);
-        r.insert_batch_rows_per_s = rate(&format!("INSERT {n} rows, {BATCH} per statement"), || self.insert_batches(&mut c, kind, 0..n, 0));
+        r.insert_batch_rows_per_s =
+            rate(&format!("INSERT {n} rows, {BATCH} per statement"), || self.insert_batches(&mut c, kind, 0..n, 0));
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
         // The exact floor: a sequential scan per query, a few queries.
         step("exact search (sequential scan), 1 client");
@@ -779,11 +860,17 @@ impl Bench<'_> {
 fn machine(c: &mut Client) -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let field = |text: &str, key: &str| text.lines().find(|l| l.starts_with(key)).and_then(|l| l.split(':').nth(1)).map(|v| v.trim().to_owned());
+    let field = |text: &str, key: &str| {
+        text.lines().find(|l| l.starts_with(key)).and_then(|l| l.split(':').nth(1)).map(|v| v.trim().to_owned())
+    };
     Machine {
         cpu: field(&cpuinfo, "model name").unwrap_or_else(|| "unknown".into()),
         cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-        memory_gb: field(&meminfo, "MemTotal").and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok()).unwrap_or(0.0) / 1024.0 / 1024.0,
+        memory_gb: field(&meminfo, "MemTotal")
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0
+            / 1024.0,
         postgres: c.query_one("SELECT version()", &[]).unwrap().get(0),
         date: c.query_one("SELECT now()::text", &[]).unwrap().get(0),
     }
@@ -800,14 +887,30 @@ fn mb(v: Option<i64>) -> String {
 fn markdown(r: &Report) -> String {
     let mut s = String::new();
     let m = &r.machine;
-    writeln!(s, "Machine: {} ({} cores, {:.1} GB), {}; {}.\n", m.cpu, m.cores, m.memory_gb, m.postgres.split(" on ").next().unwrap_or(""), m.date).unwrap();
     writeln!(
         s,
-        "Data: {} rows x {} dimensions, {}; metric {}; {} held-out queries, recall@10 against exact search. HNSW m = {}, ef_construction = {}. QPS: median of {} runs (range in brackets).\n",
+        "Machine: {} ({} cores, {:.1} GB), {}; {}.\n",
+        m.cpu,
+        m.cores,
+        m.memory_gb,
+        m.postgres.split(" on ").next().unwrap_or(""),
+        m.date
+    )
+    .unwrap();
+    writeln!(
+        s,
+        "Data: {} rows x {} dimensions, {}; metric {}; {} held-out queries, recall@10 against exact search. HNSW m = \
+            {}, ef_construction = {}. QPS: median of {} runs (range in brackets).\n",
         r.rows, r.dim, r.dataset, r.metric, r.queries, r.m, r.ef_construction, r.repeats
     )
     .unwrap();
-    writeln!(s, "| | COPY rows/s | INSERT rows/s (1000/stmt) | INSERT rows/s (1/stmt) | time to indexed (s) | first query of a connection (ms) | DELETE 10% + VACUUM (s) | compaction (s) | table MB | index MB (pages) | object store MB | cache MB |").unwrap();
+    writeln!(
+        s,
+        "| | COPY rows/s | INSERT rows/s (1000/stmt) | INSERT rows/s (1/stmt) | time to indexed (s) | first \
+        query of a connection (ms) | DELETE 10% + VACUUM (s) | compaction (s) | table MB | index MB (pages) | object \
+            store MB | cache MB |"
+    )
+    .unwrap();
     writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
     for t in &r.targets {
         writeln!(
@@ -835,7 +938,16 @@ fn markdown(r: &Report) -> String {
             writeln!(
                 s,
                 "| {} | {} | {} | {} | {:.3} | {:.0} ({:.0}–{:.0}) | {:.2} | {:.2} |",
-                t.target, q.label, q.ef_search, q.clients, q.recall_at_10, q.qps, q.qps_min, q.qps_max, q.p50_ms, q.p99_ms
+                t.target,
+                q.label,
+                q.ef_search,
+                q.clients,
+                q.recall_at_10,
+                q.qps,
+                q.qps_min,
+                q.qps_max,
+                q.p50_ms,
+                q.p99_ms
             )
             .unwrap();
         }
@@ -845,7 +957,12 @@ fn markdown(r: &Report) -> String {
         writeln!(s, "|---|---:|---:|---:|---:|---:|").unwrap();
         for t in &r.targets {
             for m in &t.memory {
-                writeln!(s, "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} |", t.target, m.connections, m.private_mb, m.anonymous_mb, m.pss_mb, m.rss_mb).unwrap();
+                writeln!(
+                    s,
+                    "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                    t.target, m.connections, m.private_mb, m.anonymous_mb, m.pss_mb, m.rss_mb
+                )
+                .unwrap();
             }
         }
     }
@@ -865,12 +982,18 @@ fn svg(r: &Report) -> String {
         .targets
         .iter()
         .flat_map(|t| {
-            let mut labels: Vec<&str> = t.queries.iter().filter(|q| q.ef_search > 0).map(|q| q.label.as_str()).collect();
+            let mut labels: Vec<&str> =
+                t.queries.iter().filter(|q| q.ef_search > 0).map(|q| q.label.as_str()).collect();
             labels.dedup();
             labels
                 .into_iter()
                 .map(|l| {
-                    let points = t.queries.iter().filter(|q| q.label == l && q.clients == 1).map(|q| (q.recall_at_10, q.qps, q.ef_search)).collect();
+                    let points = t
+                        .queries
+                        .iter()
+                        .filter(|q| q.label == l && q.clients == 1)
+                        .map(|q| (q.recall_at_10, q.qps, q.ef_search))
+                        .collect();
                     (format!("{} ({l})", t.target), points)
                 })
                 .collect::<Vec<_>>()
@@ -883,9 +1006,12 @@ fn svg(r: &Report) -> String {
     let x = |v: f64| left + (v - x_min) / (1.0 - x_min) * (w - left - 200.0);
     let y = |v: f64| h - bottom - v / y_max * (h - bottom - 20.0);
     let colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
-    let mut s = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n");
+    let mut s = format!(
+        "<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n"
+    );
     writeln!(s, "<rect width='100%' height='100%' fill='white'/>").unwrap();
-    writeln!(s, "<line x1='{left}' y1='{}' x2='{}' y2='{}' stroke='black'/>", h - bottom, w - 200.0, h - bottom).unwrap();
+    writeln!(s, "<line x1='{left}' y1='{}' x2='{}' y2='{}' stroke='black'/>", h - bottom, w - 200.0, h - bottom)
+        .unwrap();
     writeln!(s, "<line x1='{left}' y1='20' x2='{left}' y2='{}' stroke='black'/>", h - bottom).unwrap();
     for i in 0..=5 {
         let v = x_min + (1.0 - x_min) * i as f64 / 5.0;
@@ -893,14 +1019,28 @@ fn svg(r: &Report) -> String {
         let q = y_max * i as f64 / 5.0;
         writeln!(s, "<text x='{}' y='{:.1}' text-anchor='end'>{q:.0}</text>", left - 6.0, y(q) + 4.0).unwrap();
     }
-    writeln!(s, "<text x='{}' y='{}' text-anchor='middle'>recall@10</text>", (left + w - 200.0) / 2.0, h - 10.0).unwrap();
-    writeln!(s, "<text x='16' y='{}' transform='rotate(-90 16 {})' text-anchor='middle'>QPS, 1 client</text>", h / 2.0, h / 2.0).unwrap();
+    writeln!(s, "<text x='{}' y='{}' text-anchor='middle'>recall@10</text>", (left + w - 200.0) / 2.0, h - 10.0)
+        .unwrap();
+    writeln!(
+        s,
+        "<text x='16' y='{}' transform='rotate(-90 16 {})' text-anchor='middle'>QPS, 1 client</text>",
+        h / 2.0,
+        h / 2.0
+    )
+    .unwrap();
     for (i, (name, points)) in series.iter().enumerate() {
         let color = colors[i % colors.len()];
         let path: Vec<String> = points.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1))).collect();
         writeln!(s, "<polyline points='{}' fill='none' stroke='{color}' stroke-width='2'/>", path.join(" ")).unwrap();
         for p in points {
-            writeln!(s, "<circle cx='{:.1}' cy='{:.1}' r='3' fill='{color}'><title>ef_search {}</title></circle>", x(p.0), y(p.1), p.2).unwrap();
+            writeln!(
+                s,
+                "<circle cx='{:.1}' cy='{:.1}' r='3' fill='{color}'><title>ef_search {}</title></circle>",
+                x(p.0),
+                y(p.1),
+                p.2
+            )
+            .unwrap();
         }
         writeln!(s, "<text x='{}' y='{}' fill='{color}'>{name}</text>", w - 190.0, 30.0 + 18.0 * i as f64).unwrap();
     }
@@ -914,11 +1054,20 @@ fn main() {
     eprintln!("data");
     let d = dataset(&a);
     step(&format!("exact top-{K} of {} queries over {} rows", d.query_count(), d.rows()));
-    let cache_name =
-        format!("truth-{}-{}-{}-{}-{}-{}-{}.bin", d.rows(), d.dim, a.clusters, a.seed, d.query_count(), a.uniform as u8, a.metric.code());
+    let cache_name = format!(
+        "truth-{}-{}-{}-{}-{}-{}-{}.bin",
+        d.rows(),
+        d.dim,
+        a.clusters,
+        a.seed,
+        d.query_count(),
+        a.uniform as u8,
+        a.metric.code()
+    );
     let cache = if a.file.is_none() { Some(a.out.join(cache_name)) } else { None };
     let truth = ground_truth(&d, a.metric, &|_| true, cache.as_deref());
-    let filtered_truth: Vec<Vec<Vec<u32>>> = FILTER_MODULI.iter().map(|m| ground_truth(&d, a.metric, &|i| i % m == 0, None)).collect();
+    let filtered_truth: Vec<Vec<Vec<u32>>> =
+        FILTER_MODULI.iter().map(|m| ground_truth(&d, a.metric, &|i| i % m == 0, None)).collect();
     done("done");
 
     // A fresh database, with pgvector in a schema of its own when installed.
@@ -947,7 +1096,11 @@ fn main() {
         Err(e) => {
             let note = format!("skipped: the vector extension is not installed in this cluster ({e})");
             eprintln!("pgvector {note}");
-            targets.push(TargetReport { target: Kind::Pgvector.name().into(), notes: vec![note], ..Default::default() });
+            targets.push(TargetReport {
+                target: Kind::Pgvector.name().into(),
+                notes: vec![note],
+                ..Default::default()
+            });
         }
     }
     let report = Report {

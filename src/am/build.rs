@@ -23,8 +23,8 @@
 use std::ffi::c_void;
 
 use milvus_core::hnsw::HnswParams;
-use pgrx::prelude::*;
 use pgrx::FromDatum;
+use pgrx::prelude::*;
 
 use milvus_core::format::manifest::Manifest;
 use milvus_core::segment::{SealReason, SegmentId};
@@ -161,7 +161,11 @@ unsafe fn validate_options(index: pg_sys::Relation) {
     let o = unsafe { options::of(index) };
     let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: 1 };
     if let Err(reason) = params.validate() {
-        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("invalid milvus index options: {reason}"));
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("invalid milvus index options: {reason}")
+        );
     }
 }
 
@@ -182,13 +186,20 @@ unsafe fn init_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type) {
         let manifest_bytes = manifest.encode();
 
         let new_page = || {
-            let buffer = pg_sys::ReadBufferExtended(index, fork, page::P_NEW, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut());
+            let buffer = pg_sys::ReadBufferExtended(
+                index,
+                fork,
+                page::P_NEW,
+                pg_sys::ReadBufferMode::RBM_NORMAL,
+                std::ptr::null_mut(),
+            );
             page::lock(buffer, true);
             buffer
         };
         let meta_buffer = new_page();
         let row_buffer = new_page();
-        let manifest_buffers: Vec<pg_sys::Buffer> = (0..page::manifest_pages(manifest_bytes.len())).map(|_| new_page()).collect();
+        let manifest_buffers: Vec<pg_sys::Buffer> =
+            (0..page::manifest_pages(manifest_bytes.len())).map(|_| new_page()).collect();
         assert_eq!(pg_sys::BufferGetBlockNumber(meta_buffer), META_BLOCK);
         page::fill_manifest_pages(index, &manifest_buffers, &manifest_bytes);
 

@@ -15,13 +15,13 @@
 
 use std::collections::HashSet;
 
+use milvus_core::Metric;
 use milvus_core::format::manifest::Flushed;
 use milvus_core::hnsw::HnswParams;
 use milvus_core::jobs;
 use milvus_core::policy::compaction::{self, CompactionPlan, CompactionPolicy};
 use milvus_core::search::LoadedSegment;
 use milvus_core::segment::{SegmentId, SegmentState};
-use milvus_core::Metric;
 use pgrx::prelude::*;
 
 use super::flush::{self, SegmentLock, change_manifest, index_id, now};
@@ -48,12 +48,19 @@ unsafe fn compact_index(oid: pg_sys::Oid, dry_run: bool) -> Vec<CompactRow> {
                         ERROR,
                         PgSqlErrorCode::ERRCODE_IO_ERROR,
                         message,
-                        "The segments stay as they were; nothing is lost. Call milvus_compact() again once the cause is fixed."
+                        "The segments stay as they were; nothing is lost. Call milvus_compact() again once the cause \
+                            is fixed."
                     );
                 })
             };
             if dry_run || output.is_some() {
-                rows.push((oid, plan.to_string(), inputs, output.flatten().map(|s| s.0 as i64), plan.removed_rows as i64));
+                rows.push((
+                    oid,
+                    plan.to_string(),
+                    inputs,
+                    output.flatten().map(|s| s.0 as i64),
+                    plan.removed_rows as i64,
+                ));
             }
         }
         pg_sys::index_close(index, pg_sys::RowExclusiveLock as i32);
@@ -65,7 +72,10 @@ unsafe fn compact_index(oid: pg_sys::Oid, dry_run: bool) -> Vec<CompactRow> {
 pub(crate) unsafe fn plans(index: pg_sys::Relation) -> Vec<CompactionPlan> {
     let (_, manifest) = unsafe { page::read_meta_and_manifest(index) };
     let o = unsafe { options::of(index) };
-    let policy = CompactionPolicy { delete_ratio: crate::gucs::compaction_delete_ratio(), target_rows: o.segment_max_rows as u64 };
+    let policy = CompactionPolicy {
+        delete_ratio: crate::gucs::compaction_delete_ratio(),
+        target_rows: o.segment_max_rows as u64,
+    };
     compaction::plan(manifest.segments.iter().map(|e| &e.meta), &HashSet::new(), &policy)
 }
 
@@ -73,7 +83,10 @@ pub(crate) unsafe fn plans(index: pg_sys::Relation) -> Vec<CompactionPlan> {
 /// `Ok(Some(None))` if it only dropped them, `Ok(Some(Some(id)))` for a new
 /// segment, `Err(message)` if storage or the build failed (the inputs stay
 /// as they were).
-pub(crate) unsafe fn run_plan(index: pg_sys::Relation, plan: &CompactionPlan) -> Result<Option<Option<SegmentId>>, String> {
+pub(crate) unsafe fn run_plan(
+    index: pg_sys::Relation,
+    plan: &CompactionPlan,
+) -> Result<Option<Option<SegmentId>>, String> {
     unsafe {
         let mut ids = plan.inputs.clone();
         ids.sort();
@@ -85,9 +98,11 @@ pub(crate) unsafe fn run_plan(index: pg_sys::Relation, plan: &CompactionPlan) ->
         let (metric, dims) = (Metric::from_code(meta.metric).expect("meta page checked"), meta.dims as usize);
         let segments: Vec<u64> = plan.inputs.iter().map(|s| s.0).collect();
         let what = format!("segments {segments:?} of index \"{}\"", relation_name(index));
-        let job = JobRecord::start(JobKind::Compact, (*index).rd_id.to_u32(), &segments, what.clone(), plan.to_string());
+        let job =
+            JobRecord::start(JobKind::Compact, (*index).rd_id.to_u32(), &segments, what.clone(), plan.to_string());
         let loaded = crate::am::scan::loaded_segments(index, &manifest, metric);
-        let inputs: Vec<std::sync::Arc<LoadedSegment>> = loaded.into_iter().filter(|s| plan.inputs.contains(&s.id)).collect();
+        let inputs: Vec<std::sync::Arc<LoadedSegment>> =
+            loaded.into_iter().filter(|s| plan.inputs.contains(&s.id)).collect();
         if inputs.iter().all(|s| s.live_rows() == 0) {
             change_manifest(index, |m| m.drop_segments(&plan.inputs)).unwrap_or_else(|e| error!("{e}"));
             job.done(0, 0);
@@ -95,7 +110,11 @@ pub(crate) unsafe fn run_plan(index: pg_sys::Relation, plan: &CompactionPlan) ->
         }
         let output = change_manifest(index, |m| m.allocate_segment_id());
         let o = options::of(index);
-        let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: flush::build_threads() };
+        let params = HnswParams {
+            m: o.m as usize,
+            ef_construction: o.ef_construction as usize,
+            threads: flush::build_threads(),
+        };
         let id = index_id(index);
         let storage = crate::storage::try_storage_at(manifest.storage_url.as_deref());
         let cache = crate::storage::cache();
@@ -114,7 +133,8 @@ pub(crate) unsafe fn run_plan(index: pg_sys::Relation, plan: &CompactionPlan) ->
         };
         crate::debug::pause_at(PausePoint::Commit);
         let (rows, bytes) = (flushed.rows, flushed.bytes);
-        change_manifest(index, |m| m.publish_compaction(&plan.inputs, flushed, now())).unwrap_or_else(|e| error!("{e}"));
+        change_manifest(index, |m| m.publish_compaction(&plan.inputs, flushed, now()))
+            .unwrap_or_else(|e| error!("{e}"));
         job.done(rows, bytes);
         Ok(Some(Some(output)))
     }
@@ -130,7 +150,8 @@ pub(crate) unsafe fn run_plan(index: pg_sys::Relation, plan: &CompactionPlan) ->
 CREATE FUNCTION milvus_compact(index regclass DEFAULT NULL, wait boolean DEFAULT true, dry_run boolean DEFAULT false)
     RETURNS TABLE(index regclass, plan text, input_segments bigint[], output_segment bigint, removed_rows bigint)
     VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
-COMMENT ON FUNCTION milvus_compact(regclass, boolean, boolean) IS 'purge deleted rows and merge small segments of milvus indexes';
+COMMENT ON FUNCTION milvus_compact(regclass, boolean, boolean) IS 'purge deleted rows and merge small segments of \
+    milvus indexes';
 ")]
 #[allow(clippy::type_complexity)] // a SQL result row, spelled out for pgrx
 fn milvus_compact(
@@ -153,10 +174,14 @@ fn milvus_compact(
     let oids = index.map(flush::leaf_indexes).unwrap_or_else(flush::all_milvus_indexes);
     let to_workers = !wait && !dry_run && crate::worker::shared::workers_running();
     if !wait && !dry_run && !to_workers {
-        notice!("no pg_milvus background workers run (pg_milvus not in shared_preload_libraries, or milvus.max_workers = 0); compacting in this session");
+        notice!(
+            "no pg_milvus background workers run (pg_milvus not in shared_preload_libraries, or milvus.max_workers = \
+                0); compacting in this session"
+        );
     }
     // SAFETY: index_open checks each OID and locks the relation.
-    let rows: Vec<CompactRow> = oids.into_iter().flat_map(|oid| unsafe { compact_index(oid, dry_run || to_workers) }).collect();
+    let rows: Vec<CompactRow> =
+        oids.into_iter().flat_map(|oid| unsafe { compact_index(oid, dry_run || to_workers) }).collect();
     if to_workers {
         // SAFETY: a backend global.
         crate::worker::shared::wake_launcher(unsafe { pg_sys::MyDatabaseId.to_u32() });

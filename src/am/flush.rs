@@ -23,15 +23,15 @@
 
 use std::time::SystemTime;
 
+use milvus_core::Metric;
 use milvus_core::format::manifest::{Flushed, Manifest};
 use milvus_core::hnsw::HnswParams;
 use milvus_core::jobs::{self, IndexId};
 use milvus_core::search::{PageHits, PageRows};
 use milvus_core::segment::{SealReason, SegmentId, SegmentState};
-use milvus_core::Metric;
 use pgrx::prelude::*;
 
-use super::page::{self, Meta, META_BLOCK, SealedChain, Xlog};
+use super::page::{self, META_BLOCK, Meta, SealedChain, Xlog};
 use super::{options, relation_name};
 use crate::gucs::PausePoint;
 use crate::storage;
@@ -120,7 +120,8 @@ pub(crate) unsafe fn commit(
         page::cover_meta(meta_page);
         let meta = &mut *page::meta(meta_page);
         change(&mut xlog, meta);
-        let room = page::switch_manifest(meta, head, bytes.len()) && released.is_none_or(|chain| page::add_released(meta, chain));
+        let room = page::switch_manifest(meta, head, bytes.len())
+            && released.is_none_or(|chain| page::add_released(meta, chain));
         assert!(room, "room was made above");
         xlog.finish();
     }
@@ -175,7 +176,11 @@ pub(crate) unsafe fn seal_with(
             ereport!(
                 ERROR,
                 PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                format!("index \"{}\" has {} sealed segments waiting for their flush", relation_name(index), page::MAX_SEALED),
+                format!(
+                    "index \"{}\" has {} sealed segments waiting for their flush",
+                    relation_name(index),
+                    page::MAX_SEALED
+                ),
                 "Flush them first (SELECT milvus_flush(...)); if it fails, the error says why."
             );
         }
@@ -212,7 +217,11 @@ unsafe fn growing_is_empty(index: pg_sys::Relation, meta: &Meta) -> bool {
         return false;
     }
     let mut empty = true;
-    unsafe { page::walk_chain(index, meta.growing_head, |_, p| page::for_each_row(p, meta.dims as usize, |_, _, _| empty = false)) };
+    unsafe {
+        page::walk_chain(index, meta.growing_head, |_, p| {
+            page::for_each_row(p, meta.dims as usize, |_, _, _| empty = false)
+        })
+    };
     empty
 }
 
@@ -232,7 +241,11 @@ pub(crate) unsafe fn describe(index: pg_sys::Relation, segment: SegmentId) -> St
 /// the rows it flushed, `Ok(None)` if another job flushed it meanwhile,
 /// `Err(cause)` if storage or the build failed (the segment stays sealed,
 /// nothing is lost).
-pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId, why: &str) -> Result<Option<u64>, String> {
+pub(crate) unsafe fn flush_segment(
+    index: pg_sys::Relation,
+    segment: SegmentId,
+    why: &str,
+) -> Result<Option<u64>, String> {
     unsafe {
         let _lock = SegmentLock::acquire(index, segment.0);
         let (meta, manifest) = page::read_meta_and_manifest(index);
@@ -245,9 +258,16 @@ pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId, 
         // and other flushes wait for the segment lock we hold.
         let mut rows = PageRows::new(dims);
         page::walk_chain(index, chain.head, |_, p| page::for_each_row(p, dims, |_, key, v| rows.push(key, v)));
-        let job = JobRecord::start(JobKind::Flush, (*index).rd_id.to_u32(), &[segment.0], describe(index, segment), why.to_owned());
+        let job = JobRecord::start(
+            JobKind::Flush,
+            (*index).rd_id.to_u32(),
+            &[segment.0],
+            describe(index, segment),
+            why.to_owned(),
+        );
         let o = options::of(index);
-        let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: build_threads() };
+        let params =
+            HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: build_threads() };
         let id = index_id(index);
         let storage = storage::try_storage_at(manifest.storage_url.as_deref());
         let cache = storage::cache();
@@ -255,8 +275,20 @@ pub(crate) unsafe fn flush_segment(index: pg_sys::Relation, segment: SegmentId, 
         let flushed: Result<Flushed, String> = storage::run_job("flush", move |cancel| {
             let storage = storage?;
             let binlog_uploaded = || hold.hold(cancel);
-            jobs::flush(&storage, &cache, id, segment, metric, dims, &rows.keys, &rows.vectors, params, cancel, &binlog_uploaded)
-                .map_err(|e| e.to_string())
+            jobs::flush(
+                &storage,
+                &cache,
+                id,
+                segment,
+                metric,
+                dims,
+                &rows.keys,
+                &rows.vectors,
+                params,
+                cancel,
+                &binlog_uploaded,
+            )
+            .map_err(|e| e.to_string())
         });
         let flushed = match flushed {
             Ok(flushed) => flushed,
@@ -293,7 +325,8 @@ unsafe fn publish_flush(index: pg_sys::Relation, flushed: Flushed, chain: Sealed
         manifest.publish_flush(flushed, now()).unwrap_or_else(|e| error!("{e}"));
         commit(index, meta_buffer, &manifest, Some(chain.head), |_, m| {
             let n = m.sealed_count as usize;
-            let at = m.sealed[..n].iter().position(|c| c.segment == chain.segment).expect("sealed chain under our lock");
+            let at =
+                m.sealed[..n].iter().position(|c| c.segment == chain.segment).expect("sealed chain under our lock");
             m.sealed.copy_within(at + 1..n, at);
             m.sealed_count -= 1;
         });
@@ -374,7 +407,8 @@ pub(crate) unsafe fn check_milvus_index(index: pg_sys::Relation) {
                 PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
                 format!("\"{name}\" is a partitioned index: its segments are in the index of each partition"),
                 format!(
-                    "Ask each partition's index, e.g. SELECT p.relid AS index, s.* FROM pg_partition_tree('{}') p, milvus_segments(p.relid) s WHERE p.isleaf;",
+                    "Ask each partition's index, e.g. SELECT p.relid AS index, s.* FROM pg_partition_tree('{}') p, \
+                        milvus_segments(p.relid) s WHERE p.isleaf;",
                     name.replace('\'', "''")
                 )
             );
@@ -421,8 +455,10 @@ pub(crate) fn all_milvus_indexes() -> Vec<pg_sys::Oid> {
     Spi::connect(|client| {
         client
             .select(
-                "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_am a ON a.oid OPERATOR(pg_catalog.=) c.relam \
-                 WHERE a.amname OPERATOR(pg_catalog.=) 'milvus' AND c.relkind OPERATOR(pg_catalog.=) 'i' ORDER BY c.oid",
+                "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_am a ON a.oid OPERATOR(pg_catalog.=) \
+                    c.relam \
+                 WHERE a.amname OPERATOR(pg_catalog.=) 'milvus' AND c.relkind OPERATOR(pg_catalog.=) 'i' ORDER BY \
+                     c.oid",
                 None,
                 &[],
             )
@@ -447,7 +483,8 @@ pub(crate) fn all_milvus_indexes() -> Vec<pg_sys::Oid> {
 CREATE FUNCTION milvus_flush(index regclass DEFAULT NULL, wait boolean DEFAULT true)
     RETURNS TABLE(index regclass, segment_id bigint, state text)
     VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
-COMMENT ON FUNCTION milvus_flush(regclass, boolean) IS 'seal the growing segment and flush sealed segments to object storage';
+COMMENT ON FUNCTION milvus_flush(regclass, boolean) IS 'seal the growing segment and flush sealed segments to object \
+    storage';
 ")]
 fn milvus_flush(
     index: default!(Option<pg_sys::Oid>, "NULL"),
@@ -460,7 +497,10 @@ fn milvus_flush(
     };
     let workers = !wait && crate::worker::shared::workers_running();
     if !wait && !workers {
-        notice!("no pg_milvus background workers run (pg_milvus not in shared_preload_libraries, or milvus.max_workers = 0); flushing in this session");
+        notice!(
+            "no pg_milvus background workers run (pg_milvus not in shared_preload_libraries, or milvus.max_workers = \
+                0); flushing in this session"
+        );
     }
     let mut rows = Vec::new();
     for oid in &oids {
@@ -510,7 +550,8 @@ fn milvus_segments(
         check_milvus_index(rel);
         let (manifest, page_rows) = page::with_meta_shared(rel, |meta| {
             let dims = meta.dims as usize;
-            let heads = std::iter::once((meta.growing_segment, meta.growing_head)).chain(meta.sealed().iter().map(|c| (c.segment, c.head)));
+            let heads = std::iter::once((meta.growing_segment, meta.growing_head))
+                .chain(meta.sealed().iter().map(|c| (c.segment, c.head)));
             let page_rows: Vec<(u64, u64)> = heads.map(|(s, h)| (s, count_rows(rel, h, dims))).collect();
             (page::read_manifest(rel, meta), page_rows)
         });
@@ -536,12 +577,20 @@ fn milvus_segments(
                     time(m.created_at),
                     m.sealed_at.map(time),
                     m.flushed_at.map(time),
-                    trouble.damage.as_ref().filter(|(s, _)| *s == m.id.0).map(|(_, error)| error.clone()).or_else(|| {
-                        // A failure not tied to a segment concerns every sealed one.
-                        trouble.failure.as_ref().filter(|(s, _, _)| *s == m.id.0 || (*s == 0 && m.state == SegmentState::Sealed)).map(
-                            |(_, error, attempts)| format!("{error} (background worker, {attempts} failed attempts; retrying with backoff)"),
-                        )
-                    }),
+                    trouble.damage.as_ref().filter(|(s, _)| *s == m.id.0).map(|(_, error)| error.clone()).or_else(
+                        || {
+                            // A failure not tied to a segment concerns every sealed one.
+                            trouble
+                                .failure
+                                .as_ref()
+                                .filter(|(s, _, _)| *s == m.id.0 || (*s == 0 && m.state == SegmentState::Sealed))
+                                .map(|(_, error, attempts)| {
+                                    format!(
+                                        "{error} (background worker, {attempts} failed attempts; retrying with backoff)"
+                                    )
+                                })
+                        },
+                    ),
                 )
             })
             .collect::<Vec<_>>()
@@ -564,7 +613,11 @@ pub(crate) unsafe fn page_hits(index: pg_sys::Relation, meta: &Meta, metric: Met
     let mut hits = PageHits::default();
     let heads = std::iter::once(meta.growing_head).chain(meta.sealed().iter().map(|c| c.head));
     for head in heads {
-        unsafe { page::walk_chain(index, head, |_, p| page::for_each_row(p, dims, |_, key, v| hits.push(key, metric.distance(query, v)))) };
+        unsafe {
+            page::walk_chain(index, head, |_, p| {
+                page::for_each_row(p, dims, |_, key, v| hits.push(key, metric.distance(query, v)))
+            })
+        };
     }
     hits
 }

@@ -12,9 +12,10 @@
 //! segments whose objects are all gone leave the manifest. For the whole
 //! database (index NULL), also every index prefix in storage whose index no
 //! longer exists, and every database prefix of this cluster whose database
-//! no longer exists (DROP DATABASE cannot reach object storage). An index being created is not yet visible in the catalog,
-//! but its creator holds a lock on its OID: GC skips any OID it cannot lock,
-//! so a long CREATE INDEX never loses its first segments.
+//! no longer exists (DROP DATABASE cannot reach object storage). An index
+//! being created is not yet visible in the catalog, but its creator holds a
+//! lock on its OID: GC skips any OID it cannot lock, so a long CREATE INDEX
+//! never loses its first segments.
 
 use std::collections::{BTreeSet, HashSet};
 use std::time::SystemTime;
@@ -142,7 +143,12 @@ unsafe fn gc_dropped(oid: u32, url: Option<&str>, why: &str) -> Option<GcRow> {
 /// Collects, at `url`, the objects of those of `databases` (of `cluster`)
 /// that no longer exist (DROP DATABASE leaves its indexes' objects behind:
 /// no manifest references them any more). The grace period still applies.
-fn gc_dropped_databases(url: Option<&str>, cluster: u64, databases: &BTreeSet<u32>, why: &str) -> Result<Option<GcRow>, String> {
+fn gc_dropped_databases(
+    url: Option<&str>,
+    cluster: u64,
+    databases: &BTreeSet<u32>,
+    why: &str,
+) -> Result<Option<GcRow>, String> {
     let mut total: Option<GcRow> = None;
     for &database in databases.iter().filter(|d| !super::database_exists(**d)) {
         let job = JobRecord::start(JobKind::Gc, 0, &[], format!("dropped database {database}"), why.to_owned());
@@ -196,7 +202,12 @@ fn milvus_gc(
         None => {
             // SAFETY: a catalog check of the current user.
             if !unsafe { pg_sys::superuser() } {
-                ereport!(ERROR, PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, "must be superuser to collect garbage of every index", "Owners can call milvus_gc('<index>') on their own indexes.");
+                ereport!(
+                    ERROR,
+                    PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                    "must be superuser to collect garbage of every index",
+                    "Owners can call milvus_gc('<index>') on their own indexes."
+                );
             }
             gc_database("milvus_gc()")
         }
@@ -235,8 +246,9 @@ pub(crate) fn gc_database(why: &str) -> Vec<GcRow> {
     let (cluster, database) = unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::MyDatabaseId.to_u32()) };
     for (url, in_use) in &locations {
         let name = url.as_deref().unwrap_or("the default location");
-        let found = stored_at(url.as_deref(), cluster, database)
-            .and_then(|(databases, indexes)| Ok((indexes, gc_dropped_databases(url.as_deref(), cluster, &databases, why)?)));
+        let found = stored_at(url.as_deref(), cluster, database).and_then(|(databases, indexes)| {
+            Ok((indexes, gc_dropped_databases(url.as_deref(), cluster, &databases, why)?))
+        });
         let (indexes, dropped_databases) = match found {
             Ok(found) => found,
             Err(message) if *in_use => {

@@ -20,8 +20,8 @@
 //! a barrier: a seal takes it exclusively, so no insert is half in the old
 //! growing segment.
 
-use pgrx::prelude::*;
 use pgrx::FromDatum;
+use pgrx::prelude::*;
 
 use super::page::{self, INVALID_BLOCK, META_BLOCK, Xlog};
 use milvus_core::segment::{SealReason, SegmentId};
@@ -52,7 +52,13 @@ pub unsafe extern "C-unwind" fn aminsert(
         let vector = PgVector::from_datum(*values, false).expect("not null");
         // A full segment with no room to seal grows on until a flush makes
         // room (the workers, or milvus_flush()).
-        insert_row(index, page::pack_tid(&*heap_tid), vector.as_slice(), |rows, max_rows| SealReason::Rows { rows, max_rows }, None);
+        insert_row(
+            index,
+            page::pack_tid(&*heap_tid),
+            vector.as_slice(),
+            |rows, max_rows| SealReason::Rows { rows, max_rows },
+            None,
+        );
     }
     crate::debug::pause_at(PausePoint::Insert);
     false
@@ -109,7 +115,8 @@ pub(crate) unsafe fn insert_row(
             if seal_at_limit && meta.growing_pages > 0 && (meta.growing_pages as u64 + 1) * per_page > max_rows {
                 pg_sys::UnlockReleaseBuffer(meta_buffer);
                 let (segment, rows) = (SegmentId(meta.growing_segment), meta.growing_pages as u64 * per_page);
-                let sealed_by_us = super::flush::seal_with(index, reason(rows, max_rows), Some(segment), false).is_some();
+                let sealed_by_us =
+                    super::flush::seal_with(index, reason(rows, max_rows), Some(segment), false).is_some();
                 if !sealed_by_us && page::read_meta(index).growing_segment == segment.0 {
                     // No room: flush what waits and try again, or grow on.
                     match make_room.take() {

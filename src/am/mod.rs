@@ -18,10 +18,10 @@
 
 mod build;
 pub(crate) mod compact;
-pub(crate) mod gc;
 mod cost;
 pub(crate) mod explain;
 pub mod flush;
+pub(crate) mod gc;
 mod insert;
 pub mod options;
 pub mod page;
@@ -36,7 +36,8 @@ use pgrx::prelude::*;
 CREATE FUNCTION milvus_handler(internal) RETURNS index_am_handler
     PARALLEL SAFE IMMUTABLE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
 CREATE ACCESS METHOD milvus TYPE INDEX HANDLER milvus_handler;
-COMMENT ON ACCESS METHOD milvus IS 'vector index with Milvus segment lifecycle: growing segment in WAL-logged pages, sealed HNSW segments in object storage';
+COMMENT ON ACCESS METHOD milvus IS 'vector index with Milvus segment lifecycle: growing segment in WAL-logged pages, \
+    sealed HNSW segments in object storage';
 ")]
 fn milvus_handler(_fcinfo: pg_sys::FunctionCallInfo) -> PgBox<pg_sys::IndexAmRoutine> {
     // SAFETY: palloc'd and tagged as Postgres expects of a handler's result.

@@ -39,7 +39,15 @@ pub fn init() {
     unsafe {
         RELOPT_KIND = pg_sys::add_reloption_kind();
         let lock = pg_sys::AccessExclusiveLock as pg_sys::LOCKMODE;
-        pg_sys::add_int_reloption(RELOPT_KIND, c"m".as_ptr(), c"Neighbours per HNSW node and layer (2 to 100)".as_ptr(), DEFAULT_M, 2, 100, lock);
+        pg_sys::add_int_reloption(
+            RELOPT_KIND,
+            c"m".as_ptr(),
+            c"Neighbours per HNSW node and layer (2 to 100)".as_ptr(),
+            DEFAULT_M,
+            2,
+            100,
+            lock,
+        );
         pg_sys::add_int_reloption(
             RELOPT_KIND,
             c"ef_construction".as_ptr(),
@@ -61,7 +69,9 @@ pub fn init() {
         pg_sys::add_string_reloption(
             RELOPT_KIND,
             c"storage_url".as_ptr(),
-            c"Where this index's segments are stored (file:///dir or s3://bucket/prefix), instead of milvus.storage_url".as_ptr(),
+            c"Where this index's segments are stored (file:///dir or s3://bucket/prefix), instead of \
+                milvus.storage_url"
+                .as_ptr(),
             std::ptr::null(),
             Some(validate_storage_url),
             lock,
@@ -79,7 +89,11 @@ unsafe extern "C-unwind" fn validate_storage_url(value: *const std::ffi::c_char)
     // SAFETY: Postgres passes the option's value as a C string.
     let url = unsafe { std::ffi::CStr::from_ptr(value) }.to_string_lossy();
     if let Err(e) = milvus_core::storage::StorageUrl::parse(&url) {
-        pgrx::ereport!(ERROR, pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("invalid storage_url option: {e}"));
+        pgrx::ereport!(
+            ERROR,
+            pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("invalid storage_url option: {e}")
+        );
     }
     crate::storage::check_index_location(&url);
 }

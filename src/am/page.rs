@@ -205,7 +205,13 @@ impl Drop for Xlog {
 /// Reads and pins a block.
 pub(crate) unsafe fn read_buffer(index: pg_sys::Relation, block: pg_sys::BlockNumber) -> pg_sys::Buffer {
     unsafe {
-        pg_sys::ReadBufferExtended(index, pg_sys::ForkNumber::MAIN_FORKNUM, block, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut())
+        pg_sys::ReadBufferExtended(
+            index,
+            pg_sys::ForkNumber::MAIN_FORKNUM,
+            block,
+            pg_sys::ReadBufferMode::RBM_NORMAL,
+            std::ptr::null_mut(),
+        )
     }
 }
 
@@ -317,13 +323,23 @@ pub(crate) unsafe fn add_row(page: pg_sys::Page, key: u64, vector: &[f32]) -> bo
         item.extend_from_slice(&v.to_ne_bytes());
     }
     unsafe {
-        let offset = pg_sys::PageAddItemExtended(page, item.as_ptr().cast_mut().cast(), item.len(), pg_sys::InvalidOffsetNumber, 0);
+        let offset = pg_sys::PageAddItemExtended(
+            page,
+            item.as_ptr().cast_mut().cast(),
+            item.len(),
+            pg_sys::InvalidOffsetNumber,
+            0,
+        );
         offset != pg_sys::InvalidOffsetNumber
     }
 }
 
 /// Calls `f(offset, key, vector)` for every live row of `page`.
-pub(crate) unsafe fn for_each_row(page: pg_sys::Page, dims: usize, mut f: impl FnMut(pg_sys::OffsetNumber, u64, &[f32])) {
+pub(crate) unsafe fn for_each_row(
+    page: pg_sys::Page,
+    dims: usize,
+    mut f: impl FnMut(pg_sys::OffsetNumber, u64, &[f32]),
+) {
     unsafe {
         let max = pg_sys::PageGetMaxOffsetNumber(page);
         for offset in 1..=max {
@@ -389,7 +405,9 @@ pub(crate) unsafe fn fill_manifest_pages(index: pg_sys::Relation, buffers: &[pg_
 
 /// Reads the meta page and the manifest it points at, under one share lock
 /// (a commit frees the old manifest's pages once it has the lock).
-pub(crate) unsafe fn read_meta_and_manifest(index: pg_sys::Relation) -> (Meta, milvus_core::format::manifest::Manifest) {
+pub(crate) unsafe fn read_meta_and_manifest(
+    index: pg_sys::Relation,
+) -> (Meta, milvus_core::format::manifest::Manifest) {
     unsafe { with_meta_shared(index, |m| (*m, read_manifest(index, m))) }
 }
 
@@ -404,9 +422,16 @@ pub(crate) unsafe fn read_manifest(index: pg_sys::Relation, meta: &Meta) -> milv
         });
     }
     let name = unsafe { super::relation_name(index) };
-    milvus_core::format::manifest::Manifest::decode(&format!("manifest of index \"{name}\""), &bytes).unwrap_or_else(|e| {
-        pgrx::ereport!(ERROR, pgrx::PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, e.to_string(), "REINDEX rebuilds the index from the table.");
-    })
+    milvus_core::format::manifest::Manifest::decode(&format!("manifest of index \"{name}\""), &bytes).unwrap_or_else(
+        |e| {
+            pgrx::ereport!(
+                ERROR,
+                pgrx::PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+                e.to_string(),
+                "REINDEX rebuilds the index from the table."
+            );
+        },
+    )
 }
 
 /// The blocks of a chain, in order.
@@ -794,7 +819,11 @@ unsafe fn reclaim_unreferenced(index: pg_sys::Relation) {
 
 /// Walks a page chain from `head`, share-locking one page at a time, and
 /// calls `f(block, page)` on each.
-pub(crate) unsafe fn walk_chain(index: pg_sys::Relation, head: pg_sys::BlockNumber, mut f: impl FnMut(pg_sys::BlockNumber, pg_sys::Page)) {
+pub(crate) unsafe fn walk_chain(
+    index: pg_sys::Relation,
+    head: pg_sys::BlockNumber,
+    mut f: impl FnMut(pg_sys::BlockNumber, pg_sys::Page),
+) {
     let mut block = head;
     while block != INVALID_BLOCK {
         unsafe {
@@ -806,7 +835,10 @@ pub(crate) unsafe fn walk_chain(index: pg_sys::Relation, head: pg_sys::BlockNumb
                 pgrx::ereport!(
                     ERROR,
                     pgrx::PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
-                    format!("index \"{}\": block {block} is not a page of a segment or manifest chain", super::relation_name(index)),
+                    format!(
+                        "index \"{}\": block {block} is not a page of a segment or manifest chain",
+                        super::relation_name(index)
+                    ),
                     "REINDEX rebuilds the index from the table."
                 );
             }
@@ -846,7 +878,10 @@ fn milvus_index_pages(
                 }
             }
             let mut counts: BTreeMap<&str, i64> =
-                ["meta", "manifest", "growing", "sealed", "released", "free", "unreferenced"].into_iter().map(|k| (k, 0)).collect();
+                ["meta", "manifest", "growing", "sealed", "released", "free", "unreferenced"]
+                    .into_iter()
+                    .map(|k| (k, 0))
+                    .collect();
             *counts.get_mut("meta").expect("listed") += 1;
             let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
             for block in 1..blocks {
@@ -885,7 +920,10 @@ mod tests {
                 ip_posid: offset,
             };
             let back = unpack_tid(pack_tid(&tid));
-            assert_eq!((back.ip_blkid.bi_hi, back.ip_blkid.bi_lo, back.ip_posid), (tid.ip_blkid.bi_hi, tid.ip_blkid.bi_lo, offset));
+            assert_eq!(
+                (back.ip_blkid.bi_hi, back.ip_blkid.bi_lo, back.ip_posid),
+                (tid.ip_blkid.bi_hi, tid.ip_blkid.bi_lo, offset)
+            );
         }
         assert!(max_dims_per_page() >= 2000, "a 2000-d vector fits a page: {}", max_dims_per_page());
     }

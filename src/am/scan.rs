@@ -25,11 +25,11 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use milvus_core::Metric;
 use milvus_core::format::manifest::{Manifest, SegmentEntry};
 use milvus_core::jobs;
 use milvus_core::search::{LoadedSegment, Search, SearchOptions};
 use milvus_core::segment::SegmentState;
-use milvus_core::Metric;
 use pgrx::prelude::*;
 use pgrx::{FromDatum, PgMemoryContexts};
 
@@ -61,7 +61,11 @@ unsafe fn state<'a>(scan: pg_sys::IndexScanDesc) -> &'a mut ScanState {
 }
 
 #[pg_guard]
-pub unsafe extern "C-unwind" fn ambeginscan(index: pg_sys::Relation, nkeys: i32, norderbys: i32) -> pg_sys::IndexScanDesc {
+pub unsafe extern "C-unwind" fn ambeginscan(
+    index: pg_sys::Relation,
+    nkeys: i32,
+    norderbys: i32,
+) -> pg_sys::IndexScanDesc {
     unsafe {
         let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
         let report = explain::report_for(index);
@@ -91,7 +95,10 @@ pub unsafe extern "C-unwind" fn amrescan(
 }
 
 #[pg_guard]
-pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: pg_sys::ScanDirection::Type) -> bool {
+pub unsafe extern "C-unwind" fn amgettuple(
+    scan: pg_sys::IndexScanDesc,
+    direction: pg_sys::ScanDirection::Type,
+) -> bool {
     unsafe {
         if direction != pg_sys::ScanDirection::ForwardScanDirection {
             error!("milvus index scans only forward");
@@ -195,9 +202,14 @@ fn loaded_key(oid: u32, entry: &SegmentEntry) -> (u32, String) {
 
 /// The flushed segments of `manifest`, from the backend's cache or loaded
 /// (downloaded through the local cache, verified) off the main thread.
-pub(crate) unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifest, metric: Metric) -> Vec<Arc<LoadedSegment>> {
+pub(crate) unsafe fn loaded_segments(
+    index: pg_sys::Relation,
+    manifest: &Manifest,
+    metric: Metric,
+) -> Vec<Arc<LoadedSegment>> {
     let oid = unsafe { (*index).rd_id.to_u32() };
-    let flushed: Vec<&SegmentEntry> = manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).collect();
+    let flushed: Vec<&SegmentEntry> =
+        manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).collect();
     let keys: Vec<(u32, String)> = flushed.iter().map(|e| loaded_key(oid, e)).collect();
     let missing: Vec<SegmentEntry> = LOADED.with_borrow_mut(|loaded| {
         // Segments of this index that left the manifest, and of indexes that
@@ -218,7 +230,11 @@ pub(crate) unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifes
         let threads = super::flush::build_threads();
         let results = crate::storage::run_job("load", move |_| {
             let loaded = jobs::load_all(&storage, &cache, &missing, metric, threads);
-            missing.iter().zip(loaded).map(|(e, l)| (loaded_key(oid, e), e.meta.id, e.delta_binlogs.len(), l)).collect::<Vec<_>>()
+            missing
+                .iter()
+                .zip(loaded)
+                .map(|(e, l)| (loaded_key(oid, e), e.meta.id, e.delta_binlogs.len(), l))
+                .collect::<Vec<_>>()
         });
         crate::storage::report_cache_use();
         // SAFETY: a backend global.
@@ -231,7 +247,8 @@ pub(crate) unsafe fn loaded_segments(index: pg_sys::Relation, manifest: &Manifes
                     ERROR,
                     PgSqlErrorCode::ERRCODE_IO_ERROR,
                     format!("could not read segment {id} of index \"{}\": {e}", unsafe { super::relation_name(index) }),
-                    "Queries need every flushed segment; REINDEX rebuilds the index from the table if an object is lost."
+                    "Queries need every flushed segment; REINDEX rebuilds the index from the table if an object is \
+                        lost."
                 );
             });
             crate::worker::shared::set_damage(database, oid, id.0, None);
@@ -269,7 +286,9 @@ fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments,
             let flushed: Vec<SegmentEntry> =
                 manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).cloned().collect();
             let cache = crate::storage::cache();
-            let damaged = crate::storage::run_job("verify", move |_| flushed.iter().flat_map(|e| jobs::verify_cached(&cache, e)).collect::<Vec<_>>());
+            let damaged = crate::storage::run_job("verify", move |_| {
+                flushed.iter().flat_map(|e| jobs::verify_cached(&cache, e)).collect::<Vec<_>>()
+            });
             if !damaged.is_empty() {
                 for what in &damaged {
                     warning!("damaged file in the segment cache, fetched again: {what}");
@@ -278,7 +297,12 @@ fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments,
                 LOADED.with_borrow_mut(|loaded| loaded.retain(|k, _| k.0 != oid.to_u32()));
             }
             segments += loaded_segments(rel, &manifest, metric).len() as i32;
-            bytes += manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).map(|e| e.meta.bytes as i64).sum::<i64>();
+            bytes += manifest
+                .segments
+                .iter()
+                .filter(|e| e.meta.state == SegmentState::Flushed)
+                .map(|e| e.meta.bytes as i64)
+                .sum::<i64>();
             pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
         }
     }

@@ -24,13 +24,13 @@
 //! gives the file's free tail back (`page::give_back_free_tail`, when no
 //! other session uses the index), and reports how many rows the index holds.
 
+use milvus_core::Metric;
 use milvus_core::jobs;
 use milvus_core::segment::{SegmentId, SegmentState};
-use milvus_core::Metric;
 use pgrx::prelude::*;
 
-use super::flush::{self, SegmentLock};
 use super::flush::change_manifest;
+use super::flush::{self, SegmentLock};
 use super::page::{self, Xlog};
 use super::scan::loaded_segments;
 
@@ -52,7 +52,8 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
 
         // Pass 1: rows in pages.
         let meta = page::read_meta(index);
-        let in_pages = std::iter::once(meta.growing_segment).chain(meta.sealed().iter().map(|c| c.segment)).collect::<Vec<_>>();
+        let in_pages =
+            std::iter::once(meta.growing_segment).chain(meta.sealed().iter().map(|c| c.segment)).collect::<Vec<_>>();
         let mut live = 0.0;
         for segment in in_pages {
             let _lock = SegmentLock::acquire(index, segment);
@@ -76,7 +77,9 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         let mut seen = std::collections::HashSet::new();
         loop {
             let (_, manifest) = page::read_meta_and_manifest(index);
-            let Some(next) = manifest.segments.iter().find(|e| e.meta.state == SegmentState::Flushed && !seen.contains(&e.meta.id)) else {
+            let Some(next) =
+                manifest.segments.iter().find(|e| e.meta.state == SegmentState::Flushed && !seen.contains(&e.meta.id))
+            else {
                 break;
             };
             let id = next.meta.id;
@@ -86,7 +89,10 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
             let Some(current) = manifest.segment(id).filter(|e| e.meta.state == SegmentState::Flushed) else {
                 continue;
             };
-            let segment = loaded_segments(index, &manifest, metric).into_iter().find(|s| s.id == current.meta.id).expect("loaded");
+            let segment = loaded_segments(index, &manifest, metric)
+                .into_iter()
+                .find(|s| s.id == current.meta.id)
+                .expect("loaded");
             let keys = segment.binlog().keys();
             let mut dead = Vec::new();
             for (row, key) in keys.iter().enumerate() {
@@ -111,7 +117,12 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
 }
 
 /// Deletes the dead rows of a page chain; returns (removed, kept).
-unsafe fn delete_from_chain(index: pg_sys::Relation, head: pg_sys::BlockNumber, dims: usize, is_dead: &dyn Fn(u64) -> bool) -> (usize, usize) {
+unsafe fn delete_from_chain(
+    index: pg_sys::Relation,
+    head: pg_sys::BlockNumber,
+    dims: usize,
+    is_dead: &dyn Fn(u64) -> bool,
+) -> (usize, usize) {
     let (mut removed, mut kept) = (0, 0);
     let mut block = head;
     unsafe {
@@ -143,16 +154,21 @@ unsafe fn write_tombstones(index: pg_sys::Relation, url: Option<&str>, segment: 
         let id = flush::index_id(index);
         let storage = crate::storage::storage_at(url);
         let rows_owned = rows.to_vec();
-        let delta = crate::storage::run_job("tombstones", move |_| jobs::write_tombstones(&storage, id, segment, &rows_owned))
-            .unwrap_or_else(|e| {
-                ereport!(
-                    ERROR,
-                    PgSqlErrorCode::ERRCODE_IO_ERROR,
-                    format!("could not write tombstones of segment {segment} of index \"{}\": {e}", super::relation_name(index)),
-                    "VACUUM keeps the dead tuples until it can record them; run it again once storage is back."
-                );
-            });
-        change_manifest(index, |m| m.add_tombstones(segment, delta, rows.len() as u64)).unwrap_or_else(|e| error!("{e}"));
+        let delta =
+            crate::storage::run_job("tombstones", move |_| jobs::write_tombstones(&storage, id, segment, &rows_owned))
+                .unwrap_or_else(|e| {
+                    ereport!(
+                        ERROR,
+                        PgSqlErrorCode::ERRCODE_IO_ERROR,
+                        format!(
+                            "could not write tombstones of segment {segment} of index \"{}\": {e}",
+                            super::relation_name(index)
+                        ),
+                        "VACUUM keeps the dead tuples until it can record them; run it again once storage is back."
+                    );
+                });
+        change_manifest(index, |m| m.add_tombstones(segment, delta, rows.len() as u64))
+            .unwrap_or_else(|e| error!("{e}"));
     }
 }
 
@@ -180,7 +196,11 @@ pub unsafe extern "C-unwind" fn amvacuumcleanup(
             (page::read_manifest(index, meta), in_pages)
         });
         let mut rows = in_pages as f64;
-        rows += manifest.live_segments().filter(|e| e.meta.state == SegmentState::Flushed).map(|e| e.meta.live_rows() as f64).sum::<f64>();
+        rows += manifest
+            .live_segments()
+            .filter(|e| e.meta.state == SegmentState::Flushed)
+            .map(|e| e.meta.live_rows() as f64)
+            .sum::<f64>();
         (*stats).num_index_tuples = rows;
         (*stats).num_pages = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
         stats

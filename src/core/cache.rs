@@ -102,7 +102,8 @@ pub struct SegmentCache {
 impl SegmentCache {
     pub fn new(dir: impl Into<PathBuf>, capacity: u64) -> Result<Self, CacheError> {
         let dir = dir.into();
-        std::fs::create_dir_all(dir.join("objects")).map_err(|e| CacheError::Io { dir: dir.display().to_string(), message: e.to_string() })?;
+        std::fs::create_dir_all(dir.join("objects"))
+            .map_err(|e| CacheError::Io { dir: dir.display().to_string(), message: e.to_string() })?;
         Ok(SegmentCache { dir, capacity, stats: CacheStats::default() })
     }
 
@@ -148,7 +149,8 @@ impl SegmentCache {
         let path = self.path_of(&object.key);
         if let Ok(file) = std::fs::File::open(&path) {
             if file.metadata().is_ok_and(|m| m.len() == object.size) {
-                let bytes = ObjectBytes::map(&file).map_err(|e| self.io(format!("cannot map {}: {e}", path.display())))?;
+                let bytes =
+                    ObjectBytes::map(&file).map_err(|e| self.io(format!("cannot map {}: {e}", path.display())))?;
                 self.stats.hits.fetch_add(1, Ordering::Relaxed);
                 touch(&path);
                 return Ok(bytes);
@@ -162,7 +164,11 @@ impl SegmentCache {
     /// A file the cache derives from objects (an index file of version 1
     /// turned into version 2), mapped; `make` computes it when it is not
     /// cached. Its checks are the decoder's, as for any cached file.
-    pub fn map_derived<E: From<CacheError>>(&self, name: &str, make: impl FnOnce() -> Result<Vec<u8>, E>) -> Result<ObjectBytes, E> {
+    pub fn map_derived<E: From<CacheError>>(
+        &self,
+        name: &str,
+        make: impl FnOnce() -> Result<Vec<u8>, E>,
+    ) -> Result<ObjectBytes, E> {
         let path = self.path_of(name);
         if let Ok(file) = std::fs::File::open(&path) {
             let bytes = ObjectBytes::map(&file).map_err(|e| self.io(format!("cannot map {}: {e}", path.display())))?;

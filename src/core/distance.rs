@@ -157,9 +157,7 @@ mod tests {
         let slow = reference::distance(metric, a, b);
         let scale = match metric {
             Metric::L2 => (reference::l2_squared(a, b)).sqrt(),
-            Metric::InnerProduct => {
-                (reference::inner_product(a, a) * reference::inner_product(b, b)).sqrt()
-            }
+            Metric::InnerProduct => (reference::inner_product(a, a) * reference::inner_product(b, b)).sqrt(),
             Metric::Cosine => 1.0,
         }
         .max(slow.abs())

@@ -166,14 +166,24 @@ impl<'a> FlatGraph<'a> {
     /// `distance(a, b)` is the graph's distance between two nodes; runs on
     /// `threads` threads, and returns false (the graph unchanged) once
     /// `cancelled()` says so.
-    pub fn refine(&mut self, distance: &(dyn Fn(u32, u32) -> f32 + Sync), threads: usize, cancelled: &(dyn Fn() -> bool + Sync)) -> bool {
+    pub fn refine(
+        &mut self,
+        distance: &(dyn Fn(u32, u32) -> f32 + Sync),
+        threads: usize,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> bool {
         use rayon::prelude::*;
         let (rows, m0) = (self.rows, self.m0);
-        let Ok(workers) = rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).thread_name(|i| format!("milvus-refine-{i}")).build() else {
+        let Ok(workers) = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .thread_name(|i| format!("milvus-refine-{i}"))
+            .build()
+        else {
             return false;
         };
         let old = &self.layer0;
-        let list = |node: u32| old[node as usize * m0..(node as usize + 1) * m0].iter().copied().take_while(|n| *n != NONE);
+        let list =
+            |node: u32| old[node as usize * m0..(node as usize + 1) * m0].iter().copied().take_while(|n| *n != NONE);
         let selected: Option<Vec<Vec<u32>>> = workers.install(|| {
             (0..rows as u32)
                 .into_par_iter()
@@ -210,7 +220,11 @@ impl<'a> FlatGraph<'a> {
                 all.dedup();
                 let mut near: Vec<(f32, u32)> = all.iter().map(|&c| (distance(node, c), c)).collect();
                 near.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                *kept = if near.len() <= m0 { near.into_iter().map(|(_, c)| c).collect() } else { select_diverse(&near, m0, distance) };
+                *kept = if near.len() <= m0 {
+                    near.into_iter().map(|(_, c)| c).collect()
+                } else {
+                    select_diverse(&near, m0, distance)
+                };
             })
         });
         link_unreachable(&mut selected, m0);
@@ -486,8 +500,10 @@ mod tests {
     }
 
     fn exact(b: &InsertBinlog<'_>, query: &[f32], k: usize, skip: &dyn Fn(u32) -> bool) -> Vec<u32> {
-        let mut all: Vec<(f32, u32)> =
-            (0..b.len() as u32).filter(|r| !skip(*r)).map(|r| (b.metric.distance(query, b.vector(r as usize)), r)).collect();
+        let mut all: Vec<(f32, u32)> = (0..b.len() as u32)
+            .filter(|r| !skip(*r))
+            .map(|r| (b.metric.distance(query, b.vector(r as usize)), r))
+            .collect();
         all.sort_by(|a, c| a.0.total_cmp(&c.0));
         all.into_iter().take(k).map(|(_, r)| r).collect()
     }
@@ -505,13 +521,18 @@ mod tests {
         let mut rng = Rng::new(9);
         let (mut ours, mut theirs) = (0.0, 0.0);
         for _ in 0..50 {
-            let q = b.vector(rng.next_u64() as usize % 5000).iter().map(|x| x + 0.05 * rng.next_gaussian()).collect::<Vec<f32>>();
+            let q = b
+                .vector(rng.next_u64() as usize % 5000)
+                .iter()
+                .map(|x| x + 0.05 * rng.next_gaussian())
+                .collect::<Vec<f32>>();
             let truth: HashSet<u32> = exact(&b, &q, 10, skip).into_iter().collect();
             let got = flat.search(metric, &q, &|r| b.vector(r as usize), 10, 40, skip);
             assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "nearest first");
             assert!(got.iter().all(|(_, r)| !skip(*r)), "no skipped row");
             ours += got.iter().filter(|(_, r)| truth.contains(r)).count() as f64 / 10.0;
-            theirs += index.search(&q, 10, 40, &|r| skip(r as u32)).iter().filter(|r| truth.contains(r)).count() as f64 / 10.0;
+            theirs += index.search(&q, 10, 40, &|r| skip(r as u32)).iter().filter(|r| truth.contains(r)).count() as f64
+                / 10.0;
         }
         (ours / 50.0, theirs / 50.0)
     }
@@ -533,7 +554,11 @@ mod tests {
             let mut rng = Rng::new(17);
             let (mut before, mut after) = (0.0, 0.0);
             for _ in 0..100 {
-                let q = b.vector(rng.next_u64() as usize % 8000).iter().map(|x| x + 0.05 * rng.next_gaussian()).collect::<Vec<f32>>();
+                let q = b
+                    .vector(rng.next_u64() as usize % 8000)
+                    .iter()
+                    .map(|x| x + 0.05 * rng.next_gaussian())
+                    .collect::<Vec<f32>>();
                 let truth: HashSet<u32> = exact(&b, &q, 10, &|_| false).into_iter().collect();
                 let recall = |g: &FlatGraph| {
                     let got = g.search(metric, &q, &|r| b.vector(r as usize), 10, 40, &|_| false);
@@ -553,7 +578,10 @@ mod tests {
                 let mut unique = list.clone();
                 unique.sort_unstable();
                 unique.dedup();
-                assert!(unique.len() == list.len() && !list.contains(&node) && list.len() <= refined.m0, "node {node}: {list:?}");
+                assert!(
+                    unique.len() == list.len() && !list.contains(&node) && list.len() <= refined.m0,
+                    "node {node}: {list:?}"
+                );
             }
         }
     }
@@ -567,7 +595,10 @@ mod tests {
         let distance = |x: u32, y: u32| Metric::L2.distance(b.vector(x as usize), b.vector(y as usize));
         assert!(!g.refine(&distance, 1, &|| true));
         assert_eq!(g, untouched);
-        assert!(matches!(SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(true)), Err(crate::hnsw::IndexError::Cancelled)));
+        assert!(matches!(
+            SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(true)),
+            Err(crate::hnsw::IndexError::Cancelled)
+        ));
     }
 
     #[test]

@@ -174,7 +174,8 @@ impl SegmentIndex {
         // The vectors the graph is built from, and its distance: the rows
         // under their metric, or the augmented rows under L2 for inner
         // product (see the module doc).
-        let augmented = (binlog.metric == Metric::InnerProduct).then(|| augment_for_inner_product(binlog.dims, binlog.vectors()));
+        let augmented =
+            (binlog.metric == Metric::InnerProduct).then(|| augment_for_inner_product(binlog.dims, binlog.vectors()));
         let (dims, vectors, metric) = match &augmented {
             Some(rows) => (binlog.dims + 1, &rows[..], Metric::L2),
             None => (binlog.dims, binlog.vectors(), binlog.metric),
@@ -290,7 +291,9 @@ impl SegmentIndex {
     /// now on and removed with it); the vector data is memory-mapped from
     /// there. Errors for a version 2 file, which needs no reload.
     pub fn from_hnsw_dump(object: &str, bytes: &[u8], metric: Metric, dir: &Path) -> Result<Self, IndexError> {
-        let IndexFile::HnswDump { segment, rows: file_rows, graph, data } = IndexFile::decode(object, bytes, Check::Full)? else {
+        let IndexFile::HnswDump { segment, rows: file_rows, graph, data } =
+            IndexFile::decode(object, bytes, Check::Full)?
+        else {
             return Err(IndexError::Io { segment: SegmentId(0), message: format!("{object} is not an hnsw_rs dump") });
         };
         let io_err = |message: String| IndexError::Io { segment, message };
@@ -307,7 +310,15 @@ impl SegmentIndex {
         };
         let hnsw = ManuallyDrop::new(graph.map_err(|e| io_err(format!("hnsw_rs could not reload it: {e}")))?);
         let rows = with_graph!(&*hnsw, h => h.get_nb_point());
-        let index = SegmentIndex { hnsw, _io: Some(io), unpacked: Some(dir.to_path_buf()), segment, metric, rows, refined: None };
+        let index = SegmentIndex {
+            hnsw,
+            _io: Some(io),
+            unpacked: Some(dir.to_path_buf()),
+            segment,
+            metric,
+            rows,
+            refined: None,
+        };
         if rows as u64 != file_rows {
             return Err(io_err(format!("header says {file_rows} rows, graph has {rows}")));
         }
@@ -351,7 +362,8 @@ fn build_graph<const CODE: u8>(
             return Err(IndexError::Cancelled);
         }
         let end = (start + BUILD_CHUNK).min(rows);
-        let chunk: Vec<(&[f32], usize)> = order[start..end].iter().map(|&i| (&vectors[i * dims..(i + 1) * dims], i)).collect();
+        let chunk: Vec<(&[f32], usize)> =
+            order[start..end].iter().map(|&i| (&vectors[i * dims..(i + 1) * dims], i)).collect();
         pool.install(|| hnsw.parallel_insert_slice(&chunk));
         start = end;
     }
@@ -382,7 +394,9 @@ fn load_graph<const CODE: u8>(io: &mut Box<HnswIo>) -> Result<Hnsw<'static, f32,
     // SAFETY: the graph borrows the boxed `HnswIo`, a heap allocation that
     // `SegmentIndex` keeps alive and never moves or touches again; its `Drop`
     // drops the graph first.
-    Ok(unsafe { std::mem::transmute::<Hnsw<'_, f32, SimdDistance<CODE>>, Hnsw<'static, f32, SimdDistance<CODE>>>(hnsw) })
+    Ok(unsafe {
+        std::mem::transmute::<Hnsw<'_, f32, SimdDistance<CODE>>, Hnsw<'static, f32, SimdDistance<CODE>>>(hnsw)
+    })
 }
 
 #[cfg(test)]
@@ -494,7 +508,10 @@ mod tests {
     fn a_build_can_be_cancelled_and_parameters_are_checked() {
         let bytes = binlog_bytes(100, 4, Metric::L2);
         let b = InsertBinlog::decode("o", &bytes).unwrap();
-        assert!(matches!(SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(true)), Err(IndexError::Cancelled)));
+        assert!(matches!(
+            SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(true)),
+            Err(IndexError::Cancelled)
+        ));
         let bad = HnswParams { m: 1, ..Default::default() };
         assert_eq!(bad.validate().unwrap_err(), "m must be between 2 and 100, not 1");
         let bad = HnswParams { m: 16, ef_construction: 10, threads: 1 };

@@ -23,9 +23,9 @@ use bytes::Bytes;
 use crate::cache::{CacheError, ObjectBytes, SegmentCache};
 use crate::distance::Metric;
 use crate::format::delta::{self, DeltaBinlog};
+use crate::format::index::IndexFile;
 use crate::format::insert::{self, InsertBinlog};
 use crate::format::manifest::{Flushed, ObjectRef, SegmentEntry};
-use crate::format::index::IndexFile;
 use crate::format::{Check, FormatError};
 use crate::hnsw::{HnswParams, IndexError, SegmentIndex};
 use crate::search::{BRUTE_FORCE_MAX_ROWS, LoadedSegment, OpenError};
@@ -69,7 +69,15 @@ pub struct IndexId {
 
 impl IndexId {
     fn key(&self, segment: SegmentId, kind: ObjectKind) -> String {
-        ObjectKey { cluster: self.cluster, database: self.database, index: self.index, segment, kind, nonce: new_nonce() }.path()
+        ObjectKey {
+            cluster: self.cluster,
+            database: self.database,
+            index: self.index,
+            segment,
+            kind,
+            nonce: new_nonce(),
+        }
+        .path()
     }
 
     /// The prefix of all this index's objects (for garbage collection).
@@ -81,7 +89,12 @@ impl IndexId {
 /// Uploads an object and, if `cache` is given, caches it: the cache is a
 /// convenience here, so a full cache disk costs a later download, never
 /// the write.
-fn put(storage: &Storage, cache: Option<&SegmentCache>, key: String, bytes: Vec<u8>) -> Result<ObjectRef, StorageError> {
+fn put(
+    storage: &Storage,
+    cache: Option<&SegmentCache>,
+    key: String,
+    bytes: Vec<u8>,
+) -> Result<ObjectRef, StorageError> {
     let object = ObjectRef::of(key, &bytes);
     let bytes = Bytes::from(bytes);
     storage.put(&object.key, bytes.clone())?;
@@ -119,13 +132,19 @@ pub fn flush(
     };
     let insert_binlog = put(storage, Some(cache), id.key(segment, ObjectKind::InsertBinlog), binlog_bytes)?;
     binlog_uploaded();
-    let index_file = index_bytes.map(|b| put(storage, Some(cache), id.key(segment, ObjectKind::IndexFile), b)).transpose()?;
+    let index_file =
+        index_bytes.map(|b| put(storage, Some(cache), id.key(segment, ObjectKind::IndexFile), b)).transpose()?;
     let bytes = insert_binlog.size + index_file.as_ref().map_or(0, |o| o.size);
     Ok(Flushed { segment, rows: keys.len() as u64, insert_binlog, index_file, bytes })
 }
 
 /// Writes tombstones (row positions) of a flushed segment as a delta binlog.
-pub fn write_tombstones(storage: &Storage, id: IndexId, segment: SegmentId, rows: &[u32]) -> Result<ObjectRef, JobError> {
+pub fn write_tombstones(
+    storage: &Storage,
+    id: IndexId,
+    segment: SegmentId,
+    rows: &[u32],
+) -> Result<ObjectRef, JobError> {
     Ok(put(storage, None, id.key(segment, ObjectKind::DeltaBinlog), delta::encode(segment, rows))?)
 }
 
@@ -163,7 +182,12 @@ pub fn load_all(
 /// mapped from the local cache (downloaded and verified in full first if
 /// not cached), and its tombstones. A cached file whose header fails its
 /// check is dropped from the cache and fetched again, once.
-pub fn load(storage: &Storage, cache: &SegmentCache, entry: &SegmentEntry, metric: Metric) -> Result<LoadedSegment, JobError> {
+pub fn load(
+    storage: &Storage,
+    cache: &SegmentCache,
+    entry: &SegmentEntry,
+    metric: Metric,
+) -> Result<LoadedSegment, JobError> {
     let mut tombstones = Vec::new();
     for delta_ref in &entry.delta_binlogs {
         let bytes = cache.get(storage, delta_ref)?;
@@ -180,7 +204,13 @@ pub fn load(storage: &Storage, cache: &SegmentCache, entry: &SegmentEntry, metri
     }
 }
 
-fn open(storage: &Storage, cache: &SegmentCache, entry: &SegmentEntry, metric: Metric, tombstones: Vec<u32>) -> Result<LoadedSegment, JobError> {
+fn open(
+    storage: &Storage,
+    cache: &SegmentCache,
+    entry: &SegmentEntry,
+    metric: Metric,
+    tombstones: Vec<u32>,
+) -> Result<LoadedSegment, JobError> {
     let insert_ref = entry.insert_binlog.as_ref().ok_or(JobError::NotFlushed(entry.meta.id))?;
     let binlog = cache.map(storage, insert_ref)?;
     let index = entry.index_file.as_ref().map(|r| map_index(storage, cache, r, metric)).transpose()?;
@@ -195,7 +225,12 @@ fn converted_name(object: &ObjectRef) -> String {
 /// A segment's index file mapped, with the name it is cached under. A file
 /// of version 1 (hnsw_rs' dump, written by 0.1) is reloaded with hnsw_rs
 /// once per server and cached as version 2 beside it (`<key>.v2`).
-fn map_index(storage: &Storage, cache: &SegmentCache, object: &ObjectRef, metric: Metric) -> Result<(String, ObjectBytes), JobError> {
+fn map_index(
+    storage: &Storage,
+    cache: &SegmentCache,
+    object: &ObjectRef,
+    metric: Metric,
+) -> Result<(String, ObjectBytes), JobError> {
     let bytes = cache.map(storage, object)?;
     if !matches!(IndexFile::decode(&object.key, &bytes, Check::Header)?, IndexFile::HnswDump { .. }) {
         return Ok((object.key.clone(), bytes));

@@ -227,13 +227,15 @@ impl LoadedSegment {
         // never changes; their heap buffers or mappings stay where they are
         // when the segment moves, and go only after the borrowers (field
         // order). No method hands out a borrow longer than `&self`.
-        let extend = |bytes: &ObjectBytes| unsafe { std::slice::from_raw_parts::<'static, u8>(bytes.as_ptr(), bytes.len()) };
+        let extend =
+            |bytes: &ObjectBytes| unsafe { std::slice::from_raw_parts::<'static, u8>(bytes.as_ptr(), bytes.len()) };
         let binlog = InsertBinlog::decode_checked(binlog_name, extend(&binlog_bytes), check)?;
         let mut files = vec![binlog_bytes];
         let graph = match index {
             Some((name, bytes)) => {
                 let mismatch = |message: String| OpenError::Mismatch { object: name.clone(), message };
-                let IndexFile::Flat { segment, metric, graph } = IndexFile::decode(&name, extend(&bytes), check)? else {
+                let IndexFile::Flat { segment, metric, graph } = IndexFile::decode(&name, extend(&bytes), check)?
+                else {
                     return Err(mismatch("an hnsw_rs dump (version 1) must be converted before it is opened".into()));
                 };
                 if (segment, metric, graph.rows()) != (binlog.segment, binlog.metric, binlog.len()) {
@@ -260,7 +262,12 @@ impl LoadedSegment {
         Self::with_parts(binlog, graph, tombstones, Vec::new())
     }
 
-    fn with_parts(binlog: InsertBinlog<'static>, graph: Option<FlatGraph<'static>>, tombstones: Vec<u32>, files: Vec<ObjectBytes>) -> Self {
+    fn with_parts(
+        binlog: InsertBinlog<'static>,
+        graph: Option<FlatGraph<'static>>,
+        tombstones: Vec<u32>,
+        files: Vec<ObjectBytes>,
+    ) -> Self {
         let mut set = RowBits::new(binlog.len());
         for row in tombstones.into_iter().filter(|r| (*r as usize) < binlog.len()) {
             set.insert(row);
@@ -270,7 +277,9 @@ impl LoadedSegment {
 
     /// Whether rows and graph are read in place from mapped files.
     pub fn is_mapped(&self) -> bool {
-        !self.files.is_empty() && self.files.iter().all(|f| matches!(f, ObjectBytes::Mapped(_))) && self.binlog.is_borrowed()
+        !self.files.is_empty()
+            && self.files.iter().all(|f| matches!(f, ObjectBytes::Mapped(_)))
+            && self.binlog.is_borrowed()
     }
 
     pub fn is_deleted(&self, row: u32) -> bool {
@@ -627,7 +636,12 @@ impl Search {
             0 => Hit { source: Source::Pages, row: r.row, key: self.pages.keys[r.row as usize], distance: r.distance },
             s => {
                 let segment = &self.segments[s as usize - 1];
-                Hit { source: Source::Segment(segment.id), row: r.row, key: segment.binlog.keys()[r.row as usize], distance: r.distance }
+                Hit {
+                    source: Source::Segment(segment.id),
+                    row: r.row,
+                    key: segment.binlog.keys()[r.row as usize],
+                    distance: r.distance,
+                }
             }
         }
     }
@@ -641,7 +655,9 @@ impl Search {
             match &mut self.phase {
                 Phase::Approximate => {
                     if !self.round() {
-                        self.phase = if self.options.iterative == IterativeScan::Off || self.offered.len() >= self.total_rows() {
+                        self.phase = if self.options.iterative == IterativeScan::Off
+                            || self.offered.len() >= self.total_rows()
+                        {
                             Phase::Done
                         } else {
                             self.stats.exact = true;
@@ -692,7 +708,8 @@ mod tests {
         let keys: Vec<u64> = (0..rows as u64).map(|i| key_base + i).collect();
         let bytes = insert::encode(SegmentId(id), Metric::L2, DIMS, &keys, &rng.vector(rows * DIMS));
         let binlog = InsertBinlog::decode("o", &bytes).unwrap().into_owned();
-        let index = with_index.then(|| SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap());
+        let index =
+            with_index.then(|| SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap());
         LoadedSegment::new(binlog, index, tombstones)
     }
 
@@ -722,7 +739,8 @@ mod tests {
 
     #[test]
     fn merge_is_a_k_way_merge_by_distance() {
-        let h = |s: u64, row: u32, d: f32| Hit { source: Source::Segment(SegmentId(s)), row, key: row as u64, distance: d };
+        let h =
+            |s: u64, row: u32, d: f32| Hit { source: Source::Segment(SegmentId(s)), row, key: row as u64, distance: d };
         let lists = vec![vec![h(1, 0, 0.1), h(1, 1, 0.5)], vec![], vec![h(2, 0, 0.2), h(2, 1, 0.3), h(2, 2, 0.9)]];
         let merged: Vec<f32> = merge(lists.clone(), 10).iter().map(|h| h.distance).collect();
         assert_eq!(merged, vec![0.1, 0.2, 0.3, 0.5, 0.9]);
@@ -738,7 +756,12 @@ mod tests {
         let mut rng = Rng::new(5);
         let pages = PageRows { dims: DIMS, keys: (20_000..20_050).collect(), vectors: rng.vector(50 * DIMS) };
         let query = rng.vector(DIMS);
-        let options = SearchOptions { ef_search: 40, first_k: 10, max_approximate: usize::MAX, iterative: IterativeScan::Relaxed };
+        let options = SearchOptions {
+            ef_search: 40,
+            first_k: 10,
+            max_approximate: usize::MAX,
+            iterative: IterativeScan::Relaxed,
+        };
         let all: Vec<Hit> = Search::new(query.clone(), pages.hits(Metric::L2, &query), segs, options).collect();
 
         let live = 5000 - 500 + 500 - 3 + 50;
@@ -758,11 +781,19 @@ mod tests {
     }
 
     /// The exact truth: every live row's key by distance, `keep` applied.
-    fn brute_force(segs: &[Arc<LoadedSegment>], pages: &PageRows, query: &[f32], keep: &dyn Fn(u64) -> bool) -> Vec<(f32, u64)> {
+    fn brute_force(
+        segs: &[Arc<LoadedSegment>],
+        pages: &PageRows,
+        query: &[f32],
+        keep: &dyn Fn(u64) -> bool,
+    ) -> Vec<(f32, u64)> {
         let mut all: Vec<(f32, u64)> = Vec::new();
         for s in segs {
             for row in (0..s.rows() as u32).filter(|r| !s.is_deleted(*r)) {
-                all.push((Metric::L2.distance(query, s.binlog().vector(row as usize)), s.binlog().keys()[row as usize]));
+                all.push((
+                    Metric::L2.distance(query, s.binlog().vector(row as usize)),
+                    s.binlog().keys()[row as usize],
+                ));
             }
         }
         for (i, key) in pages.keys.iter().enumerate() {
@@ -781,7 +812,8 @@ mod tests {
     fn past_max_approximate_the_search_goes_on_exactly() {
         let segs = vec![Arc::new(segment(1, 100, 0, false, vec![]))];
         let query = vec![0.0; DIMS];
-        let mut search = Search::new(query.clone(), PageHits::default(), segs.clone(), options(7, 30, IterativeScan::Relaxed));
+        let mut search =
+            Search::new(query.clone(), PageHits::default(), segs.clone(), options(7, 30, IterativeScan::Relaxed));
         let all: Vec<Hit> = search.by_ref().collect();
         assert_eq!(all.len(), 100, "the bound ends the approximate rounds, never the search");
         assert!(search.stats().exact && search.stats().rounds >= 1);
@@ -803,7 +835,12 @@ mod tests {
         let far = |k: u64| k.is_multiple_of(50);
         let query = vec![30.0; DIMS];
         for iterative in [IterativeScan::Relaxed, IterativeScan::Strict] {
-            let search = Search::new(query.clone(), pages.hits(Metric::L2, &query), segs.clone(), options(40, 20_000, iterative));
+            let search = Search::new(
+                query.clone(),
+                pages.hits(Metric::L2, &query),
+                segs.clone(),
+                options(40, 20_000, iterative),
+            );
             let got: Vec<u64> = search.filter(|h| far(h.key)).take(10).map(|h| h.key).collect();
             let truth: Vec<u64> = brute_force(&segs, &pages, &query, &far).iter().take(10).map(|(_, k)| *k).collect();
             assert_eq!(got.len(), 10, "{iterative:?}: the LIMIT is filled");
@@ -850,15 +887,20 @@ mod tests {
         /// the approximate rounds are over the rows come in exact order.
         #[test]
         fn a_filtered_limit_is_filled_like_a_sequential_scan(
-            rows in 1usize..6000, in_pages in 0usize..300, modulus in 1u64..400, limit in 1usize..50, seed in 0u64..1000,
+            rows in 1usize..6000, in_pages in 0usize..300, modulus in 1u64..400, limit in 1usize..50,
+            seed in 0u64..1000,
         ) {
-            let segs = vec![Arc::new(segment(seed + 1, rows, 0, rows > BRUTE_FORCE_MAX_ROWS, (0..rows as u32).step_by(7).collect()))];
-            let pages = PageRows { dims: DIMS, keys: (100_000..100_000 + in_pages as u64).collect(), vectors: Rng::new(seed).vector(in_pages * DIMS) };
+            let deleted = (0..rows as u32).step_by(7).collect();
+            let segs = vec![Arc::new(segment(seed + 1, rows, 0, rows > BRUTE_FORCE_MAX_ROWS, deleted))];
+            let keys = (100_000..100_000 + in_pages as u64).collect();
+            let pages = PageRows { dims: DIMS, keys, vectors: Rng::new(seed).vector(in_pages * DIMS) };
             let query = Rng::new(seed + 7).vector(DIMS);
             let keep = |k: u64| k.is_multiple_of(modulus);
             let truth = brute_force(&segs, &pages, &query, &keep);
             // The search is lazy: the prefix a LIMIT takes is the prefix of all of it.
-            let hits: Vec<Hit> = Search::new(query.clone(), pages.hits(Metric::L2, &query), segs.clone(), options(40, 2_000, IterativeScan::Relaxed)).collect();
+            let options = options(40, 2_000, IterativeScan::Relaxed);
+            let page_hits = pages.hits(Metric::L2, &query);
+            let hits: Vec<Hit> = Search::new(query.clone(), page_hits, segs.clone(), options).collect();
             proptest::prop_assert_eq!(hits.iter().filter(|h| keep(h.key)).take(limit).count(), truth.len().min(limit));
             let live = brute_force(&segs, &pages, &query, &|_| true).len();
             proptest::prop_assert_eq!(hits.len(), live, "every live row offered");
@@ -870,7 +912,10 @@ mod tests {
     fn nan_distances_sort_last() {
         let pages = PageRows { dims: 2, keys: vec![1, 2, 3], vectors: vec![0.0, 0.0, 1.0, 0.0, 0.0, 1.0] };
         let query = vec![1.0, 0.0];
-        let hits: Vec<u64> = Search::new(query.clone(), pages.hits(Metric::Cosine, &query), vec![], SearchOptions::default()).map(|h| h.key).collect();
+        let hits: Vec<u64> =
+            Search::new(query.clone(), pages.hits(Metric::Cosine, &query), vec![], SearchOptions::default())
+                .map(|h| h.key)
+                .collect();
         assert_eq!(hits, vec![2, 3, 1]);
     }
 }

@@ -110,11 +110,7 @@ impl SegmentState {
         use SegmentState::*;
         matches!(
             (self, next),
-            (Growing, Sealed)
-                | (Sealed, Flushing)
-                | (Flushing, Flushed)
-                | (Flushing, Sealed)
-                | (Flushed, Dropped)
+            (Growing, Sealed) | (Sealed, Flushing) | (Flushing, Flushed) | (Flushing, Sealed) | (Flushed, Dropped)
         )
     }
 }
@@ -261,11 +257,7 @@ impl SegmentMeta {
     /// The flush failed (storage down, disk full): back to sealed, to retry.
     pub fn flush_failed(&mut self) -> Result<(), LifecycleError> {
         if self.state != SegmentState::Flushing {
-            return Err(LifecycleError::Segment {
-                segment: self.id,
-                from: self.state,
-                to: SegmentState::Sealed,
-            });
+            return Err(LifecycleError::Segment { segment: self.id, from: self.state, to: SegmentState::Sealed });
         }
         self.become_(SegmentState::Sealed)
     }
@@ -334,7 +326,8 @@ mod tests {
 
     #[test]
     fn every_other_transition_is_an_error_not_a_panic() {
-        let legal = [(Growing, Sealed), (Sealed, Flushing), (Flushing, Flushed), (Flushing, Sealed), (Flushed, Dropped)];
+        let legal =
+            [(Growing, Sealed), (Sealed, Flushing), (Flushing, Flushed), (Flushing, Sealed), (Flushed, Dropped)];
         for from in ALL {
             for to in ALL {
                 assert_eq!(from.can_become(to), legal.contains(&(from, to)), "{from} -> {to}");

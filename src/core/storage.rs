@@ -158,7 +158,12 @@ impl ObjectKey {
             ObjectKind::IndexFile => ("index", "hnsw"),
             ObjectKind::DeltaBinlog => ("delta", "bin"),
         };
-        format!("{}{:020}/{stem}-{:016x}.{ext}", Self::index_prefix(self.cluster, self.database, self.index), self.segment.0, self.nonce)
+        format!(
+            "{}{:020}/{stem}-{:016x}.{ext}",
+            Self::index_prefix(self.cluster, self.database, self.index),
+            self.segment.0,
+            self.nonce
+        )
     }
 
     /// The prefix under which all of one index's objects live.
@@ -227,7 +232,9 @@ pub enum StorageUrl {
 impl StorageUrl {
     pub fn parse(url: &str) -> Result<StorageUrl, StorageError> {
         let invalid = |reason: &str| StorageError::InvalidUrl { url: url.to_owned(), reason: reason.to_owned() };
-        let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("expected scheme://..., e.g. file:///var/lib/milvus or s3://bucket/prefix"))?;
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| invalid("expected scheme://..., e.g. file:///var/lib/milvus or s3://bucket/prefix"))?;
         match scheme {
             "memory" if rest.is_empty() => Ok(StorageUrl::Memory),
             "memory" => Err(invalid("memory:// takes no path")),
@@ -315,7 +322,11 @@ impl Storage {
                     .with_timeout(retry.request_timeout)
                     .with_connect_timeout(retry.request_timeout.min(Duration::from_secs(5)));
                 let no_retries = RetryConfig { max_retries: 0, ..Default::default() };
-                let s3 = b.with_client_options(client).with_retry(no_retries).build().map_err(|e| invalid(&e.to_string()))?;
+                let s3 = b
+                    .with_client_options(client)
+                    .with_retry(no_retries)
+                    .build()
+                    .map_err(|e| invalid(&e.to_string()))?;
                 (Arc::new(s3), prefix)
             }
         };
@@ -331,11 +342,7 @@ impl Storage {
     }
 
     fn full(&self, key: &str) -> Path {
-        if self.prefix.as_ref().is_empty() {
-            Path::from(key)
-        } else {
-            Path::from(format!("{}/{key}", self.prefix))
-        }
+        if self.prefix.as_ref().is_empty() { Path::from(key) } else { Path::from(format!("{}/{key}", self.prefix)) }
     }
 
     /// Runs `op` with the retry policy; `NotFound` is final at once.
@@ -461,7 +468,10 @@ fn is_transient(e: &object_store::Error) -> bool {
     match e {
         object_store::Error::Generic { .. } => {
             let text = error_cause(e).to_ascii_lowercase();
-            !(text.contains("403") || text.contains("forbidden") || text.contains("access denied") || text.contains("nosuchbucket"))
+            !(text.contains("403")
+                || text.contains("forbidden")
+                || text.contains("access denied")
+                || text.contains("nosuchbucket"))
         }
         object_store::Error::JoinError { .. } => true,
         _ => false,
@@ -493,9 +503,18 @@ mod tests {
 
     #[test]
     fn keys_are_built_from_numbers_only() {
-        assert_eq!(key(7, ObjectKind::InsertBinlog, 0xab).path(), "0000000000007301/5/16384/00000000000000000007/insert-00000000000000ab.bin");
-        assert_eq!(key(7, ObjectKind::IndexFile, 1).path(), "0000000000007301/5/16384/00000000000000000007/index-0000000000000001.hnsw");
-        assert_eq!(key(7, ObjectKind::DeltaBinlog, 2).path(), "0000000000007301/5/16384/00000000000000000007/delta-0000000000000002.bin");
+        assert_eq!(
+            key(7, ObjectKind::InsertBinlog, 0xab).path(),
+            "0000000000007301/5/16384/00000000000000000007/insert-00000000000000ab.bin"
+        );
+        assert_eq!(
+            key(7, ObjectKind::IndexFile, 1).path(),
+            "0000000000007301/5/16384/00000000000000000007/index-0000000000000001.hnsw"
+        );
+        assert_eq!(
+            key(7, ObjectKind::DeltaBinlog, 2).path(),
+            "0000000000007301/5/16384/00000000000000000007/delta-0000000000000002.bin"
+        );
         assert_eq!(ObjectKey::index_prefix(0x7301, 5, 16384), "0000000000007301/5/16384/");
         assert_ne!(new_nonce(), new_nonce());
     }
@@ -504,11 +523,20 @@ mod tests {
     fn urls_are_checked_with_a_reason() {
         let open = |u: &str| Storage::open(u, &S3Options::default(), RetryPolicy::default()).map(drop);
         let msg = |u: &str| open(u).unwrap_err().to_string();
-        assert_eq!(msg("/tmp/x"), "invalid storage URL \"/tmp/x\": expected scheme://..., e.g. file:///var/lib/milvus or s3://bucket/prefix");
-        assert_eq!(msg("file://relative"), "invalid storage URL \"file://relative\": file:// needs an absolute path, e.g. file:///var/lib/milvus");
+        assert_eq!(
+            msg("/tmp/x"),
+            "invalid storage URL \"/tmp/x\": expected scheme://..., e.g. file:///var/lib/milvus or s3://bucket/prefix"
+        );
+        assert_eq!(
+            msg("file://relative"),
+            "invalid storage URL \"file://relative\": file:// needs an absolute path, e.g. file:///var/lib/milvus"
+        );
         assert_eq!(msg("gs://b"), "invalid storage URL \"gs://b\": unsupported scheme \"gs\" (use file, s3 or memory)");
         assert_eq!(msg("s3:///p"), "invalid storage URL \"s3:///p\": s3:// needs a bucket, e.g. s3://bucket/prefix");
-        assert_eq!(msg("s3://Bad_Bucket"), "invalid storage URL \"s3://Bad_Bucket\": bucket names use lowercase letters, digits, '-' and '.'");
+        assert_eq!(
+            msg("s3://Bad_Bucket"),
+            "invalid storage URL \"s3://Bad_Bucket\": bucket names use lowercase letters, digits, '-' and '.'"
+        );
         assert_eq!(msg("s3://ab"), "invalid storage URL \"s3://ab\": bucket names are 3 to 63 characters long");
         assert!(open("memory://").is_ok());
         assert!(open("s3://bucket/some/prefix").is_ok(), "opening does not contact the service");
@@ -521,19 +549,31 @@ mod tests {
         let dir = "/nonexistent-pg-milvus-test/objects";
         assert_eq!(StorageUrl::parse(&format!("file://{dir}")).unwrap(), StorageUrl::File { path: dir.into() });
         assert!(!std::path::Path::new(dir).exists());
-        assert_eq!(StorageUrl::parse("memory://x").unwrap_err().to_string(), "invalid storage URL \"memory://x\": memory:// takes no path");
+        assert_eq!(
+            StorageUrl::parse("memory://x").unwrap_err().to_string(),
+            "invalid storage URL \"memory://x\": memory:// takes no path"
+        );
     }
 
     #[test]
     fn credentials_never_print() {
-        let o = S3Options { secret_access_key: Some("hunter2".into()), access_key_id: Some("AKIA".into()), ..Default::default() };
+        let o = S3Options {
+            secret_access_key: Some("hunter2".into()),
+            access_key_id: Some("AKIA".into()),
+            ..Default::default()
+        };
         let text = format!("{o:?}");
         assert!(!text.contains("hunter2") && !text.contains("AKIA"), "{text}");
     }
 
     #[test]
     fn backoff_grows_exponentially_to_a_cap() {
-        let p = RetryPolicy { max_attempts: 10, initial_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(1), request_timeout: Duration::from_secs(1) };
+        let p = RetryPolicy {
+            max_attempts: 10,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(1),
+        };
         let waits: Vec<u64> = (1..=6).map(|a| p.backoff(a).as_millis() as u64).collect();
         assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);
         assert_eq!(p.backoff(100), Duration::from_secs(1));
@@ -547,7 +587,8 @@ mod tests {
             storage.put(k, Bytes::from(k.clone().into_bytes())).unwrap();
         }
         assert_eq!(storage.get(&a).unwrap(), Bytes::from(a.clone().into_bytes()));
-        let listed: Vec<String> = storage.list(&ObjectKey::index_prefix(0x7301, 5, 16384)).unwrap().into_iter().map(|l| l.key).collect();
+        let listed: Vec<String> =
+            storage.list(&ObjectKey::index_prefix(0x7301, 5, 16384)).unwrap().into_iter().map(|l| l.key).collect();
         assert_eq!(listed, vec![b.clone(), a.clone(), orphan.clone()], "sorted by key");
 
         let missing = storage.get("5/16384/none").unwrap_err();
@@ -558,7 +599,9 @@ mod tests {
 
         let referenced: HashSet<String> = [a.clone(), b.clone()].into();
         let prefix = ObjectKey::index_prefix(0x7301, 5, 16384);
-        let young = storage.collect_garbage(&prefix, &referenced, Duration::from_secs(3600), SystemTime::now(), &|| {}).unwrap();
+        let young = storage
+            .collect_garbage(&prefix, &referenced, Duration::from_secs(3600), SystemTime::now(), &|| {})
+            .unwrap();
         assert_eq!((young.deleted.len(), young.kept_referenced, young.kept_young), (0, 2, 1));
         let later = SystemTime::now() + Duration::from_secs(7200);
         let old = storage.collect_garbage(&prefix, &referenced, Duration::from_secs(3600), later, &|| {}).unwrap();
@@ -583,13 +626,21 @@ mod tests {
         // A crash mid-upload leaves a staging file that no listing shows:
         // GC removes it past the grace period too.
         let prefix = ObjectKey::index_prefix(0x7301, 5, 16384);
-        let staging = dir.path().join("store").join(&prefix).join("00000000000000000009").join("insert-00000000000000ff.binlog#1");
+        let staging = dir
+            .path()
+            .join("store")
+            .join(&prefix)
+            .join("00000000000000000009")
+            .join("insert-00000000000000ff.binlog#1");
         std::fs::create_dir_all(staging.parent().unwrap()).unwrap();
         std::fs::write(&staging, b"half an upload").unwrap();
-        let report = storage.collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), SystemTime::now(), &|| {}).unwrap();
+        let report = storage
+            .collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), SystemTime::now(), &|| {})
+            .unwrap();
         assert!(staging.exists() && report.deleted.iter().all(|k| !k.contains('#')), "young: kept");
         let later = SystemTime::now() + Duration::from_secs(7200);
-        let report = storage.collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), later, &|| {}).unwrap();
+        let report =
+            storage.collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), later, &|| {}).unwrap();
         assert!(!staging.exists() && report.deleted.iter().any(|k| k.ends_with("#1")), "{:?}", report.deleted);
     }
 
@@ -605,12 +656,20 @@ mod tests {
             path_style: Some(true),
             ..Default::default()
         };
-        let retry = RetryPolicy { max_attempts: 3, initial_backoff: Duration::from_millis(1), max_backoff: Duration::from_millis(2), request_timeout: Duration::from_secs(2) };
+        let retry = RetryPolicy {
+            max_attempts: 3,
+            initial_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(2),
+            request_timeout: Duration::from_secs(2),
+        };
         let storage = Storage::open("s3://bucket/pfx", &s3, retry).unwrap();
         let e = storage.put("1/2/x", Bytes::from_static(b"x")).unwrap_err();
         let text = e.to_string();
         assert!(text.starts_with("storage s3://bucket/pfx: put 1/2/x failed after 3 attempt(s): "), "{text}");
-        assert!(text.contains("onnection refused") || text.contains("error sending request"), "the cause is the refused connection: {text}");
+        assert!(
+            text.contains("onnection refused") || text.contains("error sending request"),
+            "the cause is the refused connection: {text}"
+        );
         assert!(!text.contains("scheme is not allowed"), "allow_http reached the client: {text}");
         assert!(e.is_transient());
         assert!(!text.contains(" s\"") && !text.contains("secret"), "{text}");
@@ -649,10 +708,12 @@ pub mod location {
             url == prefix || url.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('/'))
         };
         let as_path = |u: &str| u.strip_prefix("file://").map(|p| normalize_path(Path::new(p)));
-        prefixes.split(',').map(str::trim).filter(|p| !p.is_empty()).any(|prefix| match (as_path(url), as_path(prefix)) {
-            (Some(path), Some(dir)) => path.starts_with(dir),
-            (None, None) => under(url, prefix),
-            _ => false,
+        prefixes.split(',').map(str::trim).filter(|p| !p.is_empty()).any(|prefix| {
+            match (as_path(url), as_path(prefix)) {
+                (Some(path), Some(dir)) => path.starts_with(dir),
+                (None, None) => under(url, prefix),
+                _ => false,
+            }
         })
     }
 

@@ -57,15 +57,9 @@ impl VectorError {
     pub fn sqlstate(&self) -> SqlState {
         match self {
             VectorError::Syntax { .. } => SqlState::InvalidTextRepresentation,
-            VectorError::Empty | VectorError::TooManyDimensions(_) => {
-                SqlState::ProgramLimitExceeded
-            }
-            VectorError::NaN { .. } | VectorError::Infinite { .. } => {
-                SqlState::DataException
-            }
-            VectorError::TypmodMismatch { .. } | VectorError::DimensionMismatch(..) => {
-                SqlState::DataException
-            }
+            VectorError::Empty | VectorError::TooManyDimensions(_) => SqlState::ProgramLimitExceeded,
+            VectorError::NaN { .. } | VectorError::Infinite { .. } => SqlState::DataException,
+            VectorError::TypmodMismatch { .. } | VectorError::DimensionMismatch(..) => SqlState::DataException,
             VectorError::Typmod(_) => SqlState::InvalidParameterValue,
             VectorError::Binary(_) => SqlState::InvalidBinaryRepresentation,
             VectorError::Overflow { .. } => SqlState::NumericValueOutOfRange,
@@ -114,17 +108,12 @@ pub fn typmod_in(list: &[&str]) -> Result<usize, VectorError> {
     let [one] = list else {
         return Err(VectorError::Typmod("invalid type modifier: vector takes one dimension count".into()));
     };
-    let dims: i64 = one
-        .trim()
-        .parse()
-        .map_err(|_| VectorError::Typmod(format!("invalid type modifier \"{one}\"")))?;
+    let dims: i64 = one.trim().parse().map_err(|_| VectorError::Typmod(format!("invalid type modifier \"{one}\"")))?;
     if dims < 1 {
         return Err(VectorError::Typmod("dimensions for type vector must be at least 1".into()));
     }
     if dims > MAX_DIM as i64 {
-        return Err(VectorError::Typmod(format!(
-            "dimensions for type vector cannot exceed {MAX_DIM}"
-        )));
+        return Err(VectorError::Typmod(format!("dimensions for type vector cannot exceed {MAX_DIM}")));
     }
     Ok(dims as usize)
 }
@@ -133,35 +122,22 @@ pub fn typmod_in(list: &[&str]) -> Result<usize, VectorError> {
 /// `None` means the column declared none.
 pub fn check_typmod(declared: Option<usize>, actual: usize) -> Result<(), VectorError> {
     match declared {
-        Some(expected) if expected != actual => {
-            Err(VectorError::TypmodMismatch { expected, actual })
-        }
+        Some(expected) if expected != actual => Err(VectorError::TypmodMismatch { expected, actual }),
         _ => Ok(()),
     }
 }
 
 /// Checks that two operands have the same dimensions.
 pub fn check_same_dims(a: usize, b: usize) -> Result<(), VectorError> {
-    if a == b {
-        Ok(())
-    } else {
-        Err(VectorError::DimensionMismatch(a, b))
-    }
+    if a == b { Ok(()) } else { Err(VectorError::DimensionMismatch(a, b)) }
 }
 
 /// Parses the text form `[1, 2.5, -3e-2]` into checked elements.
 pub fn parse(input: &str) -> Result<Vec<f32>, VectorError> {
-    let syntax = |detail: String| VectorError::Syntax {
-        input: input.to_owned(),
-        detail,
-    };
+    let syntax = |detail: String| VectorError::Syntax { input: input.to_owned(), detail };
     let trimmed = input.trim_matches(is_pg_space);
-    let body = trimmed
-        .strip_prefix('[')
-        .ok_or_else(|| syntax("Vector contents must start with \"[\".".into()))?;
-    let body = body
-        .strip_suffix(']')
-        .ok_or_else(|| syntax("Vector contents must end with \"]\".".into()))?;
+    let body = trimmed.strip_prefix('[').ok_or_else(|| syntax("Vector contents must start with \"[\".".into()))?;
+    let body = body.strip_suffix(']').ok_or_else(|| syntax("Vector contents must end with \"]\".".into()))?;
     if body.trim_matches(is_pg_space).is_empty() {
         return Err(VectorError::Empty);
     }
@@ -174,9 +150,10 @@ pub fn parse(input: &str) -> Result<Vec<f32>, VectorError> {
         if values.len() == MAX_DIM {
             return Err(VectorError::TooManyDimensions(body.split(',').count()));
         }
-        values.push(parse_element(element).ok_or_else(|| {
-            syntax(format!("Element {} \"{element}\" is not a number.", i + 1))
-        })?);
+        values.push(
+            parse_element(element)
+                .ok_or_else(|| syntax(format!("Element {} \"{element}\" is not a number.", i + 1)))?,
+        );
     }
     check_elements(&values)?;
     Ok(values)
@@ -247,10 +224,7 @@ pub fn decode_binary(bytes: &[u8]) -> Result<Vec<f32>, VectorError> {
             body.len()
         )));
     }
-    let values: Vec<f32> = body
-        .chunks_exact(4)
-        .map(|c| f32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
+    let values: Vec<f32> = body.chunks_exact(4).map(|c| f32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect();
     check_elements(&values)?;
     Ok(values)
 }
@@ -323,14 +297,8 @@ mod tests {
         let e = parse("[1,a,3]").unwrap_err();
         assert_eq!(e.to_string(), "invalid input syntax for type vector: \"[1,a,3]\"");
         assert_eq!(e.detail(), Some("Element 2 \"a\" is not a number."));
-        assert_eq!(
-            parse("1,2]").unwrap_err().detail(),
-            Some("Vector contents must start with \"[\".")
-        );
-        assert_eq!(
-            parse("[1,2").unwrap_err().detail(),
-            Some("Vector contents must end with \"]\".")
-        );
+        assert_eq!(parse("1,2]").unwrap_err().detail(), Some("Vector contents must start with \"[\"."));
+        assert_eq!(parse("[1,2").unwrap_err().detail(), Some("Vector contents must end with \"]\"."));
         assert_eq!(parse("[1,,2]").unwrap_err().detail(), Some("Element 2 is empty."));
         assert_eq!(parse("[1,2,]").unwrap_err().detail(), Some("Element 3 is empty."));
         assert_eq!(parse("").unwrap_err().detail(), Some("Vector contents must start with \"[\"."));
@@ -364,14 +332,8 @@ mod tests {
     fn typmod_and_operand_checks() {
         assert!(check_typmod(None, 3).is_ok());
         assert!(check_typmod(Some(3), 3).is_ok());
-        assert_eq!(
-            check_typmod(Some(3), 2).unwrap_err().to_string(),
-            "expected 3 dimensions, not 2"
-        );
-        assert_eq!(
-            check_same_dims(3, 4).unwrap_err().to_string(),
-            "different vector dimensions 3 and 4"
-        );
+        assert_eq!(check_typmod(Some(3), 2).unwrap_err().to_string(), "expected 3 dimensions, not 2");
+        assert_eq!(check_same_dims(3, 4).unwrap_err().to_string(), "different vector dimensions 3 and 4");
     }
 
     #[test]

@@ -26,20 +26,26 @@ mod tests {
         // The job log (shared memory, so it sees this transaction's jobs):
         // the build's seal and flush, then the call's.
         let jobs = Spi::get_one::<String>(
-            "SELECT string_agg(kind || ':' || segments::text || ':' || state || ':' || reason || ':' || rows, ',' ORDER BY job_id) \
+            "SELECT string_agg(kind || ':' || segments::text || ':' || state || ':' || reason || ':' || rows, ',' \
+                ORDER BY job_id) \
              FROM milvus_jobs WHERE index = 't_idx'::regclass",
         )
         .unwrap();
         assert_eq!(
             jobs.as_deref(),
-            Some("seal:{1}:done:index build:5000,flush:{1}:done:CREATE INDEX:5000,seal:{2}:done:manual flush:100,flush:{2}:done:milvus_flush():100")
+            Some(
+                "seal:{1}:done:index build:5000,flush:{1}:done:CREATE INDEX:5000,seal:{2}:done:manual \
+                    flush:100,flush:{2}:done:milvus_flush():100"
+            )
         );
         Spi::run("SET enable_seqscan = off").unwrap();
         let nearest = Spi::get_one::<i32>("SELECT id FROM t ORDER BY v <-> '[1,1,1]' LIMIT 1").unwrap();
         let exact = Spi::get_one::<i32>("SELECT id FROM t ORDER BY l2_distance(v, '[1,1,1]'), id LIMIT 1").unwrap();
         assert_eq!(
-            Spi::get_one::<f64>(&format!("SELECT l2_distance(v, '[1,1,1]') FROM t WHERE id = {}", nearest.unwrap())).unwrap(),
-            Spi::get_one::<f64>(&format!("SELECT l2_distance(v, '[1,1,1]') FROM t WHERE id = {}", exact.unwrap())).unwrap(),
+            Spi::get_one::<f64>(&format!("SELECT l2_distance(v, '[1,1,1]') FROM t WHERE id = {}", nearest.unwrap()))
+                .unwrap(),
+            Spi::get_one::<f64>(&format!("SELECT l2_distance(v, '[1,1,1]') FROM t WHERE id = {}", exact.unwrap()))
+                .unwrap(),
         );
     }
 }

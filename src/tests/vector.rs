@@ -6,9 +6,7 @@ mod tests {
     use pgrx::prelude::*;
 
     fn one<T: pgrx::IntoDatum + pgrx::FromDatum>(sql: &str) -> T {
-        Spi::get_one::<T>(sql)
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .unwrap_or_else(|| panic!("{sql}: NULL"))
+        Spi::get_one::<T>(sql).unwrap_or_else(|e| panic!("{sql}: {e}")).unwrap_or_else(|| panic!("{sql}: NULL"))
     }
 
     #[pg_test]
@@ -22,7 +20,13 @@ mod tests {
     fn typmod_is_enforced_on_assignment_and_cast() {
         Spi::run("CREATE TEMP TABLE t (v vector(3))").unwrap();
         Spi::run("INSERT INTO t VALUES ('[1,2,3]')").unwrap();
-        assert_eq!(one::<String>("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 't'::regclass AND attname = 'v'"), "vector(3)");
+        assert_eq!(
+            one::<String>(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 't'::regclass AND attname \
+                    = 'v'"
+            ),
+            "vector(3)"
+        );
         assert_eq!(one::<String>("SELECT '[1,2]'::vector(2)::text"), "[1,2]");
     }
 
@@ -95,7 +99,10 @@ mod tests {
         assert!(one::<bool>("SELECT '[1,2]'::vector = '[1,2]'"));
         assert!(one::<bool>("SELECT '[1,2]'::vector <> '[1,3]'"));
         assert!(one::<bool>("SELECT '[1,2]'::vector < '[1,3]'"));
-        assert_eq!(one::<i64>("SELECT count(DISTINCT v) FROM (VALUES ('[1,2]'::vector), ('[1,2]'), ('[2,1]')) s(v)"), 2);
+        assert_eq!(
+            one::<i64>("SELECT count(DISTINCT v) FROM (VALUES ('[1,2]'::vector), ('[1,2]'), ('[2,1]')) s(v)"),
+            2
+        );
         assert_eq!(one::<String>("SELECT ARRAY[1,2,3]::real[]::vector::text"), "[1,2,3]");
         assert_eq!(one::<String>("SELECT ARRAY[1,2]::integer[]::vector::text"), "[1,2]");
         assert_eq!(one::<String>("SELECT ARRAY[1.5,2]::float8[]::vector::text"), "[1.5,2]");

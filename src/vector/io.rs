@@ -7,9 +7,9 @@
 use std::ffi::{CStr, CString};
 
 use milvus_core::vector as vector_core;
+use pgrx::AnyNumeric;
 use pgrx::datum::Internal;
 use pgrx::prelude::*;
-use pgrx::AnyNumeric;
 
 use super::PgVector;
 use crate::error::{OrRaise, raise_vector_error};
@@ -44,10 +44,7 @@ fn vector_out(vector: PgVector) -> CString {
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn vector_typmod_in(list: Array<&CStr>) -> i32 {
-    let items: Vec<&str> = list
-        .iter()
-        .map(|item| item.and_then(|c| c.to_str().ok()).unwrap_or(""))
-        .collect();
+    let items: Vec<&str> = list.iter().map(|item| item.and_then(|c| c.to_str().ok()).unwrap_or("")).collect();
     vector_core::typmod_in(&items).or_raise() as i32
 }
 
@@ -114,9 +111,7 @@ fn array_to_vector_integer(array: Array<i32>, typmod: i32, _explicit: bool) -> P
 fn array_to_vector_numeric(array: Array<AnyNumeric>, typmod: i32, _explicit: bool) -> PgVector {
     // A numeric beyond f32's range becomes an infinity, which `build` refuses
     // with the element named.
-    let items = array
-        .iter()
-        .map(|v| v.map(|v| f32::try_from(v).unwrap_or(f32::INFINITY)));
+    let items = array.iter().map(|v| v.map(|v| f32::try_from(v).unwrap_or(f32::INFINITY)));
     build(&collect_array(items), typmod)
 }
 

@@ -68,11 +68,7 @@ impl PgVector {
 }
 
 impl FromDatum for PgVector {
-    unsafe fn from_polymorphic_datum(
-        datum: pg_sys::Datum,
-        is_null: bool,
-        _typoid: pg_sys::Oid,
-    ) -> Option<Self> {
+    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _typoid: pg_sys::Oid) -> Option<Self> {
         if is_null {
             return None;
         }
@@ -113,8 +109,7 @@ unsafe impl SqlTranslatable for PgVector {
     const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(PgVector);
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::ThisExtension;
     const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("vector"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
-        Ok(ReturnsRef::One(SqlMappingRef::literal("vector")));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal("vector")));
 }
 
 unsafe impl<'fcx> ArgAbi<'fcx> for PgVector {

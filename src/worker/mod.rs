@@ -5,9 +5,10 @@
 //! `milvus.naptime` it reads `pg_database` and starts a short-lived
 //! **worker** (`pg_milvus worker`, a dynamic background worker) for each
 //! database due a visit, at most `milvus.max_workers` at once, the database
-//! that has waited longest first, as autovacuum does. A worker seals growing segments by the seal policy, flushes sealed
-//! segments, compacts, collects garbage (`visit.rs`), and exits. A database
-//! without milvus indexes is visited again only after a while; a backend's
+//! that has waited longest first, as autovacuum does. A worker seals
+//! growing segments by the seal policy, flushes sealed segments, compacts,
+//! collects garbage (`visit.rs`), and exits. A database without milvus
+//! indexes is visited again only after a while; a backend's
 //! `milvus_flush(wait => false)` sets the launcher's latch for an immediate
 //! visit.
 //!
@@ -28,7 +29,9 @@ use std::time::{Duration, Instant};
 
 use milvus_core::policy::schedule::VisitQueue;
 
-use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, BgWorkerStartTime, DynamicBackgroundWorker};
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, BgWorkerStartTime, DynamicBackgroundWorker,
+};
 use pgrx::prelude::*;
 
 use crate::am::flush::now;
@@ -113,12 +116,18 @@ pub extern "C-unwind" fn milvus_launcher_main(_arg: pg_sys::Datum) {
     BackgroundWorker::connect_worker_to_spi(None, None);
     // SAFETY: a backend global.
     shared::set_launcher_pid(unsafe { pg_sys::MyProcPid });
-    log!("pg_milvus launcher started (max_workers {}, naptime {} s)", crate::gucs::max_workers(), crate::gucs::naptime().as_secs());
+    log!(
+        "pg_milvus launcher started (max_workers {}, naptime {} s)",
+        crate::gucs::max_workers(),
+        crate::gucs::naptime().as_secs()
+    );
     let mut launcher = Launcher::default();
     let mut next_round = Instant::now();
     loop {
         // Workers that have exited free their slot.
-        launcher.running.retain(|(_, w)| !matches!(w.pid(), Err(BackgroundWorkerStatus::Stopped | BackgroundWorkerStatus::PostmasterDied)));
+        launcher.running.retain(|(_, w)| {
+            !matches!(w.pid(), Err(BackgroundWorkerStatus::Stopped | BackgroundWorkerStatus::PostmasterDied))
+        });
         if Instant::now() >= next_round {
             launcher.queue_round();
             next_round = Instant::now() + crate::gucs::naptime();
@@ -193,7 +202,8 @@ impl Launcher {
                     self.queue.put_back(&taken[at..]);
                     if !std::mem::replace(&mut self.short_of_slots, true) {
                         warning!(
-                            "pg_milvus could not start a background worker; raise max_worker_processes (it must cover milvus.max_workers + 1)"
+                            "pg_milvus could not start a background worker; raise max_worker_processes (it must cover \
+                                milvus.max_workers + 1)"
                         );
                     }
                     break;

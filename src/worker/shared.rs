@@ -352,7 +352,8 @@ pub fn trouble(database: u32, index: u32) -> IndexTrouble {
         return none;
     };
     IndexTrouble {
-        failure: (slot.backoff.failures > 0).then(|| (slot.failed_segment, slot.error.get().to_owned(), slot.backoff.failures)),
+        failure: (slot.backoff.failures > 0)
+            .then(|| (slot.failed_segment, slot.error.get().to_owned(), slot.backoff.failures)),
         damage: (slot.damaged_segment != 0).then(|| (slot.damaged_segment, slot.damage.get().to_owned())),
     }
 }
@@ -365,7 +366,9 @@ pub fn set_damage(database: u32, index: u32, segment: u64, error: Option<&str>) 
         return;
     }
     // Look before making a slot: a healthy load must not claim one.
-    if error.is_none() && !SHARED.share().indexes.iter().any(|s| s.database == database && s.index == index && s.damaged_segment != 0) {
+    if error.is_none()
+        && !SHARED.share().indexes.iter().any(|s| s.database == database && s.index == index && s.damaged_segment != 0)
+    {
         return;
     }
     with_index(database, index, |slot| match error {
@@ -406,7 +409,8 @@ fn with_database<T>(database: u32, f: impl FnOnce(&mut DatabaseSlot) -> T) -> Op
     let at = match shared.databases.iter().position(|s| s.database == database) {
         Some(at) => at,
         None => {
-            let at = shared.databases.iter().position(|s| s.database == 0).unwrap_or((database as usize) % MAX_DATABASES);
+            let at =
+                shared.databases.iter().position(|s| s.database == 0).unwrap_or((database as usize) % MAX_DATABASES);
             // SAFETY: all-zero is a valid slot.
             shared.databases[at] = unsafe { std::mem::zeroed() };
             shared.databases[at].database = database;
@@ -434,10 +438,15 @@ pub fn take_wanted() -> Vec<u32> {
         return Vec::new();
     }
     let mut shared = SHARED.exclusive();
-    shared.databases.iter_mut().filter(|d| d.wanted).map(|d| {
-        d.wanted = false;
-        d.database
-    }).collect()
+    shared
+        .databases
+        .iter_mut()
+        .filter(|d| d.wanted)
+        .map(|d| {
+            d.wanted = false;
+            d.database
+        })
+        .collect()
 }
 
 /// Whether garbage collection of the database is due; if so, records that
@@ -523,7 +532,8 @@ CREATE FUNCTION milvus_job_log()
 COMMENT ON FUNCTION milvus_job_log() IS 'recent seal, flush, compaction and GC jobs of every database (shared memory)';
 CREATE VIEW milvus_jobs AS
     SELECT job_id, pid, kind, index::regclass AS index, segments, state, reason, started, finished, rows, bytes, error
-      FROM milvus_job_log() WHERE database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database());
+      FROM milvus_job_log() WHERE database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = \
+          current_database());
 COMMENT ON VIEW milvus_jobs IS 'recent and running seal, flush, compaction and GC jobs of this database';
 GRANT SELECT ON milvus_jobs TO PUBLIC;
 ")]
@@ -546,7 +556,8 @@ fn milvus_job_log() -> TableIterator<
         name!(error, Option<String>),
     ),
 > {
-    let mut jobs: Vec<Job> = if enabled() { SHARED.share().jobs.iter().filter(|j| j.id != 0).copied().collect() } else { Vec::new() };
+    let mut jobs: Vec<Job> =
+        if enabled() { SHARED.share().jobs.iter().filter(|j| j.id != 0).copied().collect() } else { Vec::new() };
     // A superuser sees every job; anybody else, the jobs on indexes they own
     // in this database.
     // SAFETY: catalog checks of the current user and database.
@@ -605,7 +616,8 @@ mod tests {
         let mut t: Text<64> = Text { len: 0, bytes: [0; 64] };
         t.set("short");
         assert_eq!(t.get(), "short");
-        let long = format!("could not flush segment 1 of index \"{}\": Permission denied (os error 13)", "é".repeat(60));
+        let long =
+            format!("could not flush segment 1 of index \"{}\": Permission denied (os error 13)", "é".repeat(60));
         t.set(&long);
         assert!(t.get().len() <= 64, "{}", t.get());
         assert!(t.get().starts_with("could not"), "{}", t.get());

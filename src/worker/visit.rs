@@ -45,20 +45,31 @@ pub(super) fn visit_database(database: u32) -> bool {
         }
         // SAFETY: visit_index locks and checks the relation itself.
         let outcome = in_transaction(false, || unsafe { visit_index(database, oid) });
-        let subject = |name: Option<String>| format!("background work on index \"{}\"", name.unwrap_or_else(|| oid.to_u32().to_string()));
-        let outcome = outcome.map(subject).map_err(|(name, segment, message)| (format!("{} failed: {message}", subject(name)), segment, message));
+        let subject = |name: Option<String>| {
+            format!("background work on index \"{}\"", name.unwrap_or_else(|| oid.to_u32().to_string()))
+        };
+        let outcome = outcome
+            .map(subject)
+            .map_err(|(name, segment, message)| (format!("{} failed: {message}", subject(name)), segment, message));
         report(database, oid.to_u32(), now, outcome);
     }
     let now = now();
-    if shared::ready(database, DATABASE_GC, now) && shared::gc_due(database, now, crate::gucs::gc_interval().as_secs()) {
+    if shared::ready(database, DATABASE_GC, now) && shared::gc_due(database, now, crate::gucs::gc_interval().as_secs())
+    {
         // Its errors say "garbage collection failed: ..." themselves.
         // A location that failed is in its row; the others were collected.
-        let outcome = in_transaction(true, || match gc::gc_database("background worker").into_iter().find_map(|row| row.4) {
-            Some(message) => Err((None, 0, message)),
-            None => Ok(()),
-        });
+        let outcome =
+            in_transaction(true, || match gc::gc_database("background worker").into_iter().find_map(|row| row.4) {
+                Some(message) => Err((None, 0, message)),
+                None => Ok(()),
+            });
         let outcome = outcome.map(|_| "garbage collection".to_owned());
-        report(database, DATABASE_GC, now, outcome.map_err(|(_, _, message)| (format!("garbage collection failed: {message}"), 0, message)));
+        report(
+            database,
+            DATABASE_GC,
+            now,
+            outcome.map_err(|(_, _, message)| (format!("garbage collection failed: {message}"), 0, message)),
+        );
     }
     true
 }
@@ -98,7 +109,8 @@ fn report(database: u32, slot: u32, now: u64, outcome: Result<String, (String, u
                     PgLogLevel::WARNING,
                     PgSqlErrorCode::ERRCODE_IO_ERROR,
                     format!("pg_milvus worker: {line}"),
-                    "Nothing is lost: the rows stay in pages. The worker retries with backoff and logs again once it succeeds."
+                    "Nothing is lost: the rows stay in pages. The worker retries with backoff and logs again once it \
+                        succeeds."
                 );
             }
         }
@@ -176,9 +188,9 @@ fn in_transaction<T, E: Into<Failure>>(snapshot: bool, f: impl FnOnce() -> Resul
     let result = PgTryBuilder::new(AssertUnwindSafe(|| f().map_err(Into::into)))
         .catch_others(|e| {
             Err(match e {
-                CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) | CaughtError::RustPanic { ereport: r, .. } => {
-                    (None, 0, r.message().to_owned())
-                }
+                CaughtError::PostgresError(r)
+                | CaughtError::ErrorReport(r)
+                | CaughtError::RustPanic { ereport: r, .. } => (None, 0, r.message().to_owned()),
             })
         })
         .execute();

@@ -55,12 +55,13 @@ impl DeltaBinlog {
         let segment = SegmentId(r.u64());
         let count = r.u64();
         let body_crc = r.u32();
-        let body_len = count.checked_mul(4).ok_or_else(|| {
-            FormatError::new(object, FormatErrorKind::Invalid(format!("count {count} overflows")))
-        })?;
+        let body_len = count
+            .checked_mul(4)
+            .ok_or_else(|| FormatError::new(object, FormatErrorKind::Invalid(format!("count {count} overflows"))))?;
         let body = &bytes[HEADER_LEN..];
         check_body(object, body, body_len, body_crc, Check::Full)?;
-        let rows: Vec<u32> = body.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("chunk of 4"))).collect();
+        let rows: Vec<u32> =
+            body.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("chunk of 4"))).collect();
         if let Some(w) = rows.windows(2).find(|w| w[0] >= w[1]) {
             return Err(FormatError::new(
                 object,

@@ -58,7 +58,9 @@
 
 use std::borrow::Cow;
 
-use super::{Check, FormatError, FormatErrorKind, Reader, Writer, bytes_of, check_body, check_header, column, finish_header};
+use super::{
+    Check, FormatError, FormatErrorKind, Reader, Writer, bytes_of, check_body, check_header, column, finish_header,
+};
 use crate::distance::Metric;
 use crate::graph::{FlatGraph, GraphParts};
 use crate::segment::SegmentId;
@@ -119,8 +121,10 @@ impl<'a> IndexFile<'a> {
         let body = &bytes[HEADER_LEN..];
         if version == VERSION_HNSW_DUMP {
             let mut r = Reader::new(&bytes[12..]);
-            let (segment, rows, graph_len, data_len, body_crc) = (SegmentId(r.u64()), r.u64(), r.u64(), r.u64(), r.u32());
-            let body_len = graph_len.checked_add(data_len).ok_or_else(|| invalid("graph and data lengths overflow".into()))?;
+            let (segment, rows, graph_len, data_len, body_crc) =
+                (SegmentId(r.u64()), r.u64(), r.u64(), r.u64(), r.u32());
+            let body_len =
+                graph_len.checked_add(data_len).ok_or_else(|| invalid("graph and data lengths overflow".into()))?;
             check_body(object, body, body_len, body_crc, check)?;
             let (graph, data) = body.split_at(graph_len as usize);
             return Ok(IndexFile::HnswDump { segment, rows, graph, data });
@@ -131,7 +135,8 @@ impl<'a> IndexFile<'a> {
         let segment = SegmentId(r.u64());
         let (rows, entry, m0, m, upper) = (r.u64(), r.u32(), r.u16(), r.u16(), r.u64());
         let body_crc = r.u32();
-        let metric = Metric::from_code(metric_code).ok_or_else(|| invalid(format!("unknown metric code {metric_code}")))?;
+        let metric =
+            Metric::from_code(metric_code).ok_or_else(|| invalid(format!("unknown metric code {metric_code}")))?;
         let too_big = || invalid(format!("{rows} rows with {m0} and {m} neighbours, {upper} upper slots overflow"));
         if rows >= u32::MAX as u64 {
             return Err(too_big());
@@ -176,7 +181,8 @@ mod tests {
 
     fn sample() -> FlatGraph<'static> {
         // 0 - 1 - 2 - 3 on layer 0, 1 and 3 on layer 1, 3 the entry.
-        let nodes = vec![vec![vec![1]], vec![vec![0, 2], vec![3]], vec![vec![1, 3]], vec![vec![2], vec![1]], vec![vec![4]]];
+        let nodes =
+            vec![vec![vec![1]], vec![vec![0, 2], vec![3]], vec![vec![1, 3]], vec![vec![2], vec![1]], vec![vec![4]]];
         FlatGraph::from_nodes(&nodes, 3)
     }
 
@@ -187,7 +193,8 @@ mod tests {
         let storage = Aligned::of(&bytes);
         let view = storage.bytes();
         for check in [Check::Full, Check::Header] {
-            let IndexFile::Flat { segment, metric, graph: decoded } = IndexFile::decode("o", view, check).unwrap() else {
+            let IndexFile::Flat { segment, metric, graph: decoded } = IndexFile::decode("o", view, check).unwrap()
+            else {
                 panic!("version 2 decodes as a flat graph")
             };
             assert_eq!((segment, metric), (SegmentId(4), Metric::Cosine));
@@ -196,7 +203,9 @@ mod tests {
         }
         let mut shifted = vec![0u8];
         shifted.extend_from_slice(&bytes);
-        let IndexFile::Flat { graph: copied, .. } = IndexFile::decode("o", &shifted[1..], Check::Full).unwrap() else { panic!() };
+        let IndexFile::Flat { graph: copied, .. } = IndexFile::decode("o", &shifted[1..], Check::Full).unwrap() else {
+            panic!()
+        };
         assert_eq!(copied, graph, "an unaligned buffer is copied, same graph");
     }
 
@@ -252,7 +261,8 @@ mod tests {
             body in prop::collection::vec(any::<u8>(), 0..400),
         ) {
             let mut w = Writer(Vec::new());
-            w.bytes(MAGIC).u16(VERSION).u8(1).u8(0).u64(1).u64(rows).u32(entry).u16(m0).u16(m).u64(upper).u32(crc32c::crc32c(&body));
+            w.bytes(MAGIC).u16(VERSION).u8(1).u8(0).u64(1).u64(rows).u32(entry);
+            w.u16(m0).u16(m).u64(upper).u32(crc32c::crc32c(&body));
             let mut bytes = finish_header(w, HEADER_LEN);
             bytes.extend_from_slice(&body);
             // Whatever decodes can be searched without a panic: damage in

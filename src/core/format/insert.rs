@@ -22,7 +22,9 @@
 
 use std::borrow::Cow;
 
-use super::{Check, FormatError, FormatErrorKind, Reader, Writer, bytes_of, check_body, check_header, column, finish_header};
+use super::{
+    Check, FormatError, FormatErrorKind, Reader, Writer, bytes_of, check_body, check_header, column, finish_header,
+};
 use crate::distance::Metric;
 use crate::segment::SegmentId;
 use crate::vector::MAX_DIM;
@@ -74,7 +76,8 @@ impl<'a> InsertBinlog<'a> {
         let rows = r.u64();
         let segment = SegmentId(r.u64());
         let body_crc = r.u32();
-        let metric = Metric::from_code(metric_code).ok_or_else(|| invalid(format!("unknown metric code {metric_code}")))?;
+        let metric =
+            Metric::from_code(metric_code).ok_or_else(|| invalid(format!("unknown metric code {metric_code}")))?;
         if dims == 0 || dims > MAX_DIM {
             return Err(invalid(format!("dimensions {dims} out of range 1..={MAX_DIM}")));
         }
@@ -213,7 +216,9 @@ mod tests {
         }
 
         #[test]
-        fn decoder_never_panics_on_valid_header_and_random_body(rows in 0u64..1000, dims in any::<u32>(), body in prop::collection::vec(any::<u8>(), 0..100)) {
+        fn decoder_never_panics_on_valid_header_and_random_body(
+            rows in 0u64..1000, dims in any::<u32>(), body in prop::collection::vec(any::<u8>(), 0..100),
+        ) {
             let mut w = Writer(Vec::new());
             w.bytes(MAGIC).u16(VERSION).u8(1).u8(0).u32(dims).u64(rows).u64(1).u32(crc32c::crc32c(&body));
             let mut bytes = finish_header(w, HEADER_LEN);

@@ -153,7 +153,12 @@ impl Manifest {
     /// Adds a new, empty growing segment.
     pub fn add_growing(&mut self, now: u64) -> SegmentId {
         let id = self.allocate();
-        self.segments.push(SegmentEntry { meta: SegmentMeta::growing(id, now), insert_binlog: None, index_file: None, delta_binlogs: vec![] });
+        self.segments.push(SegmentEntry {
+            meta: SegmentMeta::growing(id, now),
+            insert_binlog: None,
+            index_file: None,
+            delta_binlogs: vec![],
+        });
         self.generation += 1;
         id
     }
@@ -242,8 +247,8 @@ impl Manifest {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let body = bincode::serde::encode_to_vec(self, bincode::config::standard())
-            .expect("a manifest always serializes");
+        let body =
+            bincode::serde::encode_to_vec(self, bincode::config::standard()).expect("a manifest always serializes");
         let mut w = Writer(Vec::with_capacity(HEADER_LEN + body.len()));
         w.bytes(MAGIC).u16(VERSION).u16(0).u64(body.len() as u64).u32(crc32c::crc32c(&body));
         let mut out = finish_header(w, HEADER_LEN);
@@ -269,10 +274,16 @@ impl Manifest {
 
 /// A whole body, nothing after it.
 fn decode_body<T: serde::de::DeserializeOwned>(object: &str, body: &[u8]) -> Result<T, FormatError> {
-    let invalid = |e: bincode::error::DecodeError| FormatError::new(object, FormatErrorKind::Invalid(format!("manifest body: {e}")));
-    let (m, used): (T, usize) = bincode::serde::decode_from_slice(body, bincode::config::standard()).map_err(invalid)?;
+    let invalid = |e: bincode::error::DecodeError| {
+        FormatError::new(object, FormatErrorKind::Invalid(format!("manifest body: {e}")))
+    };
+    let (m, used): (T, usize) =
+        bincode::serde::decode_from_slice(body, bincode::config::standard()).map_err(invalid)?;
     if used != body.len() {
-        return Err(FormatError::new(object, FormatErrorKind::Invalid(format!("{} bytes after the manifest body", body.len() - used))));
+        return Err(FormatError::new(
+            object,
+            FormatErrorKind::Invalid(format!("{} bytes after the manifest body", body.len() - used)),
+        ));
     }
     Ok(m)
 }
@@ -334,7 +345,13 @@ mod tests {
             segments: &'a [SegmentEntry],
         }
         let m = sample();
-        let v1 = V1 { generation: m.generation, next_segment_id: m.next_segment_id, dims: m.dims, metric: m.metric, segments: &m.segments };
+        let v1 = V1 {
+            generation: m.generation,
+            next_segment_id: m.next_segment_id,
+            dims: m.dims,
+            metric: m.metric,
+            segments: &m.segments,
+        };
         let body = bincode::serde::encode_to_vec(&v1, bincode::config::standard()).unwrap();
         let mut w = Writer(Vec::new());
         w.bytes(MAGIC).u16(1).u16(0).u64(body.len() as u64).u32(crc32c::crc32c(&body));
@@ -364,7 +381,10 @@ mod tests {
             bytes: 2,
         };
         m.publish_flush(flushed(a, 10), 3).unwrap();
-        assert_eq!((m.segment(a).unwrap().meta.state, m.segment(a).unwrap().meta.index_state), (SegmentState::Flushed, IndexState::Ready));
+        assert_eq!(
+            (m.segment(a).unwrap().meta.state, m.segment(a).unwrap().meta.index_state),
+            (SegmentState::Flushed, IndexState::Ready)
+        );
         m.add_tombstones(a, ObjectRef::of("d/1", b"z"), 4).unwrap();
         let out = m.allocate_segment_id();
         m.publish_compaction(&[a], flushed(out, 6), 4).unwrap();
@@ -372,8 +392,14 @@ mod tests {
         assert_eq!(m.segment(out).unwrap().meta.seal_reason.as_ref().unwrap().to_string(), "compaction of [1]");
         assert_eq!(m.referenced_keys().collect::<Vec<_>>(), [format!("i/{out}"), format!("h/{out}")]);
         assert_eq!(m.generation, 6);
-        assert_eq!(m.publish_flush(flushed(a, 1), 5).unwrap_err().to_string(), "segment 1: illegal state change dropped -> flushed");
-        assert_eq!(m.seal(SegmentId(99), 1, SealReason::Manual, 5).unwrap_err(), ManifestError::UnknownSegment(SegmentId(99)));
+        assert_eq!(
+            m.publish_flush(flushed(a, 1), 5).unwrap_err().to_string(),
+            "segment 1: illegal state change dropped -> flushed"
+        );
+        assert_eq!(
+            m.seal(SegmentId(99), 1, SealReason::Manual, 5).unwrap_err(),
+            ManifestError::UnknownSegment(SegmentId(99))
+        );
         // A dropped segment leaves the manifest once all its objects are gone.
         assert_eq!(m.forget_dropped(|_| false), 0, "objects still there: kept");
         assert_eq!(m.forget_dropped(|k| k == format!("i/{a}")), 0, "one of three objects gone: kept");

@@ -150,7 +150,13 @@ pub enum Check {
 
 /// Checks that the body has exactly `expected` bytes and, under
 /// [`Check::Full`], the stored CRC.
-pub(crate) fn check_body(object: &str, body: &[u8], expected: u64, stored_crc: u32, check: Check) -> Result<(), FormatError> {
+pub(crate) fn check_body(
+    object: &str,
+    body: &[u8],
+    expected: u64,
+    stored_crc: u32,
+    check: Check,
+) -> Result<(), FormatError> {
     let err = |k| FormatError::new(object, k);
     if (body.len() as u64) < expected {
         return Err(err(FormatErrorKind::Truncated { need: expected, have: body.len() as u64 }));

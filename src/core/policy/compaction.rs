@@ -104,10 +104,8 @@ pub fn plan<'a>(
     busy: &HashSet<SegmentId>,
     policy: &CompactionPolicy,
 ) -> Vec<CompactionPlan> {
-    let mut eligible: Vec<&SegmentMeta> = segments
-        .into_iter()
-        .filter(|s| s.state == SegmentState::Flushed && !busy.contains(&s.id))
-        .collect();
+    let mut eligible: Vec<&SegmentMeta> =
+        segments.into_iter().filter(|s| s.state == SegmentState::Flushed && !busy.contains(&s.id)).collect();
     eligible.sort_by_key(|s| s.id);
     let needs_purge = |s: &SegmentMeta| s.deleted_rows > 0 && s.deleted_ratio() >= policy.delete_ratio;
 
@@ -175,7 +173,8 @@ mod tests {
 
     #[test]
     fn merges_small_segments_up_to_the_target() {
-        let segs = [flushed(1, 300, 0), flushed(2, 400, 100), flushed(3, 400, 0), flushed(4, 499, 0), flushed(5, 900, 0)];
+        let segs =
+            [flushed(1, 300, 0), flushed(2, 400, 100), flushed(3, 400, 0), flushed(4, 499, 0), flushed(5, 900, 0)];
         let plans = plan(&segs, &HashSet::new(), &POLICY);
         // 300 + 300 live + 400 = 1000; 499 alone is no merge; 900 is not small.
         assert_eq!(plans.len(), 1, "{plans:?}");
@@ -207,7 +206,8 @@ mod tests {
     proptest! {
         #[test]
         fn planner_properties(segs in segments(), busy_mask in any::<u64>()) {
-            let busy: HashSet<SegmentId> = segs.iter().filter(|s| busy_mask >> (s.id.0 % 64) & 1 == 1).map(|s| s.id).collect();
+            let busy: HashSet<SegmentId> =
+                segs.iter().filter(|s| busy_mask >> (s.id.0 % 64) & 1 == 1).map(|s| s.id).collect();
             let plans = plan(&segs, &busy, &POLICY);
             let mut seen = HashSet::new();
             for p in &plans {

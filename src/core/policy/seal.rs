@@ -31,12 +31,7 @@ pub struct SealPolicy {
 
 impl Default for SealPolicy {
     fn default() -> Self {
-        SealPolicy {
-            max_rows: 100_000,
-            max_bytes: 512 << 20,
-            idle_secs: Some(60),
-            lifetime_secs: Some(3600),
-        }
+        SealPolicy { max_rows: 100_000, max_bytes: 512 << 20, idle_secs: Some(60), lifetime_secs: Some(3600) }
     }
 }
 
@@ -50,16 +45,12 @@ pub fn seal_by_bytes(s: &GrowingStats, p: &SealPolicy) -> Option<SealReason> {
 
 pub fn seal_by_lifetime(s: &GrowingStats, p: &SealPolicy, now: u64) -> Option<SealReason> {
     let age = now.saturating_sub(s.created_at);
-    p.lifetime_secs
-        .filter(|limit| age >= *limit)
-        .map(|_| SealReason::Lifetime { age_secs: age })
+    p.lifetime_secs.filter(|limit| age >= *limit).map(|_| SealReason::Lifetime { age_secs: age })
 }
 
 pub fn seal_by_idle_time(s: &GrowingStats, p: &SealPolicy, now: u64) -> Option<SealReason> {
     let idle = now.saturating_sub(s.last_insert_at);
-    p.idle_secs
-        .filter(|limit| idle >= *limit)
-        .map(|_| SealReason::Idle { idle_secs: idle })
+    p.idle_secs.filter(|limit| idle >= *limit).map(|_| SealReason::Idle { idle_secs: idle })
 }
 
 impl SealPolicy {

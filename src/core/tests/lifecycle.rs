@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
+use milvus_core::Metric;
 use milvus_core::cache::SegmentCache;
 use milvus_core::format::manifest::Manifest;
 use milvus_core::hnsw::HnswParams;
@@ -16,7 +17,6 @@ use milvus_core::search::{LoadedSegment, PageHits, Search, SearchOptions};
 use milvus_core::segment::{SealReason, SegmentState};
 use milvus_core::storage::{RetryPolicy, S3Options, Storage};
 use milvus_core::synthetic::Rng;
-use milvus_core::Metric;
 
 const DIMS: usize = 24;
 const SEGMENTS: usize = 5;
@@ -56,15 +56,18 @@ fn check_search(segments: &[Arc<LoadedSegment>], data: &[f32], deleted: &dyn Fn(
     let n = data.len() / DIMS;
     let (mut hits, mut total) = (0, 0);
     for _ in 0..50 {
-        let q: Vec<f32> = data[(rng.next_u64() as usize % n) * DIMS..][..DIMS].iter().map(|x| x + 0.05 * rng.next_f32()).collect();
+        let q: Vec<f32> =
+            data[(rng.next_u64() as usize % n) * DIMS..][..DIMS].iter().map(|x| x + 0.05 * rng.next_f32()).collect();
         let mut exact: Vec<(f32, u64)> = (0..n as u64)
             .filter(|k| !deleted(*k))
             .map(|k| (Metric::L2.distance(&q, &data[k as usize * DIMS..][..DIMS]), k))
             .collect();
         exact.sort_by(|a, b| a.0.total_cmp(&b.0));
         let truth: HashSet<u64> = exact.iter().take(10).map(|e| e.1).collect();
-        let got: Vec<u64> =
-            Search::new(q, PageHits::default(), segments.to_vec(), SearchOptions::default()).take(10).map(|h| h.key).collect();
+        let got: Vec<u64> = Search::new(q, PageHits::default(), segments.to_vec(), SearchOptions::default())
+            .take(10)
+            .map(|h| h.key)
+            .collect();
         assert_eq!(got.len(), 10);
         assert!(got.iter().all(|k| !deleted(*k)), "a dead row was returned");
         hits += got.iter().filter(|k| truth.contains(k)).count();
@@ -88,7 +91,8 @@ fn lifecycle(url: &str) {
         m.seal(id, ROWS_PER_SEGMENT as u64, SealReason::Rows { rows: 10_000, max_rows: 10_000 }, 101).unwrap();
         let keys: Vec<u64> = (s * ROWS_PER_SEGMENT..(s + 1) * ROWS_PER_SEGMENT).map(|k| k as u64).collect();
         let vectors = &data[s * ROWS_PER_SEGMENT * DIMS..(s + 1) * ROWS_PER_SEGMENT * DIMS];
-        let flushed = jobs::flush(&storage, &cache, ID, id, Metric::L2, DIMS, &keys, vectors, params, &cancel, &|| {}).unwrap();
+        let flushed =
+            jobs::flush(&storage, &cache, ID, id, Metric::L2, DIMS, &keys, vectors, params, &cancel, &|| {}).unwrap();
         assert!(flushed.index_file.is_some());
         m.publish_flush(flushed, 102).unwrap();
     }
@@ -103,7 +107,8 @@ fn lifecycle(url: &str) {
     // Delete 10%: tombstones by row position, one delta binlog per segment.
     for entry in m.segments.clone() {
         let first_key = (entry.meta.id.0 as usize - 1) * ROWS_PER_SEGMENT;
-        let rows: Vec<u32> = (0..ROWS_PER_SEGMENT as u32).filter(|r| is_deleted((first_key + *r as usize) as u64)).collect();
+        let rows: Vec<u32> =
+            (0..ROWS_PER_SEGMENT as u32).filter(|r| is_deleted((first_key + *r as usize) as u64)).collect();
         let delta = jobs::write_tombstones(&storage, ID, entry.meta.id, &rows).unwrap();
         m.add_tombstones(entry.meta.id, delta, rows.len() as u64).unwrap();
     }
@@ -119,7 +124,10 @@ fn lifecycle(url: &str) {
     let dead = (0..(SEGMENTS * ROWS_PER_SEGMENT) as u64).filter(|k| is_deleted(*k)).count() as u64;
     assert!((4_000..6_000).contains(&dead), "about 10% deleted: {dead}");
     let live = (SEGMENTS * ROWS_PER_SEGMENT) as u64 - dead;
-    assert_eq!((plans[0].kind, plans[0].inputs.len(), plans[0].output_rows, plans[0].removed_rows), (PlanKind::Merge, 5, live, dead));
+    assert_eq!(
+        (plans[0].kind, plans[0].inputs.len(), plans[0].output_rows, plans[0].removed_rows),
+        (PlanKind::Merge, 5, live, dead)
+    );
     let old_keys: HashSet<String> = m.referenced_keys().map(str::to_owned).collect();
     let inputs: Vec<&LoadedSegment> = before.iter().filter(|s| plans[0].inputs.contains(&s.id)).map(|s| &**s).collect();
     let out = m.allocate_segment_id();
@@ -144,7 +152,9 @@ fn lifecycle(url: &str) {
     assert!(young.deleted.is_empty());
     // A collection a crash cut short after its first deletion...
     let cut = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        storage.collect_garbage(&ID.prefix(), &referenced, grace, now + 2 * grace, &|| panic!("the crash a test simulates"))
+        storage.collect_garbage(&ID.prefix(), &referenced, grace, now + 2 * grace, &|| {
+            panic!("the crash a test simulates")
+        })
     }));
     assert!(cut.is_err(), "something was deleted, then the crash");
     // ...then a whole one: together, exactly the dropped segments' objects.
@@ -196,8 +206,19 @@ fn one_segment() -> OneSegment {
     let mut manifest = Manifest::new(DIMS as u32, Metric::L2, None);
     let id = manifest.add_growing(100);
     manifest.seal(id, rows as u64, SealReason::Manual, 101).unwrap();
-    let flushed =
-        jobs::flush(&storage, &cache, ID, id, Metric::L2, DIMS, &keys, &data, HnswParams::default(), &AtomicBool::new(false), &|| {});
+    let flushed = jobs::flush(
+        &storage,
+        &cache,
+        ID,
+        id,
+        Metric::L2,
+        DIMS,
+        &keys,
+        &data,
+        HnswParams::default(),
+        &AtomicBool::new(false),
+        &|| {},
+    );
     manifest.publish_flush(flushed.unwrap(), 102).unwrap();
     OneSegment { storage, cache, cache_dir, manifest, data }
 }
@@ -215,7 +236,8 @@ fn index_files_of_version_1_still_load() {
     let entry = m.segments[0].clone();
     let binlog_bytes = storage.get(&entry.insert_binlog.as_ref().unwrap().key).unwrap();
     let binlog = milvus_core::format::insert::InsertBinlog::decode("b", &binlog_bytes).unwrap();
-    let index = milvus_core::hnsw::SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+    let index =
+        milvus_core::hnsw::SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let old = index.to_hnsw_dump_file(scratch.path()).unwrap();
     let old_ref = milvus_core::format::manifest::ObjectRef::of("0.1/index-file.hnsw", &old);
@@ -227,7 +249,10 @@ fn index_files_of_version_1_still_load() {
     let upgraded = load_all(&storage, &cache, &m);
     assert!(upgraded[0].is_mapped(), "the converted file is mapped too");
     assert!(cache.path_of("0.1/index-file.hnsw.v2").exists(), "converted once, cached");
-    assert!(std::fs::read_dir(fresh.path().join("unpacked")).map_or(true, |mut d| d.next().is_none()), "the dump is not left unpacked");
+    assert!(
+        std::fs::read_dir(fresh.path().join("unpacked")).map_or(true, |mut d| d.next().is_none()),
+        "the dump is not left unpacked"
+    );
     let upgraded_recall = check_search(&upgraded, &data, &|_| false);
     assert!(upgraded_recall >= 0.95 && (upgraded_recall - recall).abs() < 0.05, "{upgraded_recall} against {recall}");
 
