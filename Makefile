@@ -21,8 +21,8 @@ install-debug: setup
 # Every tier, fastest first; any failure stops the run with a non-zero exit.
 test: setup lint test-core test-pg install-debug test-regress test-e2e
 
-# The gate, in seconds: formatting, and clippy on every target with warnings
-# as errors.
+# The gate, in seconds: formatting, clippy on every target with warnings as
+# errors, and the one-way module graph of src/ (docs/design.md, "Layout").
 lint:
 	bash scripts/lint.sh
 

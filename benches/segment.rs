@@ -14,7 +14,7 @@ use milvus_core::cache::SegmentCache;
 use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::format::manifest::Manifest;
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
-use milvus_core::jobs::{self, IndexId};
+use milvus_core::jobs::{self, IndexId, JobControl, NewSegment, Target};
 use milvus_core::search::{Hit, LoadedSegment, Source, merge};
 use milvus_core::segment::{SealReason, SegmentId};
 use milvus_core::storage::{RetryPolicy, S3Options, Storage};
@@ -109,20 +109,9 @@ fn loading(c: &mut Criterion) {
         let keys: Vec<u64> = (0..rows as u64).collect();
         let vectors = gaussian_mixture(rows, DIMS, 100, 0.1, s as u64);
         let params = HnswParams { threads: 2, ..HnswParams::default() };
-        let flushed = jobs::flush(
-            &storage,
-            &cache,
-            id,
-            segment,
-            Metric::L2,
-            DIMS,
-            &keys,
-            &vectors,
-            params,
-            &AtomicBool::new(false),
-            &|| {},
-        )
-        .unwrap();
+        let rows = NewSegment { segment, metric: Metric::L2, dims: DIMS, keys: &keys, vectors: &vectors, params };
+        let to = Target { storage: &storage, cache: &cache, index: id };
+        let flushed = jobs::flush(to, &rows, &JobControl::default()).unwrap();
         m.publish_flush(flushed, 0).unwrap();
     }
     let entries: Vec<_> = m.live_segments().cloned().collect();

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The gate `make test` runs first: formatting (rustfmt.toml), and clippy on
-# every target of every crate with warnings as errors.
+# The gate `make test` runs first: formatting (rustfmt.toml), clippy on
+# every target of every crate with warnings as errors, and no cycle between
+# the files of src/ (scripts/module_graph.py; docs/design.md, "Layout").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --features pg_test --locked -- -D warnings
+python3 scripts/module_graph.py --check

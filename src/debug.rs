@@ -3,9 +3,10 @@
 //! settings are superuser-only, and with `milvus.debug_pause = 0` (the
 //! default) every hook returns at once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use milvus_core::hooks;
 use pgrx::pg_sys;
 
 use crate::gucs::{self, PausePoint};
@@ -34,22 +35,37 @@ pub fn pause_at(point: PausePoint) {
     }
 }
 
-/// For a job thread (which must not call Postgres): read on the main thread
-/// before the job starts; `hold(cancel)` in the thread waits at the point
-/// until the pause ends or the job is cancelled.
-#[derive(Clone, Copy)]
-pub struct Hold(Option<Duration>);
+/// Installs the core's test hook (`milvus_core::hooks`); from `_PG_init`.
+pub fn init() {
+    hooks::install(reached);
+}
 
-impl Hold {
-    pub fn at(point: PausePoint) -> Self {
-        Hold(gucs::debug_pause(point))
-    }
+/// The pauses of the points inside jobs, in milliseconds (0: none), as the
+/// settings were when the running job started: a job's thread must not
+/// read settings (only the main thread calls Postgres).
+static BUILD_MS: AtomicU64 = AtomicU64::new(0);
+static UPLOAD_MS: AtomicU64 = AtomicU64::new(0);
+static GC_MS: AtomicU64 = AtomicU64::new(0);
 
-    pub fn hold(self, cancel: &AtomicBool) {
-        let Some(pause) = self.0 else { return };
-        let start = Instant::now();
-        while start.elapsed() < pause && !cancel.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+/// On the main thread, before a job starts: copies the settings of the
+/// points inside jobs (`storage::run_job`).
+pub fn arm() {
+    let ms = |point| gucs::debug_pause(point).map_or(0, |d| d.as_millis() as u64);
+    BUILD_MS.store(ms(PausePoint::Build), Ordering::Relaxed);
+    UPLOAD_MS.store(ms(PausePoint::Upload), Ordering::Relaxed);
+    GC_MS.store(ms(PausePoint::Gc), Ordering::Relaxed);
+}
+
+/// The hook, on a job's thread: waits at `point` if armed there, until the
+/// pause ends or the job is cancelled.
+fn reached(point: hooks::Point, cancel: &AtomicBool) {
+    let ms = match point {
+        hooks::Point::Build => BUILD_MS.load(Ordering::Relaxed),
+        hooks::Point::BinlogUploaded => UPLOAD_MS.load(Ordering::Relaxed),
+        hooks::Point::GcDeleted => GC_MS.load(Ordering::Relaxed),
+    };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(ms) && !cancel.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(10));
     }
 }

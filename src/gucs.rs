@@ -3,6 +3,7 @@
 
 use std::ffi::{CStr, CString};
 
+use milvus_core::storage::location;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 static EF_SEARCH: GucSetting<i32> = GucSetting::<i32>::new(40);
@@ -63,8 +64,8 @@ pub fn init() {
         c"Most rows the approximate rounds of one index scan offer before it goes on exactly.",
         c"A filtered query that rejects most rows widens its HNSW search round by round; past this many rows (or \
             sooner, once a round would cost more than brute force) it computes the exact distance of every remaining \
-                row and goes on nearest first, so it never ends while rows remain. Range 1 to 2147483647; default \
-                    20000, like pgvector's hnsw.max_scan_tuples.",
+            row and goes on nearest first, so it never ends while rows remain. Range 1 to 2147483647; default \
+            20000, like pgvector's hnsw.max_scan_tuples.",
         &MAX_SCAN_TUPLES,
         1,
         i32::MAX,
@@ -76,8 +77,8 @@ pub fn init() {
         c"What an index scan does when a filter rejects the rows its first round found.",
         c"relaxed_order (the default): widening rounds, then exact, until every row has been offered; a row a round \
             missed may come after a farther one. strict_order: the same, but a row nearer than one already returned is \
-                skipped. off: the first round only (milvus.ef_search rows), so a selective filter may return fewer \
-                    rows than its LIMIT. pgvector's hnsw.iterative_scan values.",
+            skipped. off: the first round only (milvus.ef_search rows), so a selective filter may return fewer \
+            rows than its LIMIT. pgvector's hnsw.iterative_scan values.",
         &ITERATIVE_SCAN,
         GucContext::Userset,
         GucFlags::default(),
@@ -102,7 +103,7 @@ pub fn init() {
         c"Storage locations that index owners who are not superusers may name in an index's storage_url option.",
         c"A comma-separated list of URL prefixes, e.g. 's3://shared-bucket/milvus, file:///srv/milvus'; a storage_url \
             must equal one or lie below it. Empty (the default): only superusers choose where an index is stored. \
-                Never a directory inside the data directory. Superuser only.",
+            Never a directory inside the data directory. Superuser only.",
         &ALLOWED_STORAGE_URLS,
         GucContext::Suset,
         GucFlags::default(),
@@ -259,10 +260,10 @@ pub fn init() {
     GucRegistry::define_enum_guc(
         c"milvus.debug_pause_at",
         c"Test hook: where milvus.debug_pause holds a job.",
-        c"commit (a flush or compaction between its upload and its manifest commit; the default), upload (a flush \
-            between its insert binlog and its index file), release (a flush committed, its pages not yet emptied), \
-                insert (a row's page write in WAL, its transaction not committed), gc (garbage collection after its \
-                    first deletion). Superuser only.",
+        c"commit (a flush or compaction between its upload and its manifest commit; the default), build (a flush \
+            about to build its segment's graph), upload (a flush between its insert binlog and its index file), \
+            release (a flush committed, its pages not yet emptied), insert (a row's page write in WAL, its \
+            transaction not committed), gc (garbage collection after its first deletion). Superuser only.",
         &DEBUG_PAUSE_AT,
         GucContext::Suset,
         GucFlags::default(),
@@ -323,7 +324,7 @@ unsafe extern "C-unwind" fn check_storage_url(
         unsafe { newval.as_ref().filter(|v| !v.is_null()).map(|v| CStr::from_ptr(*v).to_string_lossy().into_owned()) };
     let checked = value.filter(|v| !v.is_empty()).map(|v| {
         milvus_core::storage::StorageUrl::parse(&v).map_err(|e| e.to_string())?;
-        crate::storage::check_outside_data_dir(&v).map_err(|(message, detail)| format!("{message}. {detail}"))
+        check_outside_data_dir(&v).map_err(|(message, detail)| format!("{message}. {detail}"))
     });
     match checked {
         None | Some(Ok(())) => true,
@@ -335,6 +336,25 @@ unsafe extern "C-unwind" fn check_storage_url(
             false
         }
     }
+}
+
+/// Refuses a `file://` URL inside the data directory (objects written
+/// there could overwrite the server's own files), but for the embedded
+/// default itself. `Err((message, detail))`; any other URL passes.
+pub fn check_outside_data_dir(url: &str) -> Result<(), (String, String)> {
+    // SAFETY: DataDir is set before any setting of the library is checked
+    // in a backend; early in the postmaster it may not be yet.
+    if unsafe { pgrx::pg_sys::DataDir.is_null() } {
+        return Ok(());
+    }
+    let data_dir = data_dir();
+    if location::is_inside_data_dir(url, std::path::Path::new(&data_dir), &default_storage_url()) {
+        return Err((
+            format!("storage location \"{url}\" is inside the data directory"),
+            format!("Objects there could overwrite the server's own files; choose a directory outside {data_dir}."),
+        ));
+    }
+    Ok(())
 }
 
 /// `milvus.allowed_storage_urls`, as set (a comma-separated list).
@@ -385,6 +405,8 @@ pub enum PausePoint {
     Insert,
     #[name = c"gc"]
     Gc,
+    #[name = c"build"]
+    Build,
 }
 
 /// The pause to make at `point`, if the settings ask for one there.
@@ -410,13 +432,14 @@ pub fn naptime() -> std::time::Duration {
 }
 
 /// The workers' seal policy for an index whose segments hold `max_rows`.
-pub fn seal_policy(max_rows: u64) -> milvus_core::policy::seal::SealPolicy {
+/// The workers' seal policy: an index's size rule (`am::insert::size_rule`),
+/// with the time rules of `milvus.seal_idle_time` and `milvus.seal_lifetime`.
+pub fn seal_policy(size: milvus_core::policy::seal::SealPolicy) -> milvus_core::policy::seal::SealPolicy {
     let secs = |s: &GucSetting<i32>| Some(s.get() as u64).filter(|s| *s > 0);
     milvus_core::policy::seal::SealPolicy {
-        max_rows,
-        max_bytes: u64::MAX,
         idle_secs: secs(&SEAL_IDLE_TIME_S),
         lifetime_secs: secs(&SEAL_LIFETIME_S),
+        ..size
     }
 }
 

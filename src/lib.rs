@@ -1,15 +1,31 @@
 //! pg_milvus: Milvus' segment lifecycle as a PostgreSQL index.
 //!
-//! This crate is the Postgres skin: SQL types and functions, and (as the
-//! project grows) the `milvus` index access method, its WAL-logged pages and
-//! background workers. Algorithms and formats live in the pure core,
-//! `milvus_core` (src/core), which never calls Postgres.
+//! This crate is the Postgres skin; algorithms and formats live in the pure
+//! core, `milvus_core` (src/core), which never calls Postgres. Its modules
+//! depend one way (docs/design.md, "Layout"; `make lint` checks):
+//!
+//! - `api/`: every SQL function (maintenance, inspection, operators);
+//! - `worker/`: the background launcher and workers;
+//! - `am/`: the `milvus` index access method, one file per phase, and the
+//!   jobs (seal, flush, compaction, GC) it and `api/` and `worker/` run;
+//! - `pages/`: the typed page layer (buffers, locks, WAL records, page
+//!   chains, the manifest in pages);
+//! - `catalog.rs`: what the catalogs say (which indexes are ours, owners);
+//! - `shared.rs`: the shared memory backends and workers use;
+//! - `storage.rs`: object storage, the segment cache, and `run_job`, the one
+//!   way slow work runs off the main thread;
+//! - `vector/`: the `vector` type; `gucs.rs`, `hooks.rs` (EXPLAIN and
+//!   ALTER INDEX hooks), `debug.rs` (test pauses), `error.rs`.
 
 pub mod am;
+mod api;
+mod catalog;
 mod debug;
 mod error;
 mod gucs;
 mod hooks;
+mod pages;
+mod shared;
 mod storage;
 pub mod vector;
 mod worker;
@@ -23,8 +39,10 @@ pub extern "C-unwind" fn _PG_init() {
     gucs::init();
     am::options::init();
     hooks::init();
+    debug::init();
     // SAFETY: a postmaster global, true while shared_preload_libraries loads.
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
+        shared::init();
         worker::init();
     }
 }

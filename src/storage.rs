@@ -15,11 +15,12 @@
 
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use milvus_core::cache::SegmentCache;
-use milvus_core::storage::{RetryPolicy, S3Options, Storage, StorageUrl, location};
+use milvus_core::jobs::{JobControl, Phase};
+use milvus_core::storage::{RetryPolicy, S3Options, Storage, location};
 use pgrx::prelude::*;
 
 use crate::gucs;
@@ -49,59 +50,13 @@ pub fn storage_at(url: Option<&str>) -> Arc<Storage> {
     })
 }
 
-/// `path` as the server would reach it: `.` and `..` resolved, and the
-/// symbolic links of its longest existing ancestor.
-fn resolve_path(path: &str) -> std::path::PathBuf {
-    let path = location::normalize_path(std::path::Path::new(path));
-    let mut existing = path.as_path();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = existing.canonicalize() {
-            return rest.iter().rev().fold(real, |p, part| p.join(part));
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                existing = parent;
-            }
-            _ => return path,
-        }
-    }
-}
-
-/// Refuses a `file://` URL inside the data directory (objects written
-/// there could overwrite the server's own files), but for the embedded
-/// default itself. `Err((message, detail))`; any other URL passes.
-pub fn check_outside_data_dir(url: &str) -> Result<(), (String, String)> {
-    let Ok(StorageUrl::File { path }) = StorageUrl::parse(url) else { return Ok(()) };
-    // SAFETY: DataDir is set before any setting of the library is checked
-    // in a backend; early in the postmaster it may not be yet.
-    if unsafe { pgrx::pg_sys::DataDir.is_null() } {
-        return Ok(());
-    }
-    let data_dir = resolve_path(&gucs::data_dir());
-    let target = resolve_path(&path);
-    let default = gucs::default_storage_url();
-    let default = resolve_path(default.strip_prefix("file://").unwrap_or(&default));
-    if target.starts_with(&data_dir) && target != default {
-        return Err((
-            format!("storage location \"{url}\" is inside the data directory"),
-            format!(
-                "Objects there could overwrite the server's own files; choose a directory outside {}.",
-                data_dir.display()
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// Refuses a storage URL that the current user may not choose for an index
 /// (its `storage_url` option, checked at CREATE INDEX and ALTER INDEX):
 /// inside the data directory for anyone; for a user who is not a superuser,
 /// anything but the embedded default or a location under
 /// `milvus.allowed_storage_urls`.
 pub fn check_index_location(url: &str) {
-    if let Err((message, detail)) = check_outside_data_dir(url) {
+    if let Err((message, detail)) = gucs::check_outside_data_dir(url) {
         ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message, detail);
     }
     // SAFETY: a catalog check of the current user.
@@ -209,7 +164,7 @@ pub fn report_cache_use() {
     let (reported_id, before) = REPORTED.replace((id, now));
     // A new cache (the settings changed) counts from zero.
     let d = |i: usize| now[i] - if reported_id == id { before[i] } else { 0 };
-    crate::worker::shared::add_cache_counters(crate::worker::shared::CacheCounters {
+    crate::shared::add_cache_counters(crate::shared::CacheCounters {
         hits: d(0),
         misses: d(1),
         bytes_downloaded: d(2),
@@ -217,65 +172,42 @@ pub fn report_cache_use() {
     });
 }
 
-/// The local segment cache: the server's counters (this backend's without
-/// shared memory), and what the cache directory holds against its bound.
-#[pg_extern(sql = "
-CREATE FUNCTION milvus_cache_stats()
-    RETURNS TABLE(hits bigint, misses bigint, bytes_downloaded bigint, evictions bigint, cached_bytes bigint, \
-        capacity_bytes bigint)
-    VOLATILE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
-COMMENT ON FUNCTION milvus_cache_stats() IS 'use of the local segment cache since the server started';
-")]
-fn milvus_cache_stats() -> TableIterator<
-    'static,
-    (
-        name!(hits, i64),
-        name!(misses, i64),
-        name!(bytes_downloaded, i64),
-        name!(evictions, i64),
-        name!(cached_bytes, i64),
-        name!(capacity_bytes, i64),
-    ),
-> {
-    report_cache_use();
-    let cache = cache();
-    let counters = crate::worker::shared::cache_counters().unwrap_or_else(|| {
-        let s = &cache.stats;
-        crate::worker::shared::CacheCounters {
-            hits: s.hits.load(Ordering::Relaxed),
-            misses: s.misses.load(Ordering::Relaxed),
-            bytes_downloaded: s.bytes_downloaded.load(Ordering::Relaxed),
-            evictions: s.evictions.load(Ordering::Relaxed),
-        }
-    });
-    let cached = cache.size().unwrap_or_else(|e| crate::error::raise_io(e.to_string()));
-    TableIterator::once((
-        counters.hits as i64,
-        counters.misses as i64,
-        counters.bytes_downloaded as i64,
-        counters.evictions as i64,
-        cached as i64,
-        gucs::cache_size_bytes() as i64,
-    ))
+/// The threads a job may use (an HNSW build, a load of several segments):
+/// the machine's cores, at most 4.
+pub fn job_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get().min(4)).unwrap_or(1)
 }
 
-/// Sets the cancel flag when dropped: on normal return, and when
-/// `CHECK_FOR_INTERRUPTS()` raises an error and unwinds through `run_job`.
-struct CancelOnDrop(Arc<AtomicBool>);
+/// Cancels the job when dropped: on normal return (it is over anyway), and
+/// when `CHECK_FOR_INTERRUPTS()` raises an error and unwinds through the
+/// wait.
+struct CancelOnDrop(Arc<JobControl>);
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.0.cancel();
     }
 }
 
 /// Runs `job` on a helper thread with all signals blocked and waits for it
-/// interruptibly (interrupts are checked at least every 10 ms). `job` gets
-/// a cancel flag, set if the wait is interrupted.
-pub fn run_job<T: Send + 'static>(name: &str, job: impl FnOnce(&AtomicBool) -> T + Send + 'static) -> T {
-    let cancel = Arc::new(AtomicBool::new(false));
-    let _guard = CancelOnDrop(cancel.clone());
-    let flag = cancel.clone();
+/// interruptibly (interrupts are checked at least every 10 ms). The job
+/// gets its [`JobControl`]: the cancel flag, set if the wait is
+/// interrupted, and the phase it reports.
+pub fn run_job<T: Send + 'static>(name: &str, job: impl FnOnce(&JobControl) -> T + Send + 'static) -> T {
+    run_job_watched(name, |_| {}, job)
+}
+
+/// [`run_job`], calling `on_phase` on this (the main) thread whenever the
+/// job reports a new phase, e.g. to show it in shared memory.
+pub fn run_job_watched<T: Send + 'static>(
+    name: &str,
+    mut on_phase: impl FnMut(Phase),
+    job: impl FnOnce(&JobControl) -> T + Send + 'static,
+) -> T {
+    let control = Arc::new(JobControl::default());
+    let _guard = CancelOnDrop(control.clone());
+    let for_job = control.clone();
+    crate::debug::arm();
     // SAFETY: plain libc signal-mask calls on this thread; the old mask is
     // restored right after the spawn.
     let handle = unsafe {
@@ -283,7 +215,7 @@ pub fn run_job<T: Send + 'static>(name: &str, job: impl FnOnce(&AtomicBool) -> T
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
-        let spawned = std::thread::Builder::new().name(format!("milvus-{name}")).spawn(move || job(&flag));
+        let spawned = std::thread::Builder::new().name(format!("milvus-{name}")).spawn(move || job(&for_job));
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         spawned.unwrap_or_else(|e| error!("cannot start a thread for {name}: {e}"))
     };
@@ -295,8 +227,13 @@ pub fn run_job<T: Send + 'static>(name: &str, job: impl FnOnce(&AtomicBool) -> T
     // first naps; long ones (uploads, builds) are looked at every 10 ms. A
     // fixed 10 ms nap was most of a new connection's first query.
     let mut nap = Duration::from_micros(50);
+    let mut phase = Phase::Preparing;
     while !handle.is_finished() {
         pgrx::check_for_interrupts!();
+        if control.phase() != phase {
+            phase = control.phase();
+            on_phase(phase);
+        }
         std::thread::sleep(nap);
         nap = (nap * 2).min(Duration::from_millis(10));
     }

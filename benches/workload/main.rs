@@ -908,7 +908,7 @@ fn markdown(r: &Report) -> String {
         s,
         "| | COPY rows/s | INSERT rows/s (1000/stmt) | INSERT rows/s (1/stmt) | time to indexed (s) | first \
         query of a connection (ms) | DELETE 10% + VACUUM (s) | compaction (s) | table MB | index MB (pages) | object \
-            store MB | cache MB |"
+        store MB | cache MB |"
     )
     .unwrap();
     writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();

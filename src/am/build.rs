@@ -22,19 +22,24 @@
 
 use std::ffi::c_void;
 
+use milvus_core::Metric;
+use milvus_core::format::manifest::Manifest;
 use milvus_core::hnsw::HnswParams;
+use milvus_core::meta::MetaPage;
+use milvus_core::segment::{SealReason, unix_now};
 use pgrx::FromDatum;
 use pgrx::prelude::*;
 
-use milvus_core::format::manifest::Manifest;
-use milvus_core::segment::{SealReason, SegmentId};
-
-use super::page::{self, INVALID_BLOCK, META_BLOCK, Meta, SealedChain, Xlog};
-use super::{dims_of, flush, insert, metric_of, options};
+use super::flush::{self, SealRequest};
+use super::insert::{self, Row};
+use super::options;
+use crate::pages::rows::{manifest_pages, max_dims_per_page, pack_tid};
+use crate::pages::{Buffer, Index, META_BLOCK, Record, free, manifest};
+use crate::shared;
 use crate::vector::PgVector;
 
 struct BuildState {
-    index: pg_sys::Relation,
+    index: Index,
     rows: f64,
     /// A flush during the load failed (and warned): the rest waits, sealed.
     flush_failed: bool,
@@ -65,39 +70,44 @@ pub unsafe extern "C-unwind" fn ambuild(
     index: pg_sys::Relation,
     index_info: *mut pg_sys::IndexInfo,
 ) -> *mut pg_sys::IndexBuildResult {
-    unsafe {
-        if pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) != 0 {
-            error!("index \"{}\" already contains data", super::relation_name(index));
-        }
-        validate_options(index);
-        init_index(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+    // SAFETY: Postgres passes the open heap and index.
+    let index = unsafe { Index::from_raw(index) };
+    if index.blocks() != 0 {
+        error!("index \"{}\" already contains data", index.name());
+    }
+    validate_options(index);
+    init_index(index, pg_sys::ForkNumber::MAIN_FORKNUM);
 
-        let mut state = BuildState { index, rows: 0.0, flush_failed: false };
-        report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
-        let heap_rows = pg_sys::table_index_build_scan(
+    let mut state = BuildState { index, rows: 0.0, flush_failed: false };
+    report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
+    // SAFETY: the standard heap scan of a build, calling back per row.
+    let heap_rows = unsafe {
+        pg_sys::table_index_build_scan(
             heap,
-            index,
+            index.raw(),
             index_info,
             true,
             true,
             Some(build_callback),
             (&mut state as *mut BuildState).cast(),
             std::ptr::null_mut(),
-        );
-        flush::seal(index, SealReason::Build);
-        flush_sealed_segments(index, state.rows);
-        // The rows went to object storage: the pages they used are free.
-        page::give_back_free_tail(index);
-        // A database that had no milvus index is visited again at once; a
-        // rebuilt index has no damaged segment.
-        crate::worker::shared::set_idle_until(pg_sys::MyDatabaseId.to_u32(), 0);
-        crate::worker::shared::set_damage(pg_sys::MyDatabaseId.to_u32(), (*index).rd_id.to_u32(), 0, None);
+        )
+    };
+    flush::seal(index, SealRequest::growing(SealReason::Build));
+    flush_sealed_segments(index, state.rows);
+    // The rows went to object storage: the pages they used are free.
+    free::give_back_tail(index);
+    // A database that had no milvus index is visited again at once; a
+    // rebuilt index has no damaged segment.
+    let database = crate::catalog::database();
+    shared::set_idle_until(database, 0);
+    shared::set_damage(database, index.oid().to_u32(), 0, None);
 
-        let mut result = PgBox::<pg_sys::IndexBuildResult>::alloc0();
-        result.heap_tuples = heap_rows;
-        result.index_tuples = state.rows;
-        result.into_pg()
-    }
+    // SAFETY: palloc'd in the current memory context, handed to Postgres.
+    let mut result = unsafe { PgBox::<pg_sys::IndexBuildResult>::alloc0() };
+    result.heap_tuples = heap_rows;
+    result.index_tuples = state.rows;
+    result.into_pg()
 }
 
 #[pg_guard]
@@ -109,6 +119,8 @@ unsafe extern "C-unwind" fn build_callback(
     _alive: bool,
     state: *mut c_void,
 ) {
+    // SAFETY: the state passed to table_index_build_scan, and one value,
+    // null flag and TID per row.
     unsafe {
         let state = &mut *state.cast::<BuildState>();
         if *isnull {
@@ -122,7 +134,8 @@ unsafe extern "C-unwind" fn build_callback(
             report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
         };
         let make_room: Option<&mut dyn FnMut()> = if may_flush { Some(&mut make_room) } else { None };
-        insert::insert_row(index, page::pack_tid(&*tid), vector.as_slice(), |_, _| SealReason::Build, make_room);
+        let row = Row { key: pack_tid(&*tid), vector: vector.as_slice() };
+        insert::insert_row(index, row, |_, _| SealReason::Build, make_room);
         state.rows += 1.0;
     }
 }
@@ -130,35 +143,34 @@ unsafe extern "C-unwind" fn build_callback(
 /// Phase 3 (and during phase 2 when 64 sealed segments wait): flushes what
 /// the load sealed, reporting rows done; false if storage failed (a
 /// WARNING says why, and the rows wait, sealed).
-unsafe fn flush_sealed_segments(index: pg_sys::Relation, rows: f64) -> bool {
-    unsafe {
-        report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_FLUSH);
-        report(pg_sys::PROGRESS_CREATEIDX_TUPLES_TOTAL, rows as i64);
-        let meta = page::read_meta(index);
-        let mut done = 0;
-        for chain in meta.sealed() {
-            match flush::flush_segment(index, SegmentId(chain.segment), "CREATE INDEX") {
-                Ok(rows) => done += rows.unwrap_or(0) as i64,
-                Err(message) => {
-                    ereport!(WARNING, PgSqlErrorCode::ERRCODE_IO_ERROR, message, flush::FLUSH_FAILED_DETAIL);
-                    return false;
-                }
+fn flush_sealed_segments(index: Index, rows: f64) -> bool {
+    report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_FLUSH);
+    report(pg_sys::PROGRESS_CREATEIDX_TUPLES_TOTAL, rows as i64);
+    let mut done = 0;
+    for chain in index.meta_copy().sealed() {
+        match flush::flush_segment(index, milvus_core::segment::SegmentId(chain.segment), "CREATE INDEX") {
+            Ok(flush::Flushed::Rows(rows)) => done += rows as i64,
+            Ok(flush::Flushed::AlreadyFlushed) => {}
+            Err(message) => {
+                ereport!(WARNING, PgSqlErrorCode::ERRCODE_IO_ERROR, message, flush::FLUSH_FAILED_DETAIL);
+                return false;
             }
-            report(pg_sys::PROGRESS_CREATEIDX_TUPLES_DONE, done);
         }
-        true
+        report(pg_sys::PROGRESS_CREATEIDX_TUPLES_DONE, done);
     }
+    true
 }
 
 /// For unlogged tables: the init fork gets an empty index.
 #[pg_guard]
 pub unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
-    unsafe { init_index(index, pg_sys::ForkNumber::INIT_FORKNUM) }
+    // SAFETY: Postgres passes the open index.
+    init_index(unsafe { Index::from_raw(index) }, pg_sys::ForkNumber::INIT_FORKNUM)
 }
 
 /// Checks the options together (each is range-checked on its own by reloptions).
-unsafe fn validate_options(index: pg_sys::Relation) {
-    let o = unsafe { options::of(index) };
+fn validate_options(index: Index) {
+    let o = options::of(index);
     let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: 1 };
     if let Err(reason) = params.validate() {
         ereport!(
@@ -171,75 +183,77 @@ unsafe fn validate_options(index: pg_sys::Relation) {
 
 /// Writes the meta page, the growing segment's first page and the manifest
 /// into `fork`.
-unsafe fn init_index(index: pg_sys::Relation, fork: pg_sys::ForkNumber::Type) {
-    unsafe {
-        let dims = dims_of(index);
-        let metric = metric_of(index);
-        // Where the objects will live, for good: the index's storage_url
-        // option, else milvus.storage_url, else the embedded default (None).
-        let url = super::options::storage_url(index).or_else(crate::gucs::storage_url_setting);
-        if let Some(url) = &url {
-            crate::storage::remember_location(url);
-        }
-        let mut manifest = Manifest::new(dims as u32, metric, url);
-        let growing_segment = manifest.add_growing(super::flush::now());
-        let manifest_bytes = manifest.encode();
+fn init_index(index: Index, fork: pg_sys::ForkNumber::Type) {
+    let dims = dims_of(index);
+    let metric = metric_of(index);
+    // Where the objects will live, for good: the index's storage_url
+    // option, else milvus.storage_url, else the embedded default (None).
+    let url = options::storage_url(index).or_else(crate::gucs::storage_url_setting);
+    if let Some(url) = &url {
+        crate::storage::remember_location(url);
+    }
+    let mut manifest = Manifest::new(dims as u32, metric, url);
+    let growing = manifest.add_growing(unix_now());
+    let bytes = manifest.encode();
 
-        let new_page = || {
-            let buffer = pg_sys::ReadBufferExtended(
-                index,
-                fork,
-                page::P_NEW,
-                pg_sys::ReadBufferMode::RBM_NORMAL,
-                std::ptr::null_mut(),
-            );
-            page::lock(buffer, true);
-            buffer
-        };
-        let meta_buffer = new_page();
-        let row_buffer = new_page();
-        let manifest_buffers: Vec<pg_sys::Buffer> =
-            (0..page::manifest_pages(manifest_bytes.len())).map(|_| new_page()).collect();
-        assert_eq!(pg_sys::BufferGetBlockNumber(meta_buffer), META_BLOCK);
-        page::fill_manifest_pages(index, &manifest_buffers, &manifest_bytes);
+    let mut meta_page = index.extend(fork);
+    let mut row_page = index.extend(fork);
+    let mut manifest_buffers: Vec<Buffer> = (0..manifest_pages(bytes.len())).map(|_| index.extend(fork)).collect();
+    assert_eq!(meta_page.block(), META_BLOCK);
+    manifest::fill_chain(index, &mut manifest_buffers, &bytes);
 
-        let first_row_block = pg_sys::BufferGetBlockNumber(row_buffer);
-        let mut xlog = Xlog::start(index);
-        let meta_page = xlog.register(meta_buffer, true);
-        let row_page = xlog.register(row_buffer, true);
-        page::init_meta(
-            meta_page,
-            Meta {
-                magic: page::META_MAGIC,
-                version: page::META_VERSION,
-                dims: dims as u32,
-                metric: metric.code(),
-                _reserved: [0; 3],
-                growing_segment: growing_segment.0,
-                growing_head: first_row_block,
-                growing_tail: first_row_block,
-                manifest_head: pg_sys::BufferGetBlockNumber(manifest_buffers[0]),
-                manifest_len: manifest_bytes.len() as u32,
-                sealed_count: 0,
-                _reserved2: 0,
-                sealed: [SealedChain::default(); page::MAX_SEALED],
-                released: [page::NO_BLOCK; page::MAX_RELEASED],
-                growing_pages: 1,
-            },
-        );
-        page::init_row_page(row_page, growing_segment.0);
-        debug_assert_eq!((*page::opaque(row_page)).next, INVALID_BLOCK);
-        xlog.finish();
-        let all: Vec<pg_sys::Buffer> = [meta_buffer, row_buffer].into_iter().chain(manifest_buffers).collect();
-        if fork == pg_sys::ForkNumber::INIT_FORKNUM {
-            // GenericXLog writes no WAL for an unlogged index, but its init
-            // fork must survive a crash: log the pages whole.
-            for b in &all {
-                pg_sys::log_newpage_buffer(*b, true);
-            }
-        }
-        for b in all {
-            pg_sys::UnlockReleaseBuffer(b);
+    let meta =
+        MetaPage::new(dims as u32, metric, growing, row_page.block(), manifest_buffers[0].block(), bytes.len() as u32);
+    let mut record = Record::start(index);
+    record.init_meta(&mut meta_page, meta);
+    record.fresh_page(&mut row_page).init_rows(growing.0);
+    record.finish();
+    if fork == pg_sys::ForkNumber::INIT_FORKNUM {
+        // GenericXLog writes no WAL for an unlogged index, but its init
+        // fork must survive a crash: log the pages whole.
+        for buffer in [&meta_page, &row_page].into_iter().chain(&manifest_buffers) {
+            buffer.log_whole_page();
         }
     }
+}
+
+/// The metric of an index, from its opclass' distance function.
+fn metric_of(index: Index) -> Metric {
+    // SAFETY: an open index with one key column and one support function.
+    let name = unsafe {
+        let proc = pg_sys::index_getprocid(index.raw(), 1, 1);
+        let name = pg_sys::get_func_name(proc);
+        std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+    };
+    match name.as_str() {
+        "l2_distance" => Metric::L2,
+        "vector_negative_inner_product" => Metric::InnerProduct,
+        "cosine_distance" => Metric::Cosine,
+        other => error!("milvus index opclass has an unknown distance function \"{other}\""),
+    }
+}
+
+/// The dimensions of the indexed column, from its type modifier.
+fn dims_of(index: Index) -> usize {
+    // SAFETY: an open index with one key column.
+    let typmod = unsafe { (*(*index.raw()).rd_att).attrs.as_slice(1)[0].atttypmod };
+    if typmod < 1 {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "column does not have dimensions",
+            "A milvus index needs a column of type vector(n), e.g. embedding vector(128)."
+        );
+    }
+    let dims = typmod as usize;
+    let max = max_dims_per_page();
+    if dims > max {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("column cannot have more than {max} dimensions for milvus index"),
+            format!("The column has {dims}; a row of the growing segment must fit one index page.")
+        );
+    }
+    dims
 }

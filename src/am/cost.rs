@@ -25,7 +25,9 @@
 use milvus_core::policy::cost::{IndexShape, scan_work};
 use pgrx::prelude::*;
 
-use super::{options, page};
+use super::options;
+use crate::pages::OpenIndex;
+use crate::pages::rows::rows_per_page;
 
 // The signature is Postgres' (amapi.h).
 #[allow(clippy::too_many_arguments)]
@@ -51,14 +53,14 @@ pub unsafe extern "C-unwind" fn amcostestimate(
         }
         let info = (*path).indexinfo;
         // The planner holds a lock on the index already.
-        let index = pg_sys::index_open((*info).indexoid, pg_sys::NoLock as i32);
-        let meta = page::read_meta(index);
-        let o = options::of(index);
-        pg_sys::index_close(index, pg_sys::NoLock as i32);
+        let index = OpenIndex::under_lock((*info).indexoid);
+        let meta = index.meta_copy();
+        let o = options::of(*index);
+        drop(index);
         let growing_pages = meta.growing_pages.max(1) as f64;
         let shape = IndexShape {
             rows: (*info).tuples.max(0.0),
-            page_rows: growing_pages * page::rows_per_page(meta.dims as usize) as f64,
+            page_rows: growing_pages * rows_per_page(meta.dims()) as f64,
             segment_rows: o.segment_max_rows as f64,
             m: o.m as usize,
         };

@@ -10,8 +10,8 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use crate::pages::Index;
 use milvus_core::search::{Search, SearchStats};
-use pgrx::pg_sys;
 
 /// What the scans of one index did in a statement under EXPLAIN (ANALYZE),
 /// shown by `crate::hooks` as a `Milvus Scan` line.
@@ -72,11 +72,10 @@ thread_local! {
 }
 
 /// A report for a scan of `index` begun now, if an EXPLAIN (ANALYZE) runs.
-pub(crate) fn report_for(index: pg_sys::Relation) -> Option<Rc<RefCell<ScanReport>>> {
+pub(crate) fn report_for(index: Index) -> Option<Rc<RefCell<ScanReport>>> {
     EXPLAINING.with_borrow_mut(|e| {
         e.as_mut().filter(|reports| reports.len() < MAX_REPORTS).map(|reports| {
-            // SAFETY: an open relation.
-            let index = unsafe { super::relation_name(index) };
+            let index = index.name();
             let report = Rc::new(RefCell::new(ScanReport { index, ..ScanReport::default() }));
             reports.push(report.clone());
             report

@@ -20,37 +20,44 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::SystemTime;
 
+use milvus_core::jobs::IndexId;
 use milvus_core::storage::{GcReport, ObjectKey};
 use pgrx::prelude::*;
 
-use super::flush::change_manifest;
-use super::flush::{self, index_id, index_id_of};
-use super::page;
-use crate::error::raise_io;
-use crate::gucs::PausePoint;
-use crate::worker::shared::{JobKind, JobRecord};
+use crate::catalog::{self, index_id, index_id_of};
+use crate::pages::{OpenIndex, manifest};
+use crate::shared::{JobKind, JobRecord};
 
-/// (index, deleted, kept referenced, kept young, error): one row of
-/// `milvus_gc()`. No index: the objects of dropped databases, or a storage
-/// location that could not be listed.
-type GcRow = (Option<pg_sys::Oid>, i64, i64, i64, Option<String>);
+/// What one collection did: of an index, or (no index) of dropped
+/// databases, or of a storage location that could not be listed.
+#[derive(Debug, Clone, Default)]
+pub struct Collected {
+    pub index: Option<pg_sys::Oid>,
+    pub deleted: u64,
+    pub kept_referenced: u64,
+    pub kept_young: u64,
+    pub error: Option<String>,
+}
+
+impl Collected {
+    fn of(index: Option<pg_sys::Oid>, r: &GcReport) -> Collected {
+        let (deleted, kept_referenced, kept_young) =
+            (r.deleted.len() as u64, r.kept_referenced as u64, r.kept_young as u64);
+        Collected { index, deleted, kept_referenced, kept_young, error: None }
+    }
+
+    fn failed(index: Option<pg_sys::Oid>, error: String) -> Collected {
+        Collected { index, error: Some(error), ..Collected::default() }
+    }
+}
 
 fn collect(url: Option<&str>, prefix: String, referenced: HashSet<String>) -> Result<GcReport, String> {
     let storage = crate::storage::try_storage_at(url)?;
     let grace = crate::gucs::gc_grace_period();
-    let hold = crate::debug::Hold::at(PausePoint::Gc);
-    crate::storage::run_job("gc", move |cancel| {
-        storage.collect_garbage(&prefix, &referenced, grace, SystemTime::now(), &|| hold.hold(cancel))
+    crate::storage::run_job("gc", move |control| {
+        storage.collect_garbage(&prefix, &referenced, grace, SystemTime::now(), control.cancel_flag())
     })
     .map_err(|e| format!("garbage collection failed: {e}"))
-}
-
-fn row(oid: Option<pg_sys::Oid>, r: &GcReport) -> GcRow {
-    (oid, r.deleted.len() as i64, r.kept_referenced as i64, r.kept_young as i64, None)
-}
-
-fn failed_row(oid: Option<pg_sys::Oid>, error: String) -> GcRow {
-    (oid, 0, 0, 0, Some(error))
 }
 
 fn record(r: &GcReport, job: JobRecord) {
@@ -61,37 +68,34 @@ fn record(r: &GcReport, job: JobRecord) {
     }
 }
 
-/// Collects one index's garbage; returns its row (with the error, if its
-/// storage failed) and its storage URL.
-unsafe fn gc_index(oid: pg_sys::Oid, why: &str) -> (GcRow, Option<String>) {
-    unsafe {
-        let index = pg_sys::index_open(oid, pg_sys::RowExclusiveLock as i32);
-        flush::check_milvus_index(index);
-        flush::check_owner(index);
-        let name = super::relation_name(index);
-        let job = JobRecord::start(JobKind::Gc, oid.to_u32(), &[], format!("index \"{name}\""), why.to_owned());
-        let (_, manifest) = page::read_meta_and_manifest(index);
-        let referenced: HashSet<String> = manifest.referenced_keys().map(str::to_owned).collect();
-        let row = match collect(manifest.storage_url.as_deref(), index_id(index).prefix(), referenced) {
-            Ok(report) => {
-                record(&report, job);
-                // Dropped segments none of whose objects is left, including
-                // those an earlier collection deleted before it was cut short.
-                let gone = |k: &str| !report.remaining.contains(k);
-                if manifest.clone().forget_dropped(gone) > 0 {
-                    change_manifest(index, |m| m.forget_dropped(gone));
-                }
-                row(Some(oid), &report)
+/// Collects one index's garbage; returns what it did (with the error, if
+/// its storage failed) and its storage URL. Owner or superuser.
+pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
+    let index = OpenIndex::open(oid, pg_sys::RowExclusiveLock);
+    catalog::check_milvus_index(*index);
+    catalog::check_owner(*index);
+    let name = index.name();
+    let job = JobRecord::start(JobKind::Gc, oid.to_u32(), &[], format!("index \"{name}\""), why.to_owned());
+    let (_, snapshot) = manifest::snapshot(*index);
+    let referenced: HashSet<String> = snapshot.referenced_keys().map(str::to_owned).collect();
+    let collected = match collect(snapshot.storage_url.as_deref(), index_id(*index).prefix(), referenced) {
+        Ok(report) => {
+            record(&report, job);
+            // Dropped segments none of whose objects is left, including
+            // those an earlier collection deleted before it was cut short.
+            let gone = |k: &str| !report.remaining.contains(k);
+            if snapshot.clone().forget_dropped(gone) > 0 {
+                manifest::change(*index, |m| m.forget_dropped(gone));
             }
-            Err(message) => {
-                let message = format!("index \"{name}\": {message}");
-                job.failed(&message);
-                failed_row(Some(oid), message)
-            }
-        };
-        pg_sys::index_close(index, pg_sys::RowExclusiveLock as i32);
-        (row, manifest.storage_url)
-    }
+            Collected::of(Some(oid), &report)
+        }
+        Err(message) => {
+            let message = format!("index \"{name}\": {message}");
+            job.failed(&message);
+            Collected::failed(Some(oid), message)
+        }
+    };
+    (collected, snapshot.storage_url)
 }
 
 /// What `url` holds of this cluster, from one listing: the databases with
@@ -116,28 +120,29 @@ fn stored_at(url: Option<&str>, cluster: u64, database: u32) -> Result<(BTreeSet
 
 /// Collects the objects of an index that no longer exists, unless its OID
 /// is locked (an index being created).
-unsafe fn gc_dropped(oid: u32, url: Option<&str>, why: &str) -> Option<GcRow> {
-    unsafe {
-        let relid = pg_sys::Oid::from(oid);
-        if !pg_sys::ConditionalLockRelationOid(relid, pg_sys::AccessExclusiveLock as i32) {
-            return None;
-        }
-        let result = (!super::relation_exists(oid)).then(|| {
-            let job = JobRecord::start(JobKind::Gc, oid, &[], format!("dropped index {oid}"), why.to_owned());
-            match collect(url, index_id_of(oid).prefix(), HashSet::new()) {
-                Ok(report) => {
-                    record(&report, job);
-                    row(Some(relid), &report)
-                }
-                Err(message) => {
-                    job.failed(&message);
-                    failed_row(Some(relid), format!("dropped index {oid}: {message}"))
-                }
-            }
-        });
-        pg_sys::UnlockRelationOid(relid, pg_sys::AccessExclusiveLock as i32);
-        result
+fn gc_dropped(oid: u32, url: Option<&str>, why: &str) -> Option<Collected> {
+    let relid = pg_sys::Oid::from(oid);
+    // SAFETY: a conditional lock on an OID, released below (or by an
+    // error's abort).
+    if !unsafe { pg_sys::ConditionalLockRelationOid(relid, pg_sys::AccessExclusiveLock as i32) } {
+        return None;
     }
+    let result = (!catalog::relation_exists(oid)).then(|| {
+        let job = JobRecord::start(JobKind::Gc, oid, &[], format!("dropped index {oid}"), why.to_owned());
+        match collect(url, index_id_of(oid).prefix(), HashSet::new()) {
+            Ok(report) => {
+                record(&report, job);
+                Collected::of(Some(relid), &report)
+            }
+            Err(message) => {
+                job.failed(&message);
+                Collected::failed(Some(relid), format!("dropped index {oid}: {message}"))
+            }
+        }
+    });
+    // SAFETY: the lock taken above.
+    unsafe { pg_sys::UnlockRelationOid(relid, pg_sys::AccessExclusiveLock as i32) };
+    result
 }
 
 /// Collects, at `url`, the objects of those of `databases` (of `cluster`)
@@ -148,71 +153,18 @@ fn gc_dropped_databases(
     cluster: u64,
     databases: &BTreeSet<u32>,
     why: &str,
-) -> Result<Option<GcRow>, String> {
-    let mut total: Option<GcRow> = None;
-    for &database in databases.iter().filter(|d| !super::database_exists(**d)) {
+) -> Result<Option<Collected>, String> {
+    let mut total: Option<Collected> = None;
+    for &database in databases.iter().filter(|d| !catalog::database_exists(**d)) {
         let job = JobRecord::start(JobKind::Gc, 0, &[], format!("dropped database {database}"), why.to_owned());
         let report = collect(url, ObjectKey::database_prefix(cluster, database), HashSet::new())?;
         record(&report, job);
-        let r = row(None, &report);
-        total = Some(match total {
-            Some(t) => (None, t.1 + r.1, t.2 + r.2, t.3 + r.3, None),
-            None => r,
-        });
+        let t = total.get_or_insert_default();
+        t.deleted += report.deleted.len() as u64;
+        t.kept_referenced += report.kept_referenced as u64;
+        t.kept_young += report.kept_young as u64;
     }
     Ok(total)
-}
-
-/// Deletes objects no manifest references, older than
-/// `milvus.gc_grace_period`: of `index` (of each partition's index, for a
-/// partitioned one), or (NULL) of every milvus index of the database, of
-/// every dropped index, and of every dropped database. Superuser for the
-/// whole database, owner for one index.
-#[pg_extern(sql = "
-CREATE FUNCTION milvus_gc(index regclass DEFAULT NULL)
-    RETURNS TABLE(index regclass, deleted_objects bigint, referenced_objects bigint, young_objects bigint, error text)
-    VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
-COMMENT ON FUNCTION milvus_gc(regclass) IS 'delete unreferenced objects of milvus indexes after the grace period';
-")]
-#[allow(clippy::type_complexity)] // a SQL result row, spelled out for pgrx
-fn milvus_gc(
-    index: default!(Option<pg_sys::Oid>, "NULL"),
-) -> TableIterator<
-    'static,
-    (
-        name!(index, Option<pg_sys::Oid>),
-        name!(deleted_objects, i64),
-        name!(referenced_objects, i64),
-        name!(young_objects, i64),
-        name!(error, Option<String>),
-    ),
-> {
-    flush::check_not_in_recovery("milvus_gc()");
-    let rows: Vec<GcRow> = match index {
-        // One index: its failure is the call's.
-        Some(oid) => flush::leaf_indexes(oid)
-            .into_iter()
-            // SAFETY: index_open checks the OID and locks the relation.
-            .map(|oid| unsafe { gc_index(oid, "milvus_gc()").0 })
-            .map(|row| match row.4 {
-                Some(message) => raise_io(message),
-                None => row,
-            })
-            .collect(),
-        None => {
-            // SAFETY: a catalog check of the current user.
-            if !unsafe { pg_sys::superuser() } {
-                ereport!(
-                    ERROR,
-                    PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-                    "must be superuser to collect garbage of every index",
-                    "Owners can call milvus_gc('<index>') on their own indexes."
-                );
-            }
-            gc_database("milvus_gc()")
-        }
-    };
-    TableIterator::new(rows)
 }
 
 /// Collects the garbage of every milvus index of the database, of every
@@ -226,14 +178,13 @@ fn milvus_gc(
 /// A location of live indexes that cannot be listed gives a row with the
 /// error; one only dropped indexes used (a bucket since deleted) is skipped
 /// quietly: nothing there is anybody's any more.
-pub(crate) fn gc_database(why: &str) -> Vec<GcRow> {
-    let live = flush::all_milvus_indexes();
+pub fn gc_database(why: &str) -> Vec<Collected> {
+    let live = catalog::all_milvus_indexes();
     let live_u32: HashSet<u32> = live.iter().map(|o| o.to_u32()).collect();
     let mut locations: Vec<Option<String>> = vec![None, crate::gucs::storage_url_setting()];
     let mut rows = Vec::new();
     for oid in live {
-        // SAFETY: index_open checks the OID and locks the relation.
-        let (row, url) = unsafe { gc_index(oid, why) };
+        let (row, url) = gc_index(oid, why);
         rows.push(row);
         locations.push(url);
     }
@@ -242,8 +193,7 @@ pub(crate) fn gc_database(why: &str) -> Vec<GcRow> {
     let remembered = crate::storage::remembered_locations().into_iter().map(Some).filter(|u| !locations.contains(u));
     let locations: Vec<(Option<String>, bool)> =
         locations.iter().cloned().map(|u| (u, true)).chain(remembered.map(|u| (u, false))).collect();
-    // SAFETY: reading backend globals.
-    let (cluster, database) = unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::MyDatabaseId.to_u32()) };
+    let IndexId { cluster, database, .. } = index_id_of(0);
     for (url, in_use) in &locations {
         let name = url.as_deref().unwrap_or("the default location");
         let found = stored_at(url.as_deref(), cluster, database).and_then(|(databases, indexes)| {
@@ -252,7 +202,7 @@ pub(crate) fn gc_database(why: &str) -> Vec<GcRow> {
         let (indexes, dropped_databases) = match found {
             Ok(found) => found,
             Err(message) if *in_use => {
-                rows.push(failed_row(None, format!("storage location {name}: {message}")));
+                rows.push(Collected::failed(None, format!("storage location {name}: {message}")));
                 continue;
             }
             Err(message) => {
@@ -261,8 +211,7 @@ pub(crate) fn gc_database(why: &str) -> Vec<GcRow> {
             }
         };
         for oid in indexes.into_iter().filter(|o| !live_u32.contains(o)) {
-            // SAFETY: gc_dropped locks what it collects.
-            rows.extend(unsafe { gc_dropped(oid, url.as_deref(), why) });
+            rows.extend(gc_dropped(oid, url.as_deref(), why));
         }
         rows.extend(dropped_databases);
     }

@@ -9,25 +9,29 @@
 //! When the tail is full, the inserter takes the meta page exclusively,
 //! checks nobody extended the chain meanwhile, and in one WAL record links a
 //! new page, updates the meta page's tail and page count, and adds the row
-//! there. If one more page would take the segment past `segment_max_rows`,
-//! it seals the segment instead (a cheap metadata commit, as Milvus' segment
-//! allocator closes a full segment) and adds the row to the new growing
-//! segment: segments never grow past their size limit, workers or not. With
-//! 64 sealed segments already waiting for their flush, it grows on.
+//! there. If the segment is at its size limit (the seal rule the workers
+//! share, `milvus_core::meta::MetaPage::needs_seal`), it seals the segment
+//! instead (a cheap metadata commit, as Milvus' segment allocator closes a
+//! full segment) and adds the row to the new growing segment: segments
+//! never grow past their size limit, workers or not. With 64 sealed
+//! segments already waiting for their flush, it grows on.
 //!
 //! Lock order, everywhere: meta page, then row pages along the chain.
 //! Holding the meta page (shared) across the row write is what makes a seal
 //! a barrier: a seal takes it exclusively, so no insert is half in the old
 //! growing segment.
 
+use milvus_core::policy::seal::SealPolicy;
+use milvus_core::segment::SealReason;
 use pgrx::FromDatum;
 use pgrx::prelude::*;
 
-use super::page::{self, INVALID_BLOCK, META_BLOCK, Xlog};
-use milvus_core::segment::{SealReason, SegmentId};
-
+use super::flush::{self, SealRequest, Sealed, WhenFull};
+use super::options;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
+use crate::pages::rows::{pack_tid, rows_per_page};
+use crate::pages::{Index, Lock, Record};
 use crate::vector::PgVector;
 
 // The signature is Postgres' (amapi.h).
@@ -44,7 +48,8 @@ pub unsafe extern "C-unwind" fn aminsert(
     _index_info: *mut pg_sys::IndexInfo,
 ) -> bool {
     // NULL vectors are not indexed (as pgvector).
-    // SAFETY: Postgres passes one value and one null flag per key column.
+    // SAFETY: Postgres passes one value and one null flag per key column,
+    // and the open index.
     unsafe {
         if *isnull {
             return false;
@@ -52,103 +57,93 @@ pub unsafe extern "C-unwind" fn aminsert(
         let vector = PgVector::from_datum(*values, false).expect("not null");
         // A full segment with no room to seal grows on until a flush makes
         // room (the workers, or milvus_flush()).
-        insert_row(
-            index,
-            page::pack_tid(&*heap_tid),
-            vector.as_slice(),
-            |rows, max_rows| SealReason::Rows { rows, max_rows },
-            None,
-        );
+        let row = Row { key: pack_tid(&*heap_tid), vector: vector.as_slice() };
+        insert_row(Index::from_raw(index), row, |rows, max_rows| SealReason::Rows { rows, max_rows }, None);
     }
     crate::debug::pause_at(PausePoint::Insert);
     false
 }
 
+/// One row of the growing segment.
+#[derive(Clone, Copy)]
+pub struct Row<'a> {
+    pub key: u64,
+    pub vector: &'a [f32],
+}
+
+/// The size rule of `index`: its `segment_max_rows`, in whole pages (the
+/// workers add the time rules, `gucs::seal_policy`).
+pub fn size_rule(index: Index, dims: usize) -> SealPolicy {
+    SealPolicy {
+        max_rows: options::of(index).segment_max_rows as u64,
+        rows_per_page: rows_per_page(dims) as u64,
+        max_bytes: u64::MAX,
+        idle_secs: None,
+        lifetime_secs: None,
+    }
+}
+
 /// Appends one row to the growing segment; if that segment is at its size
 /// limit, seals it first, for `reason(rows, segment_max_rows)`. If
-/// [`page::MAX_SEALED`] segments already wait for their flush, `make_room`
-/// (if any) is called once to flush them; otherwise, or if it could not,
-/// the full segment grows on.
-pub(crate) unsafe fn insert_row(
-    index: pg_sys::Relation,
-    key: u64,
-    vector: &[f32],
+/// [`milvus_core::meta::MAX_SEALED`] segments already wait for their
+/// flush, `make_room` (if any) is called once to flush them; otherwise, or
+/// if it could not, the full segment grows on.
+pub fn insert_row(
+    index: Index,
+    row: Row,
     reason: impl Fn(u64, u64) -> SealReason,
     mut make_room: Option<&mut dyn FnMut()>,
 ) {
-    unsafe {
-        let mut seal_at_limit = true;
-        loop {
-            let meta_buffer = page::read_buffer(index, META_BLOCK);
-            page::lock(meta_buffer, false);
-            let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
-            page::check_meta(index, &meta);
-            milvus_core::vector::check_typmod(Some(meta.dims as usize), vector.len()).or_raise();
+    let mut seal_at_limit = true;
+    loop {
+        let meta = index.meta(Lock::Share);
+        milvus_core::vector::check_typmod(Some(meta.dims()), row.vector.len()).or_raise();
 
-            // Fast path: the tail has room.
-            let tail = meta.growing_tail;
-            let tail_buffer = page::read_buffer(index, tail);
-            page::lock(tail_buffer, true);
-            let mut xlog = Xlog::start(index);
-            let tail_page = xlog.register(tail_buffer, false);
-            if page::add_row(tail_page, key, vector) {
-                xlog.finish();
-                pg_sys::UnlockReleaseBuffer(tail_buffer);
-                pg_sys::UnlockReleaseBuffer(meta_buffer);
-                return;
-            }
-            drop(xlog);
-            pg_sys::UnlockReleaseBuffer(tail_buffer);
-
-            // Slow path: extend the chain under the exclusive meta lock.
-            pg_sys::LockBuffer(meta_buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
-            page::lock(meta_buffer, true);
-            let meta = *page::meta(pg_sys::BufferGetPage(meta_buffer));
-            if meta.growing_tail != tail {
-                // Someone extended (or sealed) meanwhile: start over.
-                pg_sys::UnlockReleaseBuffer(meta_buffer);
-                continue;
-            }
-            let per_page = page::rows_per_page(meta.dims as usize) as u64;
-            let max_rows = super::options::of(index).segment_max_rows as u64;
-            // 0: a meta page older than the count; the workers seal it by rows.
-            if seal_at_limit && meta.growing_pages > 0 && (meta.growing_pages as u64 + 1) * per_page > max_rows {
-                pg_sys::UnlockReleaseBuffer(meta_buffer);
-                let (segment, rows) = (SegmentId(meta.growing_segment), meta.growing_pages as u64 * per_page);
-                let sealed_by_us =
-                    super::flush::seal_with(index, reason(rows, max_rows), Some(segment), false).is_some();
-                if !sealed_by_us && page::read_meta(index).growing_segment == segment.0 {
-                    // No room: flush what waits and try again, or grow on.
-                    match make_room.take() {
-                        Some(flush) => flush(),
-                        None => seal_at_limit = false,
-                    }
-                }
-                continue;
-            }
-            let new_buffer = page::new_buffer(index);
-            let new_block = pg_sys::BufferGetBlockNumber(new_buffer);
-            let tail_buffer = page::read_buffer(index, tail);
-            page::lock(tail_buffer, true);
-            let mut xlog = Xlog::start(index);
-            let meta_page = xlog.register(meta_buffer, false);
-            let tail_page = xlog.register(tail_buffer, false);
-            let new_page = xlog.register(new_buffer, true);
-            page::init_row_page(new_page, meta.growing_segment);
-            let added = page::add_row(new_page, key, vector);
-            assert!(added, "a row always fits an empty page (dims checked at CREATE INDEX)");
-            debug_assert_eq!((*page::opaque(tail_page)).next, INVALID_BLOCK);
-            (*page::opaque(tail_page)).next = new_block;
-            page::cover_meta(meta_page);
-            (*page::meta(meta_page)).growing_tail = new_block;
-            if meta.growing_pages > 0 {
-                (*page::meta(meta_page)).growing_pages = meta.growing_pages + 1;
-            }
-            xlog.finish();
-            pg_sys::UnlockReleaseBuffer(new_buffer);
-            pg_sys::UnlockReleaseBuffer(tail_buffer);
-            pg_sys::UnlockReleaseBuffer(meta_buffer);
+        // Fast path: the tail has room.
+        let tail = meta.growing_tail;
+        let mut tail_page = index.read(tail, Lock::Exclusive);
+        let mut record = Record::start(index);
+        if record.page(&mut tail_page).add_row(row.key, row.vector) {
+            record.finish();
             return;
         }
+        record.abort();
+        drop((tail_page, meta));
+
+        // Slow path: extend the chain under the exclusive meta lock.
+        let mut meta = index.meta(Lock::Exclusive);
+        if meta.growing_tail != tail {
+            // Someone extended (or sealed) meanwhile: start over.
+            continue;
+        }
+        let rule = size_rule(index, meta.dims());
+        if let Some(full) = meta.needs_seal(&rule).filter(|_| seal_at_limit) {
+            let segment = meta.growing();
+            drop(meta);
+            let SealReason::Rows { rows, max_rows } = full else { unreachable!("the size rule") };
+            let request =
+                SealRequest { reason: reason(rows, max_rows), only: Some(segment), when_full: WhenFull::GrowOn };
+            if flush::seal(index, request) == Sealed::NoRoom {
+                // No room: flush what waits and try again, or grow on.
+                match make_room.take() {
+                    Some(flush) => flush(),
+                    None => seal_at_limit = false,
+                }
+            }
+            continue;
+        }
+        let segment = meta.growing_segment;
+        let mut new_page = index.new_page();
+        let mut tail_page = index.read(tail, Lock::Exclusive);
+        let new_block = new_page.block();
+        let mut record = Record::start(index);
+        record.meta(&mut meta).extend(new_block);
+        record.page(&mut tail_page).set_next(new_block);
+        let mut page = record.fresh_page(&mut new_page);
+        page.init_rows(segment);
+        let added = page.add_row(row.key, row.vector);
+        assert!(added, "a row always fits an empty page (dims checked at CREATE INDEX)");
+        record.finish();
+        return;
     }
 }

@@ -8,27 +8,35 @@
 //! them by distance (`milvus_core::search`).
 //!
 //! One file per phase, each opening with its story:
-//! - `build.rs`: `ambuild`, `ambuildempty`;
-//! - `insert.rs`: `aminsert`;
-//! - `scan.rs`: `ambeginscan`, `amrescan`, `amgettuple`, `amendscan`;
-//! - `vacuum.rs`: `ambulkdelete`, `amvacuumcleanup`;
+//! - `build.rs`: `ambuild`, `ambuildempty` (CREATE INDEX, REINDEX);
+//! - `insert.rs`: `aminsert` (INSERT, COPY, UPDATE);
+//! - `flush.rs`: seal and flush (Milvus' Flush);
+//! - `scan.rs`: `ambeginscan`, `amrescan`, `amgettuple`, `amendscan`
+//!   (`ORDER BY embedding <-> $1`), over `segments.rs`, the flushed
+//!   segments a backend has loaded;
+//! - `vacuum.rs`: `ambulkdelete`, `amvacuumcleanup` (VACUUM);
+//! - `compact.rs`: compaction plans and their runs;
+//! - `gc.rs`: garbage collection of unreferenced objects;
 //! - `cost.rs`: `amcostestimate`; `explain.rs`: what scans report to
-//!   EXPLAIN (ANALYZE);
-//! - `options.rs`: reloptions; `page.rs`: page layout and WAL.
+//!   EXPLAIN (ANALYZE); `options.rs`: reloptions;
+//! - `segment_lock.rs`: the job lock of (index, segment).
+//!
+//! The pages themselves are `crate::pages`; the SQL functions that run these
+//! jobs by hand are `crate::api`.
 
 mod build;
-pub(crate) mod compact;
+pub mod compact;
 mod cost;
-pub(crate) mod explain;
+pub mod explain;
 pub mod flush;
-pub(crate) mod gc;
-mod insert;
+pub mod gc;
+pub mod insert;
 pub mod options;
-pub mod page;
-pub mod scan;
+mod scan;
+pub mod segment_lock;
+pub mod segments;
 mod vacuum;
 
-use milvus_core::Metric;
 use pgrx::prelude::*;
 
 /// The handler: Postgres calls it to learn the access method's callbacks.
@@ -81,77 +89,6 @@ fn milvus_handler(_fcinfo: pg_sys::FunctionCallInfo) -> PgBox<pg_sys::IndexAmRou
 #[pg_guard]
 unsafe extern "C-unwind" fn amvalidate(_opclass: pg_sys::Oid) -> bool {
     true
-}
-
-/// The metric of an index, from its opclass' distance function.
-pub(crate) unsafe fn metric_of(index: pg_sys::Relation) -> Metric {
-    // SAFETY: an open index with one key column and one support function.
-    let name = unsafe {
-        let proc = pg_sys::index_getprocid(index, 1, 1);
-        let name = pg_sys::get_func_name(proc);
-        std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
-    };
-    match name.as_str() {
-        "l2_distance" => Metric::L2,
-        "vector_negative_inner_product" => Metric::InnerProduct,
-        "cosine_distance" => Metric::Cosine,
-        other => error!("milvus index opclass has an unknown distance function \"{other}\""),
-    }
-}
-
-/// The dimensions of the indexed column, from its type modifier.
-pub(crate) unsafe fn dims_of(index: pg_sys::Relation) -> usize {
-    // SAFETY: an open index with one key column.
-    let typmod = unsafe { (*(*index).rd_att).attrs.as_slice(1)[0].atttypmod };
-    if typmod < 1 {
-        ereport!(
-            ERROR,
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            "column does not have dimensions",
-            "A milvus index needs a column of type vector(n), e.g. embedding vector(128)."
-        );
-    }
-    let dims = typmod as usize;
-    let max = page::max_dims_per_page();
-    if dims > max {
-        ereport!(
-            ERROR,
-            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("column cannot have more than {max} dimensions for milvus index"),
-            format!("The column has {dims}; a row of the growing segment must fit one index page.")
-        );
-    }
-    dims
-}
-
-/// Whether a relation with this OID exists (a syscache probe).
-pub(crate) fn relation_exists(oid: u32) -> bool {
-    syscache_has(pg_sys::SysCacheIdentifier::RELOID, oid)
-}
-
-/// Whether a database with this OID exists.
-pub(crate) fn database_exists(oid: u32) -> bool {
-    syscache_has(pg_sys::SysCacheIdentifier::DATABASEOID, oid)
-}
-
-/// Whether the catalog cache `cache`, keyed by one OID, has `oid`.
-fn syscache_has(cache: pg_sys::SysCacheIdentifier::Type, oid: u32) -> bool {
-    // SAFETY: a syscache lookup by OID.
-    unsafe {
-        pg_sys::SearchSysCacheExists(
-            cache as i32,
-            pg_sys::Datum::from(oid),
-            pg_sys::Datum::from(0),
-            pg_sys::Datum::from(0),
-            pg_sys::Datum::from(0),
-        )
-    }
-}
-
-/// The name of a relation, for messages.
-pub(crate) unsafe fn relation_name(rel: pg_sys::Relation) -> String {
-    // SAFETY: an open relation.
-    unsafe { std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy().into_owned() }
 }
 
 extension_sql_file!("../../sql/milvus_am.sql", name = "milvus_am", requires = [milvus_handler, "vector_operators"]);

@@ -14,6 +14,8 @@ use std::mem::offset_of;
 
 use pgrx::pg_sys;
 
+use crate::pages::Index;
+
 /// The parsed options, as Postgres stores them in `rd_options`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -130,10 +132,10 @@ pub unsafe extern "C-unwind" fn amoptions(reloptions: pg_sys::Datum, validate: b
 }
 
 /// The options of an open index, defaults where none were given.
-pub(crate) unsafe fn of(index: pg_sys::Relation) -> Options {
+pub fn of(index: Index) -> Options {
     // SAFETY: rd_options is null or an `Options` built by `amoptions`.
     unsafe {
-        let raw = (*index).rd_options.cast::<Options>();
+        let raw = (*index.raw()).rd_options.cast::<Options>();
         if raw.is_null() {
             Options {
                 vl_len_: 0,
@@ -149,10 +151,10 @@ pub(crate) unsafe fn of(index: pg_sys::Relation) -> Options {
 }
 
 /// The index's `storage_url` option, if given.
-pub(crate) unsafe fn storage_url(index: pg_sys::Relation) -> Option<String> {
+pub fn storage_url(index: Index) -> Option<String> {
     // SAFETY: a string option lives inside the same varlena, at its offset.
     unsafe {
-        let raw = (*index).rd_options.cast::<Options>();
+        let raw = (*index.raw()).rd_options.cast::<Options>();
         if raw.is_null() || (*raw).storage_url_offset == 0 {
             return None;
         }

@@ -21,23 +21,18 @@
 //! it, also when the query errors or is cancelled.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::Arc;
 
-use milvus_core::Metric;
-use milvus_core::format::manifest::{Manifest, SegmentEntry};
-use milvus_core::jobs;
-use milvus_core::search::{LoadedSegment, Search, SearchOptions};
-use milvus_core::segment::SegmentState;
+use milvus_core::search::{Search, SearchOptions};
 use pgrx::prelude::*;
 use pgrx::{FromDatum, PgMemoryContexts};
 
 use super::explain::{self, ScanReport};
-use super::flush;
-use super::page;
+use super::segments;
 use crate::error::OrRaise;
 use crate::gucs;
+use crate::pages::rows::unpack_tid;
+use crate::pages::{Index, Lock, chain, manifest};
 use crate::vector::PgVector;
 
 struct ScanState {
@@ -68,7 +63,7 @@ pub unsafe extern "C-unwind" fn ambeginscan(
 ) -> pg_sys::IndexScanDesc {
     unsafe {
         let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
-        let report = explain::report_for(index);
+        let report = explain::report_for(Index::from_raw(index));
         let state = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(ScanState { search: None, report });
         (*scan).opaque = state.cast();
         scan
@@ -123,7 +118,7 @@ pub unsafe extern "C-unwind" fn amgettuple(
         let Some(hit) = hit else {
             return false;
         };
-        (*scan).xs_heaptid = page::unpack_tid(hit.key);
+        (*scan).xs_heaptid = unpack_tid(hit.key);
         (*scan).xs_recheck = false;
         (*scan).xs_recheckorderby = false;
         true
@@ -151,12 +146,13 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
         }
         let query = PgVector::from_datum(key.sk_argument, false).expect("not null");
         let query = query.as_slice();
-        let (metric, manifest, pages) = page::with_meta_shared(index, |meta| {
-            milvus_core::vector::check_same_dims(meta.dims as usize, query.len()).or_raise();
-            let metric = Metric::from_code(meta.metric).expect("meta page checked");
-            (metric, page::read_manifest(index, meta), flush::page_hits(index, meta, metric, query))
-        });
-        let segments = loaded_segments(index, &manifest, metric);
+        let index = Index::from_raw(index);
+        let meta = index.meta(Lock::Share);
+        milvus_core::vector::check_same_dims(meta.dims(), query.len()).or_raise();
+        let metric = meta.metric();
+        let (manifest, pages) = (manifest::read(&meta), chain::page_hits(index, &meta, metric, query));
+        drop(meta);
+        let segments = segments::loaded(index, &manifest, metric);
 
         let ef_search = gucs::ef_search();
         let options = SearchOptions {
@@ -181,130 +177,4 @@ unsafe fn count_index_scan(index: pg_sys::Relation) {
             (*(*index).pgstat_info).t_counts.t_numscans += 1;
         }
     }
-}
-
-/// A flushed segment as loaded, and how many delta binlogs it had then.
-type Loaded = (usize, Arc<LoadedSegment>);
-
-thread_local! {
-    /// Flushed segments this backend has loaded, by index and by the key of
-    /// their insert binlog: unique per write, unlike segment ids, which start
-    /// again at 1 when TRUNCATE or REINDEX rebuilds the index under the same
-    /// OID. A segment is immutable but for its tombstones: reloaded when its
-    /// count of delta binlogs changes, dropped when it leaves the manifest.
-    static LOADED: RefCell<HashMap<(u32, String), Loaded>> = RefCell::new(HashMap::new());
-}
-
-/// The cache key of a flushed segment.
-fn loaded_key(oid: u32, entry: &SegmentEntry) -> (u32, String) {
-    (oid, entry.insert_binlog.as_ref().map(|o| o.key.clone()).unwrap_or_default())
-}
-
-/// The flushed segments of `manifest`, from the backend's cache or loaded
-/// (downloaded through the local cache, verified) off the main thread.
-pub(crate) unsafe fn loaded_segments(
-    index: pg_sys::Relation,
-    manifest: &Manifest,
-    metric: Metric,
-) -> Vec<Arc<LoadedSegment>> {
-    let oid = unsafe { (*index).rd_id.to_u32() };
-    let flushed: Vec<&SegmentEntry> =
-        manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).collect();
-    let keys: Vec<(u32, String)> = flushed.iter().map(|e| loaded_key(oid, e)).collect();
-    let missing: Vec<SegmentEntry> = LOADED.with_borrow_mut(|loaded| {
-        // Segments of this index that left the manifest, and of indexes that
-        // were dropped, go.
-        let others: std::collections::HashSet<u32> = loaded.keys().map(|k| k.0).filter(|o| *o != oid).collect();
-        let dropped: Vec<u32> = others.into_iter().filter(|o| !super::relation_exists(*o)).collect();
-        loaded.retain(|k, _| (k.0 != oid || keys.contains(k)) && !dropped.contains(&k.0));
-        flushed
-            .iter()
-            .zip(&keys)
-            .filter(|(e, k)| loaded.get(*k).is_none_or(|(deltas, _)| *deltas != e.delta_binlogs.len()))
-            .map(|(e, _)| (*e).clone())
-            .collect()
-    });
-    if !missing.is_empty() {
-        let storage = crate::storage::storage_at(manifest.storage_url.as_deref());
-        let cache = crate::storage::cache();
-        let threads = super::flush::build_threads();
-        let results = crate::storage::run_job("load", move |_| {
-            let loaded = jobs::load_all(&storage, &cache, &missing, metric, threads);
-            missing
-                .iter()
-                .zip(loaded)
-                .map(|(e, l)| (loaded_key(oid, e), e.meta.id, e.delta_binlogs.len(), l))
-                .collect::<Vec<_>>()
-        });
-        crate::storage::report_cache_use();
-        // SAFETY: a backend global.
-        let database = unsafe { pg_sys::MyDatabaseId.to_u32() };
-        for (key, id, deltas, result) in results {
-            let segment = result.unwrap_or_else(|e| {
-                // Shown by milvus_segments() until the segment loads again.
-                crate::worker::shared::set_damage(database, oid, id.0, Some(&e.to_string()));
-                ereport!(
-                    ERROR,
-                    PgSqlErrorCode::ERRCODE_IO_ERROR,
-                    format!("could not read segment {id} of index \"{}\": {e}", unsafe { super::relation_name(index) }),
-                    "Queries need every flushed segment; REINDEX rebuilds the index from the table if an object is \
-                        lost."
-                );
-            });
-            crate::worker::shared::set_damage(database, oid, id.0, None);
-            explain::count_load();
-            LOADED.with_borrow_mut(|loaded| loaded.insert(key, (deltas, Arc::new(segment))));
-        }
-    }
-    LOADED.with_borrow(|loaded| keys.iter().map(|k| loaded[k].1.clone()).collect())
-}
-
-/// Brings every flushed segment of `index` (of each partition's index, for
-/// a partitioned one) into the local cache and opens it, so the first
-/// queries do not pay for a download; returns how many segments and bytes
-/// the objects hold. Files already cached are read through and checked in
-/// full (opening a mapped file checks only its header): a damaged one gets
-/// a WARNING naming it, and is fetched again. Fails like a search would,
-/// naming a segment that cannot be read. Owner or superuser, as the other
-/// maintenance functions.
-#[pg_extern(sql = "
-CREATE FUNCTION milvus_prewarm(index regclass)
-    RETURNS TABLE(segments integer, bytes bigint)
-    VOLATILE PARALLEL UNSAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
-COMMENT ON FUNCTION milvus_prewarm(regclass) IS 'load the flushed segments of a milvus index into the local cache';
-")]
-fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments, i32), name!(bytes, i64))> {
-    let (mut segments, mut bytes) = (0, 0);
-    for oid in flush::leaf_indexes(index) {
-        // SAFETY: index_open checks the OID and locks the relation.
-        unsafe {
-            let rel = pg_sys::index_open(oid, pg_sys::AccessShareLock as i32);
-            flush::check_milvus_index(rel);
-            flush::check_owner(rel);
-            let (meta, manifest) = page::read_meta_and_manifest(rel);
-            let metric = Metric::from_code(meta.metric).expect("meta page checked");
-            let flushed: Vec<SegmentEntry> =
-                manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).cloned().collect();
-            let cache = crate::storage::cache();
-            let damaged = crate::storage::run_job("verify", move |_| {
-                flushed.iter().flat_map(|e| jobs::verify_cached(&cache, e)).collect::<Vec<_>>()
-            });
-            if !damaged.is_empty() {
-                for what in &damaged {
-                    warning!("damaged file in the segment cache, fetched again: {what}");
-                }
-                // This backend's mappings of the damaged files go too.
-                LOADED.with_borrow_mut(|loaded| loaded.retain(|k, _| k.0 != oid.to_u32()));
-            }
-            segments += loaded_segments(rel, &manifest, metric).len() as i32;
-            bytes += manifest
-                .segments
-                .iter()
-                .filter(|e| e.meta.state == SegmentState::Flushed)
-                .map(|e| e.meta.bytes as i64)
-                .sum::<i64>();
-            pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
-        }
-    }
-    TableIterator::once((segments, bytes))
 }

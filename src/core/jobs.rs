@@ -16,7 +16,7 @@
 //!   segment (the manifest then drops the inputs).
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
@@ -48,12 +48,47 @@ pub enum JobError {
     NotFlushed(SegmentId),
 }
 
-impl JobError {
-    /// Worth retrying later: the storage may come back.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            JobError::Storage(e) | JobError::Cache(CacheError::Storage(e)) => e.is_transient(),
-            _ => false,
+/// What a running job shares with the thread that waits for it: the cancel
+/// flag it watches, and the phase it is in, which the waiting thread shows
+/// (a flush's segment is `flushing`, its index `building`, in
+/// `milvus_segments()`).
+#[derive(Debug, Default)]
+pub struct JobControl {
+    cancel: AtomicBool,
+    phase: AtomicU8,
+}
+
+/// Where a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Reading its input, encoding.
+    Preparing = 0,
+    /// Building an HNSW graph.
+    Building = 1,
+    /// Writing objects.
+    Uploading = 2,
+}
+
+impl JobControl {
+    /// Asks the job to stop at its next check.
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    /// The flag long loops check (the HNSW build, GC).
+    pub fn cancel_flag(&self) -> &AtomicBool {
+        &self.cancel
+    }
+
+    pub fn set_phase(&self, phase: Phase) {
+        self.phase.store(phase as u8, Ordering::Relaxed);
+    }
+
+    pub fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Relaxed) {
+            1 => Phase::Building,
+            2 => Phase::Uploading,
+            _ => Phase::Preparing,
         }
     }
 }
@@ -104,36 +139,47 @@ fn put(
     Ok(object)
 }
 
+/// Where a job writes: the store, and the local cache that keeps a copy of
+/// what it writes.
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    pub storage: &'a Storage,
+    pub cache: &'a SegmentCache,
+    pub index: IndexId,
+}
+
+/// The rows of a new segment, and how to write it.
+pub struct NewSegment<'a> {
+    pub segment: SegmentId,
+    pub metric: Metric,
+    pub dims: usize,
+    pub keys: &'a [u64],
+    /// `keys.len() * dims` floats, row after row.
+    pub vectors: &'a [f32],
+    pub params: HnswParams,
+}
+
 /// Writes a sealed segment: its insert binlog, then its HNSW index file
 /// (built on `params.threads` threads, cancellable between chunks), and
 /// puts both into the local cache, so the first search maps them instead
 /// of downloading them.
-#[allow(clippy::too_many_arguments)]
-pub fn flush(
-    storage: &Storage,
-    cache: &SegmentCache,
-    id: IndexId,
-    segment: SegmentId,
-    metric: Metric,
-    dims: usize,
-    keys: &[u64],
-    vectors: &[f32],
-    params: HnswParams,
-    cancel: &AtomicBool,
-    binlog_uploaded: &dyn Fn(),
-) -> Result<Flushed, JobError> {
+pub fn flush(to: Target, rows: &NewSegment, control: &JobControl) -> Result<Flushed, JobError> {
+    let NewSegment { segment, metric, dims, keys, vectors, params } = *rows;
     let binlog_bytes = insert::encode(segment, metric, dims, keys, vectors);
     let binlog = InsertBinlog::decode("new insert binlog", &binlog_bytes)?;
     // Build before uploading anything: a cancelled build then leaves nothing.
     let index_bytes = if binlog.len() > BRUTE_FORCE_MAX_ROWS {
-        Some(SegmentIndex::build(&binlog, params, cancel)?.to_index_file())
+        control.set_phase(Phase::Building);
+        crate::hooks::reach(crate::hooks::Point::Build, control.cancel_flag());
+        Some(SegmentIndex::build(&binlog, params, control.cancel_flag())?.to_index_file())
     } else {
         None
     };
-    let insert_binlog = put(storage, Some(cache), id.key(segment, ObjectKind::InsertBinlog), binlog_bytes)?;
-    binlog_uploaded();
-    let index_file =
-        index_bytes.map(|b| put(storage, Some(cache), id.key(segment, ObjectKind::IndexFile), b)).transpose()?;
+    control.set_phase(Phase::Uploading);
+    let key = |kind| to.index.key(segment, kind);
+    let insert_binlog = put(to.storage, Some(to.cache), key(ObjectKind::InsertBinlog), binlog_bytes)?;
+    crate::hooks::reach(crate::hooks::Point::BinlogUploaded, control.cancel_flag());
+    let index_file = index_bytes.map(|b| put(to.storage, Some(to.cache), key(ObjectKind::IndexFile), b)).transpose()?;
     let bytes = insert_binlog.size + index_file.as_ref().map_or(0, |o| o.size);
     Ok(Flushed { segment, rows: keys.len() as u64, insert_binlog, index_file, bytes })
 }
@@ -270,19 +316,19 @@ pub fn verify_cached(cache: &SegmentCache, entry: &SegmentEntry) -> Vec<String> 
     damaged
 }
 
-/// Rewrites the live rows of `inputs` as the new segment `output`.
-#[allow(clippy::too_many_arguments)]
-pub fn compact(
-    storage: &Storage,
-    cache: &SegmentCache,
-    id: IndexId,
-    inputs: &[&LoadedSegment],
-    output: SegmentId,
-    metric: Metric,
-    dims: usize,
-    params: HnswParams,
-    cancel: &AtomicBool,
-) -> Result<Flushed, JobError> {
+/// What a compaction writes: the live rows of `inputs` as the new segment
+/// `output`.
+pub struct Merge<'a> {
+    pub inputs: &'a [&'a LoadedSegment],
+    pub output: SegmentId,
+    pub metric: Metric,
+    pub dims: usize,
+    pub params: HnswParams,
+}
+
+/// Rewrites the live rows of the inputs as the new segment.
+pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Flushed, JobError> {
+    let Merge { inputs, output, metric, dims, params } = *merge;
     let mut keys = Vec::new();
     let mut vectors = Vec::new();
     for seg in inputs {
@@ -294,5 +340,5 @@ pub fn compact(
             }
         }
     }
-    flush(storage, cache, id, output, metric, dims, &keys, &vectors, params, cancel, &|| {})
+    flush(to, &NewSegment { segment: output, metric, dims, keys: &keys, vectors: &vectors, params }, control)
 }

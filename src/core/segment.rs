@@ -36,28 +36,9 @@ impl fmt::Display for SegmentId {
     }
 }
 
-/// Hands out segment ids in increasing order; the manifest persists `next`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentIdAllocator {
-    next: u64,
-}
-
-impl SegmentIdAllocator {
-    /// Continues after `next - 1`, the last id handed out before.
-    pub fn starting_at(next: u64) -> Self {
-        SegmentIdAllocator { next: next.max(1) }
-    }
-
-    pub fn allocate(&mut self) -> SegmentId {
-        let id = SegmentId(self.next);
-        self.next += 1;
-        id
-    }
-
-    /// The next id this allocator will hand out (what the manifest stores).
-    pub fn peek(&self) -> u64 {
-        self.next
-    }
+/// Now, in Unix seconds: the clock of every timestamp in segment metadata.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// Where a segment is in its life.
@@ -352,16 +333,6 @@ mod tests {
         assert!(!Flushed.in_pages() && !Dropped.in_pages());
         assert!(ALL.iter().filter(|s| s.is_searchable()).count() == 4 && !Dropped.is_searchable());
         assert!(!Growing.is_sealed() && Sealed.is_sealed());
-    }
-
-    #[test]
-    fn ids_are_unique_and_never_reused() {
-        let mut ids = SegmentIdAllocator::starting_at(0);
-        let a = ids.allocate();
-        let b = ids.allocate();
-        assert!(a < b && a.0 >= 1);
-        let mut resumed = SegmentIdAllocator::starting_at(ids.peek());
-        assert!(resumed.allocate() > b);
     }
 
     #[test]

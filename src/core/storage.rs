@@ -37,6 +37,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -59,14 +60,8 @@ pub enum StorageError {
     NotFound { storage: String, key: String },
     #[error("storage {storage}: {op} {key} failed after {attempts} attempt(s): {cause}")]
     Failed { storage: String, op: &'static str, key: String, attempts: u32, cause: String },
-}
-
-impl StorageError {
-    /// Worth retrying later (the service may come back), as opposed to a
-    /// configuration error or a missing object.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, StorageError::Failed { .. })
-    }
+    #[error("cancelled")]
+    Cancelled,
 }
 
 /// S3 settings; `None` falls back to the standard AWS environment variables
@@ -414,17 +409,21 @@ impl Storage {
     /// Deletes the objects under `prefix` that `referenced` does not name and
     /// that are older than `grace` (invariant 5: a referenced object is never
     /// deleted; an unreferenced one is collected after the grace period).
-    /// `deleted` is called after each deletion.
+    /// Stops between two deletions once `cancel` is set: what is left is
+    /// collected next time.
     pub fn collect_garbage(
         &self,
         prefix: &str,
         referenced: &HashSet<String>,
         grace: Duration,
         now: SystemTime,
-        deleted: &dyn Fn(),
+        cancel: &AtomicBool,
     ) -> Result<GcReport, StorageError> {
         let mut report = GcReport::default();
         for obj in self.list(prefix)? {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(StorageError::Cancelled);
+            }
             if referenced.contains(&obj.key) {
                 report.kept_referenced += 1;
                 report.remaining.insert(obj.key);
@@ -435,7 +434,7 @@ impl Storage {
                 self.delete(&obj.key)?;
                 report.deleted_bytes += obj.size;
                 report.deleted.push(obj.key);
-                deleted();
+                crate::hooks::reach(crate::hooks::Point::GcDeleted, cancel);
             }
         }
         // Staging files of uploads a crash cut short (file:// only): never
@@ -595,16 +594,23 @@ mod tests {
         assert_eq!(missing, StorageError::NotFound { storage: storage.url().into(), key: "5/16384/none".into() });
         let other_cluster = ObjectKey { cluster: 0x7302, ..key(1, ObjectKind::InsertBinlog, 1) }.path();
         storage.put(&other_cluster, Bytes::from_static(b"theirs")).unwrap();
-        assert!(!missing.is_transient());
 
         let referenced: HashSet<String> = [a.clone(), b.clone()].into();
         let prefix = ObjectKey::index_prefix(0x7301, 5, 16384);
         let young = storage
-            .collect_garbage(&prefix, &referenced, Duration::from_secs(3600), SystemTime::now(), &|| {})
+            .collect_garbage(
+                &prefix,
+                &referenced,
+                Duration::from_secs(3600),
+                SystemTime::now(),
+                &AtomicBool::new(false),
+            )
             .unwrap();
         assert_eq!((young.deleted.len(), young.kept_referenced, young.kept_young), (0, 2, 1));
         let later = SystemTime::now() + Duration::from_secs(7200);
-        let old = storage.collect_garbage(&prefix, &referenced, Duration::from_secs(3600), later, &|| {}).unwrap();
+        let old = storage
+            .collect_garbage(&prefix, &referenced, Duration::from_secs(3600), later, &AtomicBool::new(false))
+            .unwrap();
         assert_eq!(old.deleted, vec![orphan.clone()]);
         assert!(storage.get(&a).is_ok() && storage.get(&b).is_ok(), "referenced objects are never deleted");
         assert!(matches!(storage.get(&orphan), Err(StorageError::NotFound { .. })));
@@ -635,12 +641,19 @@ mod tests {
         std::fs::create_dir_all(staging.parent().unwrap()).unwrap();
         std::fs::write(&staging, b"half an upload").unwrap();
         let report = storage
-            .collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), SystemTime::now(), &|| {})
+            .collect_garbage(
+                &prefix,
+                &HashSet::new(),
+                Duration::from_secs(3600),
+                SystemTime::now(),
+                &AtomicBool::new(false),
+            )
             .unwrap();
         assert!(staging.exists() && report.deleted.iter().all(|k| !k.contains('#')), "young: kept");
         let later = SystemTime::now() + Duration::from_secs(7200);
-        let report =
-            storage.collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), later, &|| {}).unwrap();
+        let report = storage
+            .collect_garbage(&prefix, &HashSet::new(), Duration::from_secs(3600), later, &AtomicBool::new(false))
+            .unwrap();
         assert!(!staging.exists() && report.deleted.iter().any(|k| k.ends_with("#1")), "{:?}", report.deleted);
     }
 
@@ -671,7 +684,7 @@ mod tests {
             "the cause is the refused connection: {text}"
         );
         assert!(!text.contains("scheme is not allowed"), "allow_http reached the client: {text}");
-        assert!(e.is_transient());
+        assert!(matches!(e, StorageError::Failed { attempts: 3, .. }), "{e:?}");
         assert!(!text.contains(" s\"") && !text.contains("secret"), "{text}");
     }
 }
@@ -698,6 +711,37 @@ pub mod location {
         out
     }
 
+    /// `path` as the server would reach it: `.` and `..` resolved, and the
+    /// symbolic links of its longest existing ancestor.
+    pub fn resolve_path(path: &Path) -> PathBuf {
+        let path = normalize_path(path);
+        let mut existing = path.as_path();
+        let mut rest = Vec::new();
+        loop {
+            if let Ok(real) = existing.canonicalize() {
+                return rest.iter().rev().fold(real, |p, part| p.join(part));
+            }
+            match (existing.parent(), existing.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name.to_owned());
+                    existing = parent;
+                }
+                _ => return path,
+            }
+        }
+    }
+
+    /// Whether `url` is a `file://` location inside `data_dir` (objects
+    /// written there could overwrite the server's own files), other than
+    /// `default`, the embedded default store, which lives there by design.
+    /// Paths are compared resolved, links included.
+    pub fn is_inside_data_dir(url: &str, data_dir: &Path, default: &str) -> bool {
+        let Some(path) = url.strip_prefix("file://") else { return false };
+        let target = resolve_path(Path::new(path));
+        let default = resolve_path(Path::new(default.strip_prefix("file://").unwrap_or(default)));
+        target.starts_with(resolve_path(data_dir)) && target != default
+    }
+
     /// Whether `url` falls under one of `prefixes` (a comma-separated list,
     /// as `milvus.allowed_storage_urls` holds it): equal to one, or below
     /// it at a `/`. `file://` URLs are compared by normalized path, so `..`
@@ -720,6 +764,24 @@ pub mod location {
     #[cfg(test)]
     mod tests {
         use super::*;
+
+        #[test]
+        fn the_data_directory_is_found_through_links_and_dots() {
+            let dir = tempfile::tempdir().unwrap();
+            let data = dir.path().join("data");
+            std::fs::create_dir_all(data.join("pg_milvus/objects")).unwrap();
+            let link = dir.path().join("link");
+            std::os::unix::fs::symlink(&data, &link).unwrap();
+            let default = format!("file://{}/pg_milvus/objects", data.display());
+            let inside = |url: String| is_inside_data_dir(&url, &data, &default);
+            assert!(inside(format!("file://{}/base", data.display())));
+            assert!(inside(format!("file://{}/base/new/dir", link.display())), "through a link, not yet created");
+            assert!(inside(format!("file://{}/../data/global", data.display())));
+            assert!(!inside(default.clone()), "the embedded default is allowed");
+            assert!(!inside(format!("file://{}/pg_milvus/objects", link.display())), "the default through a link");
+            assert!(!inside(format!("file://{}/elsewhere", dir.path().display())));
+            assert!(!inside("s3://bucket/prefix".to_owned()));
+        }
 
         #[test]
         fn dot_dot_cannot_hide_a_path() {

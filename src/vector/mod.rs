@@ -10,10 +10,9 @@
 //!
 //! [`PgVector`] borrows a detoasted datum; everything that computes on it
 //! takes `as_slice()` and calls the core. `io.rs` holds the type's I/O and
-//! casts, `ops.rs` its operators and functions.
+//! casts; its operators and functions are `crate::api::operators`.
 
 pub mod io;
-pub mod ops;
 
 use std::ptr::NonNull;
 

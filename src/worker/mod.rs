@@ -21,28 +21,29 @@
 //! Template databases are never visited: a connection to one would make
 //! `CREATE DATABASE` fail.
 
-pub mod shared;
+mod signals;
 mod visit;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use milvus_core::policy::schedule::VisitQueue;
-
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, BgWorkerStartTime, DynamicBackgroundWorker,
 };
 use pgrx::prelude::*;
 
-use crate::am::flush::now;
+use milvus_core::segment::unix_now as now;
+
+use self::signals::{attach_signals, nap};
+use crate::shared;
 
 /// How long a database that had no milvus index is left alone.
 const IDLE_DATABASE_RECHECK: Duration = Duration::from_secs(60);
 
-/// Registers the shared memory and (unless `milvus.max_workers` is 0) the
-/// launcher; from `_PG_init`, when preloading only.
+/// Registers the launcher (unless `milvus.max_workers` is 0); from
+/// `_PG_init`, when preloading only.
 pub fn init() {
-    shared::init();
     if crate::gucs::max_workers() == 0 {
         return;
     }
@@ -55,53 +56,6 @@ pub fn init() {
         .set_start_time(BgWorkerStartTime::RecoveryFinished)
         .set_restart_time(Some(Duration::from_secs(10)))
         .load();
-}
-
-// Postgres' own signal handlers, by their C symbols (pgrx wraps the
-// declarations in pg_sys into Rust functions, which are not handlers).
-unsafe extern "C-unwind" {
-    #[link_name = "die"]
-    fn postgres_die(signal: std::ffi::c_int);
-    #[link_name = "SignalHandlerForConfigReload"]
-    fn postgres_reload(signal: std::ffi::c_int);
-}
-
-/// The signal handlers of both kinds of process: reload on SIGHUP, Postgres'
-/// own `die` on SIGTERM (so CHECK_FOR_INTERRUPTS ends the process cleanly).
-fn attach_signals() {
-    // SAFETY: installing Postgres' own handlers, before unblocking signals.
-    unsafe {
-        pg_sys::pqsignal(libc::SIGHUP, Some(postgres_reload));
-        pg_sys::pqsignal(libc::SIGTERM, Some(postgres_die));
-        pg_sys::BackgroundWorkerUnblockSignals();
-    }
-}
-
-/// Sleeps until `timeout` passes or the latch is set; serves interrupts
-/// (SIGTERM ends the process here) and reloads settings after a SIGHUP.
-fn nap(timeout: Duration) {
-    // SAFETY: the standard latch loop of a background worker.
-    unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-            timeout.as_millis().min(i32::MAX as u128) as std::ffi::c_long,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-    }
-    reload_if_asked();
-}
-
-fn reload_if_asked() {
-    pgrx::check_for_interrupts!();
-    // SAFETY: the flag is set by the SIGHUP handler and read on this thread.
-    unsafe {
-        if pg_sys::ConfigReloadPending != 0 {
-            pg_sys::ConfigReloadPending = 0;
-            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
-        }
-    }
 }
 
 /// The launcher's main loop: each full round queues the databases due a

@@ -88,7 +88,7 @@ impl SegmentEntry {
     }
 }
 
-/// The current manifest (format version 1).
+/// The current manifest (format version [`VERSION`]; version 1 decodes too).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     /// Increases by one with every change; caches compare it to reload.

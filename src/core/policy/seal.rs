@@ -21,6 +21,12 @@ pub struct GrowingStats {
 pub struct SealPolicy {
     /// `segment_max_rows` (reloption).
     pub max_rows: u64,
+    /// Rows one page of the growing chain holds (1: no pages). Segments
+    /// grow by whole pages, so a segment is full at the most whole pages of
+    /// rows `max_rows` allows ([`SealPolicy::row_capacity`]): the rule an
+    /// insert applies before linking a page (`meta::MetaPage::needs_seal`)
+    /// and the workers apply to counted rows are one.
+    pub rows_per_page: u64,
     /// Byte budget of a segment's vectors.
     pub max_bytes: u64,
     /// `milvus.seal_idle_time`; `None` disables the rule.
@@ -31,12 +37,18 @@ pub struct SealPolicy {
 
 impl Default for SealPolicy {
     fn default() -> Self {
-        SealPolicy { max_rows: 100_000, max_bytes: 512 << 20, idle_secs: Some(60), lifetime_secs: Some(3600) }
+        SealPolicy {
+            max_rows: 100_000,
+            rows_per_page: 1,
+            max_bytes: 512 << 20,
+            idle_secs: Some(60),
+            lifetime_secs: Some(3600),
+        }
     }
 }
 
 pub fn seal_by_rows(s: &GrowingStats, p: &SealPolicy) -> Option<SealReason> {
-    (s.rows >= p.max_rows).then_some(SealReason::Rows { rows: s.rows, max_rows: p.max_rows })
+    (s.rows >= p.row_capacity()).then_some(SealReason::Rows { rows: s.rows, max_rows: p.max_rows })
 }
 
 pub fn seal_by_bytes(s: &GrowingStats, p: &SealPolicy) -> Option<SealReason> {
@@ -54,6 +66,13 @@ pub fn seal_by_idle_time(s: &GrowingStats, p: &SealPolicy, now: u64) -> Option<S
 }
 
 impl SealPolicy {
+    /// The rows at which a segment is full: `max_rows` rounded down to whole
+    /// pages, one page at least.
+    pub fn row_capacity(&self) -> u64 {
+        let per_page = self.rows_per_page.max(1);
+        (self.max_rows / per_page).max(1) * per_page
+    }
+
     /// The first rule that fires, size rules before time rules.
     pub fn check(&self, s: &GrowingStats, now: u64) -> Option<SealReason> {
         if s.rows == 0 {
@@ -74,7 +93,8 @@ mod tests {
         GrowingStats { rows, bytes, created_at, last_insert_at }
     }
 
-    const P: SealPolicy = SealPolicy { max_rows: 100, max_bytes: 1000, idle_secs: Some(10), lifetime_secs: Some(60) };
+    const P: SealPolicy =
+        SealPolicy { max_rows: 100, rows_per_page: 1, max_bytes: 1000, idle_secs: Some(10), lifetime_secs: Some(60) };
 
     #[test]
     fn each_rule_fires_with_its_reason() {
@@ -94,6 +114,15 @@ mod tests {
             SealReason::Rows { rows: 100, max_rows: 100 }.to_string(),
             "full at 100 rows (segment_max_rows 100)"
         );
+    }
+
+    #[test]
+    fn segments_are_full_at_whole_pages() {
+        let paged = SealPolicy { rows_per_page: 30, ..P };
+        assert_eq!(paged.row_capacity(), 90);
+        assert_eq!(paged.check(&stats(89, 0, 0, 0), 0), None);
+        assert_eq!(paged.check(&stats(90, 0, 0, 0), 0), Some(SealReason::Rows { rows: 90, max_rows: 100 }));
+        assert_eq!(SealPolicy { rows_per_page: 500, ..P }.row_capacity(), 500, "one page at least");
     }
 
     #[test]

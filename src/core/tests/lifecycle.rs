@@ -11,7 +11,8 @@ use milvus_core::Metric;
 use milvus_core::cache::SegmentCache;
 use milvus_core::format::manifest::Manifest;
 use milvus_core::hnsw::HnswParams;
-use milvus_core::jobs::{self, IndexId};
+use milvus_core::hooks;
+use milvus_core::jobs::{self, IndexId, JobControl, Merge, NewSegment, Target};
 use milvus_core::policy::compaction::{self, CompactionPolicy, PlanKind};
 use milvus_core::search::{LoadedSegment, PageHits, Search, SearchOptions};
 use milvus_core::segment::{SealReason, SegmentState};
@@ -22,6 +23,19 @@ const DIMS: usize = 24;
 const SEGMENTS: usize = 5;
 const ROWS_PER_SEGMENT: usize = 10_000;
 const ID: IndexId = IndexId { cluster: 0x7301_0000_0000_0001, database: 1, index: 16384 };
+
+thread_local! {
+    /// Where [`crash_where_asked`] crashes the job on this thread.
+    static CRASH_AT: std::cell::Cell<Option<hooks::Point>> = const { std::cell::Cell::new(None) };
+}
+
+/// The test hook: a panic at the point this thread asked for, the crash a
+/// test simulates (other threads' tests are not touched).
+fn crash_where_asked(point: hooks::Point, _: &AtomicBool) {
+    if CRASH_AT.get() == Some(point) {
+        panic!("the crash a test simulates at {point:?}");
+    }
+}
 
 /// 200 Gaussian clusters: shaped like real embeddings, unlike uniform noise.
 fn dataset(n: usize) -> Vec<f32> {
@@ -80,7 +94,8 @@ fn lifecycle(url: &str) {
     let storage = Storage::open(url, &S3Options::default(), RetryPolicy::default()).unwrap();
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = SegmentCache::new(cache_dir.path(), 1 << 30).unwrap();
-    let cancel = AtomicBool::new(false);
+    let control = JobControl::default();
+    let to = Target { storage: &storage, cache: &cache, index: ID };
     let params = HnswParams::default();
     let data = dataset(SEGMENTS * ROWS_PER_SEGMENT);
     let mut m = Manifest::new(DIMS as u32, Metric::L2, None);
@@ -91,8 +106,8 @@ fn lifecycle(url: &str) {
         m.seal(id, ROWS_PER_SEGMENT as u64, SealReason::Rows { rows: 10_000, max_rows: 10_000 }, 101).unwrap();
         let keys: Vec<u64> = (s * ROWS_PER_SEGMENT..(s + 1) * ROWS_PER_SEGMENT).map(|k| k as u64).collect();
         let vectors = &data[s * ROWS_PER_SEGMENT * DIMS..(s + 1) * ROWS_PER_SEGMENT * DIMS];
-        let flushed =
-            jobs::flush(&storage, &cache, ID, id, Metric::L2, DIMS, &keys, vectors, params, &cancel, &|| {}).unwrap();
+        let rows = NewSegment { segment: id, metric: Metric::L2, dims: DIMS, keys: &keys, vectors, params };
+        let flushed = jobs::flush(to, &rows, &control).unwrap();
         assert!(flushed.index_file.is_some());
         m.publish_flush(flushed, 102).unwrap();
     }
@@ -131,7 +146,8 @@ fn lifecycle(url: &str) {
     let old_keys: HashSet<String> = m.referenced_keys().map(str::to_owned).collect();
     let inputs: Vec<&LoadedSegment> = before.iter().filter(|s| plans[0].inputs.contains(&s.id)).map(|s| &**s).collect();
     let out = m.allocate_segment_id();
-    let flushed = jobs::compact(&storage, &cache, ID, &inputs, out, Metric::L2, DIMS, params, &cancel).unwrap();
+    let merge = Merge { inputs: &inputs, output: out, metric: Metric::L2, dims: DIMS, params };
+    let flushed = jobs::compact(to, &merge, &control).unwrap();
     assert_eq!(flushed.rows, live, "dead rows are not carried over");
     m.publish_compaction(&plans[0].inputs, flushed, 200).unwrap();
     assert_eq!(m.live_segments().count(), 1);
@@ -148,17 +164,19 @@ fn lifecycle(url: &str) {
     let referenced: HashSet<String> = m.referenced_keys().map(str::to_owned).collect();
     let grace = Duration::from_secs(600);
     let now = SystemTime::now();
-    let young = storage.collect_garbage(&ID.prefix(), &referenced, grace, now, &|| {}).unwrap();
+    let go_on = AtomicBool::new(false);
+    let young = storage.collect_garbage(&ID.prefix(), &referenced, grace, now, &go_on).unwrap();
     assert!(young.deleted.is_empty());
     // A collection a crash cut short after its first deletion...
+    hooks::install(crash_where_asked);
+    CRASH_AT.set(Some(hooks::Point::GcDeleted));
     let cut = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        storage.collect_garbage(&ID.prefix(), &referenced, grace, now + 2 * grace, &|| {
-            panic!("the crash a test simulates")
-        })
+        storage.collect_garbage(&ID.prefix(), &referenced, grace, now + 2 * grace, &go_on)
     }));
+    CRASH_AT.set(None);
     assert!(cut.is_err(), "something was deleted, then the crash");
     // ...then a whole one: together, exactly the dropped segments' objects.
-    let report = storage.collect_garbage(&ID.prefix(), &referenced, grace, now + 2 * grace, &|| {}).unwrap();
+    let report = storage.collect_garbage(&ID.prefix(), &referenced, grace, now + 2 * grace, &go_on).unwrap();
     assert_eq!(report.deleted.len(), old_keys.len() - 1, "the first went before the crash");
     assert!(report.deleted.iter().all(|k| old_keys.contains(k)));
     assert_eq!(report.kept_referenced, referenced.len());
@@ -206,19 +224,15 @@ fn one_segment() -> OneSegment {
     let mut manifest = Manifest::new(DIMS as u32, Metric::L2, None);
     let id = manifest.add_growing(100);
     manifest.seal(id, rows as u64, SealReason::Manual, 101).unwrap();
-    let flushed = jobs::flush(
-        &storage,
-        &cache,
-        ID,
-        id,
-        Metric::L2,
-        DIMS,
-        &keys,
-        &data,
-        HnswParams::default(),
-        &AtomicBool::new(false),
-        &|| {},
-    );
+    let rows = NewSegment {
+        segment: id,
+        metric: Metric::L2,
+        dims: DIMS,
+        keys: &keys,
+        vectors: &data,
+        params: HnswParams::default(),
+    };
+    let flushed = jobs::flush(Target { storage: &storage, cache: &cache, index: ID }, &rows, &JobControl::default());
     manifest.publish_flush(flushed.unwrap(), 102).unwrap();
     OneSegment { storage, cache, cache_dir, manifest, data }
 }

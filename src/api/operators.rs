@@ -6,8 +6,8 @@ use milvus_core::distance::{self, Metric};
 use milvus_core::vector as vector_core;
 use pgrx::prelude::*;
 
-use super::PgVector;
 use crate::error::OrRaise;
+use crate::vector::PgVector;
 
 /// The two operands' elements, after checking they have the same dimensions.
 fn pair<'a>(a: &'a PgVector, b: &'a PgVector) -> (&'a [f32], &'a [f32]) {

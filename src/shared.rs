@@ -1,6 +1,8 @@
-//! The workers' shared memory: a log of recent jobs (the `milvus_jobs`
-//! view), each index's retry and idle-time state, each database's
-//! bookkeeping, and the launcher's PID so backends can wake it.
+//! The extension's shared memory, which backends and background workers
+//! both use: a log of recent jobs (the `milvus_jobs` view), each index's
+//! retry and idle-time state and damaged segment, each database's
+//! bookkeeping, the segment cache's counters, and the launcher's PID so
+//! backends can wake it.
 //!
 //! It exists only when pg_milvus is in `shared_preload_libraries`; without
 //! it every function here is a no-op and the view is empty (the jobs still
@@ -9,6 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use milvus_core::jobs::Phase;
 use milvus_core::policy::retry::{Backoff, GrowingSeen, Streak};
 use pgrx::prelude::*;
 use pgrx::{PGRXSharedMemory, PgLwLock};
@@ -89,6 +92,8 @@ struct Job {
     database: u32,
     index: u32,
     segment_count: u8,
+    /// [`Phase`] of a running job, as its waiting thread last saw it.
+    phase: u8,
     segments: [u64; MAX_JOB_SEGMENTS],
     /// Unix microseconds.
     started: i64,
@@ -234,6 +239,18 @@ impl JobRecord {
             slot.rows = rows as i64;
             slot.bytes = bytes as i64;
             slot.error.set(error);
+        }
+    }
+
+    /// Shows the phase the job is in.
+    pub fn set_phase(&self, phase: Phase) {
+        if self.id == 0 {
+            return;
+        }
+        let mut shared = SHARED.exclusive();
+        let slot = &mut shared.jobs[(self.id as usize) % MAX_JOBS];
+        if slot.id == self.id {
+            slot.phase = phase as u8;
         }
     }
 
@@ -494,115 +511,86 @@ pub fn wake_launcher(database: u32) {
     }
 }
 
-fn to_timestamptz(unix_micros: i64) -> Option<TimestampWithTimeZone> {
-    if unix_micros == 0 {
-        return None;
-    }
-    // Postgres counts from 2000-01-01.
-    const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
-    TimestampWithTimeZone::try_from(unix_micros - PG_EPOCH_OFFSET_MICROS).ok()
+/// A job of the log, as `milvus_job_log()` shows it.
+pub struct JobView {
+    pub id: u64,
+    pub pid: i32,
+    pub kind: &'static str,
+    pub database: u32,
+    pub index: u32,
+    pub segments: Vec<u64>,
+    /// `running`, `abandoned` (running, its process gone: its upload, if
+    /// any, was never published), `done` or `failed`.
+    pub state: &'static str,
+    pub reason: String,
+    /// Unix microseconds; 0 for none.
+    pub started: i64,
+    pub finished: i64,
+    /// Rows and bytes written, for a job done.
+    pub written: Option<(i64, i64)>,
+    pub error: Option<String>,
 }
 
-type JobRow = (
-    i64,
-    i32,
-    String,
-    pg_sys::Oid,
-    pg_sys::Oid,
-    Vec<i64>,
-    String,
-    String,
-    Option<TimestampWithTimeZone>,
-    Option<TimestampWithTimeZone>,
-    Option<i64>,
-    Option<i64>,
-    Option<String>,
-);
-
-/// The job log, newest first: every job for a superuser, the jobs on their
-/// own indexes of this database for anybody else. A job still `running`
-/// whose process is gone (the server was stopped, or the process crashed)
-/// shows as `abandoned`:
-/// its upload, if any, was never published.
-#[pg_extern(sql = "
-CREATE FUNCTION milvus_job_log()
-    RETURNS TABLE(job_id bigint, pid integer, kind text, database oid, index oid, segments bigint[], state text,
-                  reason text, started timestamptz, finished timestamptz, rows bigint, bytes bigint, error text)
-    VOLATILE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
-COMMENT ON FUNCTION milvus_job_log() IS 'recent seal, flush, compaction and GC jobs of every database (shared memory)';
-CREATE VIEW milvus_jobs AS
-    SELECT job_id, pid, kind, index::regclass AS index, segments, state, reason, started, finished, rows, bytes, error
-      FROM milvus_job_log() WHERE database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = \
-          current_database());
-COMMENT ON VIEW milvus_jobs IS 'recent and running seal, flush, compaction and GC jobs of this database';
-GRANT SELECT ON milvus_jobs TO PUBLIC;
-")]
-#[allow(clippy::type_complexity)] // a SQL result row, spelled out for pgrx
-fn milvus_job_log() -> TableIterator<
-    'static,
-    (
-        name!(job_id, i64),
-        name!(pid, i32),
-        name!(kind, String),
-        name!(database, pg_sys::Oid),
-        name!(index, pg_sys::Oid),
-        name!(segments, Vec<i64>),
-        name!(state, String),
-        name!(reason, String),
-        name!(started, Option<TimestampWithTimeZone>),
-        name!(finished, Option<TimestampWithTimeZone>),
-        name!(rows, Option<i64>),
-        name!(bytes, Option<i64>),
-        name!(error, Option<String>),
-    ),
-> {
+/// The job log, newest first.
+pub fn jobs() -> Vec<JobView> {
     let mut jobs: Vec<Job> =
         if enabled() { SHARED.share().jobs.iter().filter(|j| j.id != 0).copied().collect() } else { Vec::new() };
-    // A superuser sees every job; anybody else, the jobs on indexes they own
-    // in this database.
-    // SAFETY: catalog checks of the current user and database.
-    unsafe {
-        if !pg_sys::superuser() {
-            let database = pg_sys::MyDatabaseId.to_u32();
-            jobs.retain(|j| {
-                j.database == database
-                    && j.index != 0
-                    && crate::am::relation_exists(j.index)
-                    && pg_sys::pg_class_ownercheck(pg_sys::Oid::from(j.index), pg_sys::GetUserId())
-            });
-        }
-    }
     jobs.sort_by_key(|j| std::cmp::Reverse(j.id));
-    let rows: Vec<JobRow> = jobs
-        .into_iter()
+    jobs.into_iter()
         .map(|j| {
-            // SAFETY: BackendPidGetProc takes ProcArrayLock itself.
-            let alive = || unsafe { !pg_sys::BackendPidGetProc(j.pid).is_null() };
             let state = match j.state {
-                RUNNING if !alive() => "abandoned",
+                RUNNING if !process_alive(j.pid) => "abandoned",
                 RUNNING => "running",
                 DONE => "done",
                 _ => "failed",
             };
             let finished = j.state != RUNNING;
-            (
-                j.id as i64,
-                j.pid,
-                kind_name(j.kind).to_owned(),
-                pg_sys::Oid::from(j.database),
-                pg_sys::Oid::from(j.index),
-                j.segments[..j.segment_count as usize].iter().map(|s| *s as i64).collect(),
-                state.to_owned(),
-                j.reason.get().to_owned(),
-                to_timestamptz(j.started),
-                to_timestamptz(j.finished),
-                (j.state == DONE).then_some(j.rows),
-                (j.state == DONE).then_some(j.bytes),
-                (finished && !j.error.get().is_empty()).then(|| j.error.get().to_owned()),
-            )
+            JobView {
+                id: j.id,
+                pid: j.pid,
+                kind: kind_name(j.kind),
+                database: j.database,
+                index: j.index,
+                segments: j.segments[..j.segment_count as usize].to_vec(),
+                state,
+                reason: j.reason.get().to_owned(),
+                started: j.started,
+                finished: j.finished,
+                written: (j.state == DONE).then_some((j.rows, j.bytes)),
+                error: (finished && !j.error.get().is_empty()).then(|| j.error.get().to_owned()),
+            }
         })
+        .collect()
+}
+
+/// Whether the process `pid` still runs in this server.
+fn process_alive(pid: i32) -> bool {
+    // SAFETY: BackendPidGetProc takes ProcArrayLock itself.
+    unsafe { !pg_sys::BackendPidGetProc(pid).is_null() }
+}
+
+/// The segments of an index a flush is working on now, with the flush's
+/// phase: what `milvus_segments()` shows as `flushing` (and `building`).
+pub fn flushing(database: u32, index: u32) -> Vec<(u64, Phase)> {
+    if !enabled() {
+        return Vec::new();
+    }
+    let running: Vec<Job> = SHARED
+        .share()
+        .jobs
+        .iter()
+        .filter(|j| j.id != 0 && j.state == RUNNING && j.kind == JobKind::Flush as u8)
+        .filter(|j| j.database == database && j.index == index)
+        .copied()
         .collect();
-    TableIterator::new(rows)
+    running
+        .into_iter()
+        .filter(|j| process_alive(j.pid))
+        .flat_map(|j| {
+            let phase = if j.phase == Phase::Building as u8 { Phase::Building } else { Phase::Uploading };
+            j.segments[..j.segment_count as usize].iter().map(move |s| (*s, phase)).collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""The module graph of src/: which file uses which, and whether it has a cycle.
+
+Each `.rs` file is a module. A file depends on another when its code (not its
+comments, strings or inline `mod tests`) names an item of it: through `use`,
+a `crate::`/`super::`/`self::` path, or a child module it declares. Re-exports
+(`pub use x::Item` in a `mod.rs` or `lib.rs`) are followed to the file that
+defines the item. Two crates are read: the skin (src/lib.rs) and the core
+(src/core/lib.rs), which never names the skin.
+
+    python3 scripts/module_graph.py           # the edges, file by file
+    python3 scripts/module_graph.py --check   # exit 1 on a cycle (make lint)
+    python3 scripts/module_graph.py --layers  # edges between top-level modules
+"""
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "src"
+CRATES = {"skin": ROOT, "core": ROOT / "core"}
+
+
+def strip(text):
+    """The code of `text`: comments, string and char literals blanked."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            continue
+        m = re.match(r'r(#*)"', text[i:])
+        if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            end = text.find('"' + m.group(1), i + len(m.group(0)))
+            out.append('""')
+            i = n if end < 0 else end + 1 + len(m.group(1))
+            continue
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append('""')
+            i = j + 1
+            continue
+        if c == "'" and re.match(r"'(\\.|[^\\'])'", text[i:]):
+            i += len(re.match(r"'(\\.|[^\\'])'", text[i:]).group(0))
+            out.append("' '")
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def without_test_module(code):
+    """Drops an inline `mod tests { ... }` (and its cfg attribute): tests may
+    reach anywhere without making the code's modules depend on each other."""
+    m = re.search(r"(#\[cfg\([^\]]*test[^\]]*\)\]\s*)?(#\[[^\]]*\]\s*)*mod tests\s*\{", code)
+    return code if m is None else code[: m.start()]
+
+
+def expand_use(tree):
+    """`a::{b, c::{d, self}}` -> [a::b, a::c::d, a::c]."""
+    tree = re.sub(r"\s+", "", re.sub(r"\s+as\s+\w+", "", tree))
+    m = re.match(r"^(.*?)\{(.*)\}$", tree)
+    if not m:
+        return [re.sub(r"::self$", "", tree)]
+    prefix, inner = m.group(1), m.group(2)
+    parts, depth, cur = [], 0, ""
+    for ch in inner:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch == "{"
+        depth -= ch == "}"
+        cur += ch
+    parts.append(cur)
+    out = []
+    for p in filter(None, parts):
+        for sub in expand_use(p):
+            out.append(prefix.rstrip(":") if sub == "self" else prefix + sub)
+    return out
+
+
+class Crate:
+    def __init__(self, name, root):
+        self.name, self.root = name, root
+        self.files = {}  # module path tuple -> Path
+        for path in sorted(root.rglob("*.rs")):
+            if name == "skin" and CRATES["core"] in path.parents:
+                continue
+            rel = path.relative_to(root).with_suffix("").parts
+            if rel[-1] in ("mod", "lib"):
+                rel = rel[:-1]
+            self.files[tuple(rel)] = path
+        self.code = {m: without_test_module(strip(p.read_text())) for m, p in self.files.items()}
+        self.reexports = {}
+        for module, code in self.code.items():
+            if self.files[module].name in ("mod.rs", "lib.rs"):
+                for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", code):
+                    for path in expand_use(m.group(1)):
+                        segs = path.split("::")
+                        self.reexports[(module, segs[-1])] = self.absolute(module, segs)
+
+    def children(self, module):
+        return {m[-1] for m in self.files if len(m) == len(module) + 1 and m[:-1] == module}
+
+    def absolute(self, module, segs):
+        """A path as written in `module`, made absolute (a tuple), or None
+        for another crate's."""
+        if not segs:
+            return None
+        head, rest = segs[0], segs[1:]
+        if head == "crate":
+            return tuple(rest)
+        if head == "self":
+            return module + tuple(rest)
+        if head == "super":
+            base = module
+            while segs and segs[0] == "super":
+                base, segs = base[:-1], segs[1:]
+            return base + tuple(segs)
+        if head in self.children(module):
+            return module + tuple(segs)
+        return None
+
+    def resolve(self, target, depth=0):
+        """The file an absolute path lands in: its longest module prefix,
+        through re-exports."""
+        for k in range(len(target), -1, -1):
+            prefix = target[:k]
+            if prefix in self.files:
+                rest = target[k:]
+                if rest and (prefix, rest[0]) in self.reexports and depth < 8:
+                    again = self.reexports[(prefix, rest[0])]
+                    if again is not None:
+                        return self.resolve(again + tuple(rest[1:]), depth + 1)
+                return prefix
+        return None
+
+    def edges(self):
+        out = {m: set() for m in self.files}
+        for module, code in self.code.items():
+            paths = []
+            for m in re.finditer(r"\buse\s+([^;]+);", code):
+                paths += [p.split("::") for p in expand_use(m.group(1))]
+            body = re.sub(r"\buse\s+[^;]+;", "", code)
+            for m in re.finditer(r"\b(?:crate|super|self|[a-z_][a-z0-9_]*)(?:::[A-Za-z_][A-Za-z0-9_]*)+", body):
+                paths.append(m.group(0).split("::"))
+            for segs in paths:
+                segs = [s for s in segs if s and s != "*"]
+                target = self.absolute(module, segs)
+                if target is None:
+                    continue
+                file = self.resolve(target)
+                if file is not None and file != module:
+                    out[module].add(file)
+        return out
+
+
+def name(crate, module):
+    return "/".join(((crate.name,) if crate.name == "core" else ()) + module) or "lib"
+
+
+def cycles(graph):
+    """Strongly connected components of more than one file (Tarjan)."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "--edges"
+    failed = False
+    for crate in (Crate(n, r) for n, r in CRATES.items()):
+        graph = crate.edges()
+        if mode == "--edges":
+            for m in sorted(graph):
+                print(f"{name(crate, m)} -> {', '.join(sorted(name(crate, t) for t in graph[m])) or '-'}")
+        elif mode == "--layers":
+            layers = {}
+            for m, targets in graph.items():
+                for t in targets:
+                    a, b = m[:1], t[:1]
+                    if a != b:
+                        layers.setdefault(name(crate, a), set()).add(name(crate, b))
+            for a in sorted(layers):
+                print(f"{a} -> {', '.join(sorted(layers[a]))}")
+        for comp in cycles(graph):
+            failed = True
+            print(f"cycle in {crate.name}: " + " <-> ".join(name(crate, m) for m in comp), file=sys.stderr)
+    if mode == "--check" and not failed:
+        print("module graph: no cycle")
+    sys.exit(1 if failed and mode == "--check" else 0)
+
+
+if __name__ == "__main__":
+    main()

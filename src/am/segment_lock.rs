@@ -1,0 +1,51 @@
+//! The job lock of (index, segment): held while one job (a flush, a
+//! compaction, a VACUUM pass) works on the segment, so a flush never
+//! publishes rows that VACUUM removed meanwhile, and two flushes never
+//! upload the same segment.
+//!
+//! Released as soon as the job is done (dropped), not at commit: a flush
+//! from a session then holds one lock at a time and never waits while
+//! holding one, and compaction takes its inputs' locks in id order, so two
+//! sessions and a worker cannot deadlock on them (they did, before: a worker
+//! held a segment it had flushed while waiting for a compaction input
+//! another session's flush still held). An error releases it with the
+//! transaction's abort.
+
+use pgrx::pg_sys;
+
+use crate::pages::Index;
+
+pub struct SegmentLock(pg_sys::LOCKTAG);
+
+impl SegmentLock {
+    /// Waits for the lock of `segment` of `index`.
+    pub fn acquire(index: Index, segment: u64) -> SegmentLock {
+        let tag = pg_sys::LOCKTAG {
+            locktag_field1: crate::catalog::database(),
+            locktag_field2: index.oid().to_u32(),
+            locktag_field3: segment as u32,
+            // "MV" in the field SQL-level advisory locks set to 1 or 2, so
+            // these never collide with a user's pg_advisory_lock.
+            locktag_field4: 0x4d56,
+            locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+            locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+        };
+        // SAFETY: a heavyweight lock on a tag of ours, released in drop.
+        unsafe { pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as i32, false, false) };
+        SegmentLock(tag)
+    }
+
+    /// The locks of several segments, taken in id order (see above).
+    pub fn acquire_all(index: Index, segments: &[u64]) -> Vec<SegmentLock> {
+        let mut ids = segments.to_vec();
+        ids.sort_unstable();
+        ids.into_iter().map(|s| SegmentLock::acquire(index, s)).collect()
+    }
+}
+
+impl Drop for SegmentLock {
+    fn drop(&mut self) {
+        // SAFETY: releasing the lock acquired in `acquire`, held until now.
+        unsafe { pg_sys::LockRelease(&self.0, pg_sys::ExclusiveLock as i32, false) };
+    }
+}

@@ -1,0 +1,96 @@
+//! The flushed segments a backend has loaded: each opened once (its files
+//! mapped from the local segment cache, downloaded and verified first if
+//! not cached) and kept while its tombstones do not change. Scans, VACUUM
+//! and compaction read segments through here.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use milvus_core::Metric;
+use milvus_core::format::manifest::{Manifest, SegmentEntry};
+use milvus_core::jobs;
+use milvus_core::search::LoadedSegment;
+use milvus_core::segment::SegmentState;
+use pgrx::prelude::*;
+
+use super::explain;
+use crate::pages::Index;
+use crate::{catalog, shared, storage};
+
+/// A flushed segment as loaded, and how many delta binlogs it had then.
+type Loaded = (usize, Arc<LoadedSegment>);
+
+thread_local! {
+    /// Flushed segments this backend has loaded, by index and by the key of
+    /// their insert binlog: unique per write, unlike segment ids, which start
+    /// again at 1 when TRUNCATE or REINDEX rebuilds the index under the same
+    /// OID. A segment is immutable but for its tombstones: reloaded when its
+    /// count of delta binlogs changes, dropped when it leaves the manifest.
+    static LOADED: RefCell<HashMap<(u32, String), Loaded>> = RefCell::new(HashMap::new());
+}
+
+/// The cache key of a flushed segment.
+fn loaded_key(oid: u32, entry: &SegmentEntry) -> (u32, String) {
+    (oid, entry.insert_binlog.as_ref().map(|o| o.key.clone()).unwrap_or_default())
+}
+
+/// The flushed segments of `manifest`, from the backend's cache or loaded
+/// (downloaded through the local cache, verified) off the main thread.
+pub fn loaded(index: Index, manifest: &Manifest, metric: Metric) -> Vec<Arc<LoadedSegment>> {
+    let oid = index.oid().to_u32();
+    let flushed: Vec<&SegmentEntry> =
+        manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).collect();
+    let keys: Vec<(u32, String)> = flushed.iter().map(|e| loaded_key(oid, e)).collect();
+    let missing: Vec<SegmentEntry> = LOADED.with_borrow_mut(|loaded| {
+        // Segments of this index that left the manifest, and of indexes that
+        // were dropped, go.
+        let others: std::collections::HashSet<u32> = loaded.keys().map(|k| k.0).filter(|o| *o != oid).collect();
+        let dropped: Vec<u32> = others.into_iter().filter(|o| !catalog::relation_exists(*o)).collect();
+        loaded.retain(|k, _| (k.0 != oid || keys.contains(k)) && !dropped.contains(&k.0));
+        flushed
+            .iter()
+            .zip(&keys)
+            .filter(|(e, k)| loaded.get(*k).is_none_or(|(deltas, _)| *deltas != e.delta_binlogs.len()))
+            .map(|(e, _)| (*e).clone())
+            .collect()
+    });
+    if !missing.is_empty() {
+        let store = storage::storage_at(manifest.storage_url.as_deref());
+        let cache = storage::cache();
+        let threads = storage::job_threads();
+        let results = storage::run_job("load", move |_| {
+            let loaded = jobs::load_all(&store, &cache, &missing, metric, threads);
+            missing
+                .iter()
+                .zip(loaded)
+                .map(|(e, l)| (loaded_key(oid, e), e.meta.id, e.delta_binlogs.len(), l))
+                .collect::<Vec<_>>()
+        });
+        storage::report_cache_use();
+        let database = catalog::database();
+        for (key, id, deltas, result) in results {
+            let segment = result.unwrap_or_else(|e| {
+                // Shown by milvus_segments() until the segment loads again.
+                shared::set_damage(database, oid, id.0, Some(&e.to_string()));
+                ereport!(
+                    ERROR,
+                    PgSqlErrorCode::ERRCODE_IO_ERROR,
+                    format!("could not read segment {id} of index \"{}\": {e}", index.name()),
+                    "Queries need every flushed segment; REINDEX rebuilds the index from the table if an object is \
+                        lost."
+                );
+            });
+            shared::set_damage(database, oid, id.0, None);
+            explain::count_load();
+            LOADED.with_borrow_mut(|loaded| loaded.insert(key, (deltas, Arc::new(segment))));
+        }
+    }
+    LOADED.with_borrow(|loaded| keys.iter().map(|k| loaded[k].1.clone()).collect())
+}
+
+/// Forgets what this backend loaded of the index `oid` (its mappings of
+/// files found damaged go with them).
+pub fn forget(oid: u32) {
+    LOADED.with_borrow_mut(|loaded| loaded.retain(|k, _| k.0 != oid));
+}

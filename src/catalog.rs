@@ -1,0 +1,145 @@
+//! What the catalogs say about milvus indexes: which relations are ours,
+//! who may run maintenance on them, which exist, and the numbers their
+//! objects are named by.
+//!
+//! Every query here schema-qualifies its names and operators: a
+//! search_path set by a database owner cannot put its own `=` under a
+//! superuser's (or a worker's) query.
+
+use milvus_core::jobs::IndexId;
+use pgrx::prelude::*;
+
+use crate::pages::Index;
+
+/// Refuses anything but a milvus index with storage: another kind of
+/// relation, or a partitioned index (whose partitions each have their own
+/// milvus index; functions that can, expand it with [`leaf_indexes`]).
+pub fn check_milvus_index(index: Index) {
+    let name = index.name();
+    // SAFETY: an open relation; a catalog lookup of its access method.
+    let (is_milvus, partitioned) = unsafe {
+        let rel = index.raw();
+        let am = pg_sys::get_am_name((*(*rel).rd_rel).relam);
+        let is_milvus = !am.is_null() && std::ffi::CStr::from_ptr(am).to_bytes() == b"milvus";
+        (is_milvus, (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_PARTITIONED_INDEX)
+    };
+    if !is_milvus {
+        ereport!(ERROR, PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("\"{name}\" is not a milvus index"));
+    }
+    if partitioned {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+            format!("\"{name}\" is a partitioned index: its segments are in the index of each partition"),
+            format!(
+                "Ask each partition's index, e.g. SELECT p.relid AS index, s.* FROM pg_partition_tree('{}') p, \
+                    milvus_segments(p.relid) s WHERE p.isleaf;",
+                name.replace('\'', "''")
+            )
+        );
+    }
+}
+
+/// Refuses a user who does not own the index (superusers own everything).
+pub fn check_owner(index: Index) {
+    // SAFETY: a catalog check of the current user.
+    if !unsafe { pg_sys::pg_class_ownercheck(index.oid(), pg_sys::GetUserId()) } {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("must be owner of index {}", index.name())
+        );
+    }
+}
+
+/// The indexes `index` stands for: itself, or for a partitioned index the
+/// index of every leaf partition, in OID order (what `milvus_flush`,
+/// `milvus_compact`, `milvus_prewarm` and `milvus_gc` work on).
+pub fn leaf_indexes(index: pg_sys::Oid) -> Vec<pg_sys::Oid> {
+    // SAFETY: a syscache lookup.
+    if unsafe { pg_sys::get_rel_relkind(index) } as u8 != pg_sys::RELKIND_PARTITIONED_INDEX {
+        return vec![index];
+    }
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT relid FROM pg_catalog.pg_partition_tree($1::pg_catalog.regclass) WHERE isleaf ORDER BY relid",
+                None,
+                &[index.into()],
+            )
+            .map(|rows| rows.filter_map(|r| r.get::<pg_sys::Oid>(1).ok().flatten()).collect())
+            .unwrap_or_else(|e| error!("could not list the partitions of index {}: {e}", index.to_u32()))
+    })
+}
+
+/// Every milvus index of the current database.
+pub fn all_milvus_indexes() -> Vec<pg_sys::Oid> {
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_am a ON a.oid OPERATOR(pg_catalog.=) \
+                    c.relam WHERE a.amname OPERATOR(pg_catalog.=) 'milvus' AND c.relkind OPERATOR(pg_catalog.=) 'i' \
+                    ORDER BY c.oid",
+                None,
+                &[],
+            )
+            .map(|rows| rows.filter_map(|r| r.get::<pg_sys::Oid>(1).ok().flatten()).collect())
+            .unwrap_or_default()
+    })
+}
+
+/// Whether a relation with this OID exists (a syscache probe).
+pub fn relation_exists(oid: u32) -> bool {
+    syscache_has(pg_sys::SysCacheIdentifier::RELOID, oid)
+}
+
+/// Whether a database with this OID exists.
+pub fn database_exists(oid: u32) -> bool {
+    syscache_has(pg_sys::SysCacheIdentifier::DATABASEOID, oid)
+}
+
+/// Whether the catalog cache `cache`, keyed by one OID, has `oid`.
+fn syscache_has(cache: pg_sys::SysCacheIdentifier::Type, oid: u32) -> bool {
+    // SAFETY: a syscache lookup by OID.
+    unsafe {
+        pg_sys::SearchSysCacheExists(
+            cache as i32,
+            pg_sys::Datum::from(oid),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        )
+    }
+}
+
+/// This database's OID.
+pub fn database() -> u32 {
+    // SAFETY: a backend global set at connection.
+    unsafe { pg_sys::MyDatabaseId.to_u32() }
+}
+
+/// The numbers an index's object keys are built from.
+pub fn index_id(index: Index) -> IndexId {
+    index_id_of(index.oid().to_u32())
+}
+
+/// The same for an index of this database known only by its OID (GC of
+/// dropped indexes).
+pub fn index_id_of(index: u32) -> IndexId {
+    // SAFETY: reading a backend global set at start.
+    IndexId { cluster: unsafe { pg_sys::GetSystemIdentifier() }, database: database(), index }
+}
+
+/// Maintenance writes WAL and objects: not on a standby, where the
+/// primary's jobs arrive by replay.
+pub fn check_not_in_recovery(function: &str) {
+    // SAFETY: reads shared state.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            format!("cannot run {function} on a standby"),
+            "Segments are sealed, flushed and compacted on the primary; the standby replays them."
+        );
+    }
+}

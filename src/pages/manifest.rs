@@ -1,0 +1,140 @@
+//! The manifest in pages: read under the meta page's lock, written
+//! copy-on-write into a new chain, and switched to by one WAL record.
+//!
+//! [`commit`] is the one way a change of the manifest is committed: it
+//! writes the new chain, then builds the record that points the meta page
+//! at it and releases the old chain. Whatever else the change does to the
+//! meta page (a seal, a flush's sealed chain leaving) and to other pages is
+//! registered in that same record, so the manifest and the page chains
+//! change together or not at all.
+
+use milvus_core::format::manifest::Manifest;
+use pgrx::{PgSqlErrorCode, ereport};
+
+use super::rows::{manifest_bytes_per_page, manifest_pages};
+use super::{Block, Buffer, INVALID_BLOCK, Index, Lock, Meta, MetaGuard, Record, chain, release};
+
+/// Reads the manifest the meta page points at; the guard keeps the chain
+/// from being released meanwhile.
+pub fn read(meta: &MetaGuard) -> Manifest {
+    let index = meta.index();
+    let len = meta.manifest_len as usize;
+    let mut bytes = Vec::with_capacity(len);
+    chain::walk(index, meta.manifest_head, |_, p| {
+        let take = len - bytes.len();
+        bytes.extend_from_slice(p.manifest_bytes(take));
+    });
+    Manifest::decode(&format!("manifest of index \"{}\"", index.name()), &bytes).unwrap_or_else(|e| {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+            e.to_string(),
+            "REINDEX rebuilds the index from the table."
+        );
+    })
+}
+
+/// The meta page and the manifest, read under one share lock.
+pub fn snapshot(index: Index) -> (Meta, Manifest) {
+    let meta = index.meta(Lock::Share);
+    let manifest = read(&meta);
+    (*meta, manifest)
+}
+
+/// Writes `bytes` into `buffers` (new, exclusively locked) as a chain, one
+/// WAL record per up to three pages.
+pub fn fill_chain(index: Index, buffers: &mut [Buffer], bytes: &[u8]) {
+    let blocks: Vec<Block> = buffers.iter().map(Buffer::block).collect();
+    let chunks: Vec<&[u8]> = bytes.chunks(manifest_bytes_per_page()).collect();
+    for (g, group) in buffers.chunks_mut(3).enumerate() {
+        let mut record = Record::start(index);
+        for (j, buffer) in group.iter_mut().enumerate() {
+            let i = g * 3 + j;
+            let next = blocks.get(i + 1).copied().unwrap_or(INVALID_BLOCK);
+            record.fresh_page(buffer).init_manifest(chunks.get(i).copied().unwrap_or_default(), next);
+        }
+        record.finish();
+    }
+}
+
+/// Writes `bytes` into a new chain of manifest pages; returns its head.
+/// Unreachable until the meta page points at it, so a crash before that
+/// leaves only pages for VACUUM to reclaim.
+fn write_chain(index: Index, bytes: &[u8]) -> Block {
+    let mut buffers: Vec<Buffer> = (0..manifest_pages(bytes.len())).map(|_| index.new_page()).collect();
+    fill_chain(index, &mut buffers, bytes);
+    buffers[0].block()
+}
+
+/// A manifest change being committed: one WAL record that will point the
+/// meta page at the new manifest. Change the meta page through
+/// [`Commit::meta`] and register other pages through [`Commit::record`];
+/// [`Commit::finish`] writes it all. Dropped unfinished, nothing changes
+/// (the new manifest's pages are left for VACUUM to reclaim).
+pub struct Commit<'b> {
+    record: Option<Record<'b>>,
+    meta: *mut Meta,
+    head: Block,
+    len: u32,
+}
+
+/// Starts committing `manifest`, under the meta page's exclusive lock,
+/// with room for the old manifest's chain and `releases` more chains
+/// (normally there is; after a crash, or while another session drains,
+/// some pages are emptied first). Once the meta page is unlocked, call
+/// [`release::drain_released`] to empty what the commit released.
+pub fn commit<'b>(meta: &'b mut MetaGuard, manifest: &Manifest, releases: usize) -> Commit<'b> {
+    assert!(meta.is_exclusive(), "a manifest commit holds the meta page exclusively");
+    let index = meta.index();
+    while !meta.has_release_room(1 + releases) {
+        let block = release::release_one(meta).expect("slots taken, so something is released");
+        index.record_free(block);
+    }
+    let bytes = manifest.encode();
+    let head = write_chain(index, &bytes);
+    let mut record = Record::start(index);
+    let page = record.meta(meta) as *mut Meta;
+    Commit { record: Some(record), meta: page, head, len: bytes.len() as u32 }
+}
+
+impl<'b> Commit<'b> {
+    /// The meta page in the record.
+    pub fn meta(&mut self) -> &mut Meta {
+        // SAFETY: the registered copy of the meta page, alive until the
+        // record ends, which `self` owns; borrowed through `&mut self` only.
+        unsafe { &mut *self.meta }
+    }
+
+    /// The record, to register the other pages the change writes.
+    pub fn record(&mut self) -> &mut Record<'b> {
+        self.record.as_mut().expect("an open commit")
+    }
+
+    /// Points the meta page at the new manifest, releasing the old one, and
+    /// writes the record.
+    pub fn finish(mut self) {
+        let (head, len) = (self.head, self.len);
+        self.meta().switch_manifest(head, len).expect("room was made");
+        self.record.take().expect("an open commit").finish();
+    }
+}
+
+impl Drop for Commit<'_> {
+    fn drop(&mut self) {
+        if let Some(record) = self.record.take() {
+            record.abort();
+        }
+    }
+}
+
+/// Applies `change` to the manifest under the meta page's exclusive lock
+/// and commits it.
+pub fn change<T>(index: Index, change: impl FnOnce(&mut Manifest) -> T) -> T {
+    let mut meta = index.meta(Lock::Exclusive);
+    let mut manifest = read(&meta);
+    let out = change(&mut manifest);
+    commit(&mut meta, &manifest, 0).finish();
+    drop(meta);
+    release::drain_released(index);
+    out
+}

@@ -1,0 +1,233 @@
+//! Row pages and manifest pages: the layout of chain pages
+//! (docs/format.md, "Index pages").
+//!
+//! - **row pages**: standard slotted pages (line pointers) whose items are
+//!   `[heap TID packed in u64][f32 × dims]`, chained by `next` in the page's
+//!   special space, which also names the segment the page belongs to. A row
+//!   deleted by VACUUM is removed from its page.
+//! - **manifest pages**: the encoded manifest
+//!   (`milvus_core::format::manifest`, checksummed) in page-sized pieces,
+//!   chained the same way.
+
+use std::mem::size_of;
+
+use pgrx::pg_sys;
+
+use super::{Block, INVALID_BLOCK, Page, PageMut};
+
+/// The special space of a chain page.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ChainOpaque {
+    pub next: Block,
+    /// "MV" + page kind, so a stray page is recognised.
+    pub page_id: u16,
+    pub _reserved: u16,
+    /// The segment of a row page; 0 for a manifest page.
+    pub segment: u64,
+}
+
+pub const ROW_PAGE_ID: u16 = 0x4d52;
+pub const MANIFEST_PAGE_ID: u16 = 0x4d4d;
+
+/// Packs a heap TID into the u64 key the core stores: block << 16 | offset.
+pub fn pack_tid(tid: &pg_sys::ItemPointerData) -> u64 {
+    let block = ((tid.ip_blkid.bi_hi as u64) << 16) | tid.ip_blkid.bi_lo as u64;
+    (block << 16) | tid.ip_posid as u64
+}
+
+pub fn unpack_tid(key: u64) -> pg_sys::ItemPointerData {
+    let block = (key >> 16) as u32;
+    pg_sys::ItemPointerData {
+        ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: (block & 0xffff) as u16 },
+        ip_posid: (key & 0xffff) as u16,
+    }
+}
+
+/// The bytes of one row item.
+pub fn row_item_size(dims: usize) -> usize {
+    size_of::<u64>() + dims * size_of::<f32>()
+}
+
+/// Rows a row page holds: every row of an index has the same size, so every
+/// page of a chain but its tail holds exactly this many.
+pub fn rows_per_page(dims: usize) -> usize {
+    let usable = pg_sys::BLCKSZ as usize - size_of::<pg_sys::PageHeaderData>() - maxalign(size_of::<ChainOpaque>());
+    usable / (maxalign(row_item_size(dims)) + size_of::<pg_sys::ItemIdData>())
+}
+
+/// Largest vector a row page holds (one row per page at the most).
+pub fn max_dims_per_page() -> usize {
+    let usable = pg_sys::BLCKSZ as usize
+        - size_of::<pg_sys::PageHeaderData>()
+        - size_of::<pg_sys::ItemIdData>()
+        - maxalign(size_of::<ChainOpaque>());
+    (usable - size_of::<u64>()) / size_of::<f32>()
+}
+
+/// Bytes of manifest one page carries.
+pub fn manifest_bytes_per_page() -> usize {
+    pg_sys::BLCKSZ as usize - maxalign(size_of::<pg_sys::PageHeaderData>()) - maxalign(size_of::<ChainOpaque>())
+}
+
+/// Pages a manifest of `len` bytes needs.
+pub fn manifest_pages(len: usize) -> usize {
+    len.div_ceil(manifest_bytes_per_page()).max(1)
+}
+
+fn maxalign(n: usize) -> usize {
+    let a = pg_sys::MAXIMUM_ALIGNOF as usize;
+    n.div_ceil(a) * a
+}
+
+impl Page<'_> {
+    /// The special space of a row or manifest page; `None` for any other.
+    pub fn chain(self) -> Option<ChainOpaque> {
+        // SAFETY: a locked page; its special space is read only when it has
+        // the size of ours.
+        unsafe {
+            if pg_sys::PageGetSpecialSize(self.0) as usize != maxalign(size_of::<ChainOpaque>()) {
+                return None;
+            }
+            let opaque = *pg_sys::PageGetSpecialPointer(self.0).cast::<ChainOpaque>();
+            matches!(opaque.page_id, ROW_PAGE_ID | MANIFEST_PAGE_ID).then_some(opaque)
+        }
+    }
+
+    /// Calls `f(offset, key, vector)` for every live row of a row page.
+    pub fn for_each_row(self, dims: usize, mut f: impl FnMut(pg_sys::OffsetNumber, u64, &[f32])) {
+        // SAFETY: a locked row page whose items are rows of `dims` floats.
+        unsafe {
+            let max = pg_sys::PageGetMaxOffsetNumber(self.0);
+            for offset in 1..=max {
+                let item_id = pg_sys::PageGetItemId(self.0, offset);
+                if (*item_id).lp_flags() != pg_sys::LP_NORMAL {
+                    continue;
+                }
+                let item = pg_sys::PageGetItem(self.0, item_id).cast::<u8>();
+                let key = u64::from_ne_bytes(std::slice::from_raw_parts(item, 8).try_into().expect("8 bytes"));
+                // Items are MAXALIGNed, so the floats after the 8-byte key are aligned.
+                let vector = std::slice::from_raw_parts(item.add(8).cast::<f32>(), dims);
+                f(offset, key, vector);
+            }
+        }
+    }
+
+    /// Whether a row page holds a live row.
+    pub fn has_rows(self, dims: usize) -> bool {
+        let mut any = false;
+        self.for_each_row(dims, |_, _, _| any = true);
+        any
+    }
+
+    /// The first `len` bytes a manifest page carries.
+    pub fn manifest_bytes(&self, len: usize) -> &[u8] {
+        // SAFETY: a locked manifest page; `len` is at most what it carries.
+        unsafe {
+            std::slice::from_raw_parts(pg_sys::PageGetContents(self.0).cast::<u8>(), len.min(manifest_bytes_per_page()))
+        }
+    }
+}
+
+impl PageMut<'_> {
+    fn set_opaque(&mut self, opaque: ChainOpaque) {
+        // SAFETY: a page initialised with our special space.
+        unsafe { *pg_sys::PageGetSpecialPointer(self.0).cast::<ChainOpaque>() = opaque }
+    }
+
+    /// Initialises an empty row page of `segment`, the end of its chain.
+    pub fn init_rows(&mut self, segment: u64) {
+        // SAFETY: a registered page copy of BLCKSZ bytes.
+        unsafe { pg_sys::PageInit(self.0, pg_sys::BLCKSZ as usize, size_of::<ChainOpaque>()) };
+        self.set_opaque(ChainOpaque { next: INVALID_BLOCK, page_id: ROW_PAGE_ID, _reserved: 0, segment });
+    }
+
+    /// Links the next page of the chain.
+    pub fn set_next(&mut self, next: Block) {
+        let opaque = self.as_page().chain().expect("a chain page");
+        debug_assert_eq!(opaque.next, INVALID_BLOCK, "only a chain's tail is linked");
+        self.set_opaque(ChainOpaque { next, ..opaque });
+    }
+
+    /// Adds a row; false when it does not fit.
+    pub fn add_row(&mut self, key: u64, vector: &[f32]) -> bool {
+        let mut item = Vec::with_capacity(row_item_size(vector.len()));
+        item.extend_from_slice(&key.to_ne_bytes());
+        for v in vector {
+            item.extend_from_slice(&v.to_ne_bytes());
+        }
+        // SAFETY: a registered row page; the item is copied in.
+        let offset = unsafe {
+            pg_sys::PageAddItemExtended(
+                self.0,
+                item.as_ptr().cast_mut().cast(),
+                item.len(),
+                pg_sys::InvalidOffsetNumber,
+                0,
+            )
+        };
+        offset != pg_sys::InvalidOffsetNumber
+    }
+
+    /// Removes the rows at `offsets` (and compacts the page).
+    pub fn delete_rows(&mut self, offsets: &mut [pg_sys::OffsetNumber]) {
+        // SAFETY: a registered row page; the offsets are its live items.
+        unsafe { pg_sys::PageIndexMultiDelete(self.0, offsets.as_mut_ptr(), offsets.len() as i32) }
+    }
+
+    /// Writes a page of a manifest chain: `bytes` (at most
+    /// [`manifest_bytes_per_page`]), then `next`.
+    pub fn init_manifest(&mut self, bytes: &[u8], next: Block) {
+        assert!(bytes.len() <= manifest_bytes_per_page());
+        // SAFETY: a registered page copy of BLCKSZ bytes.
+        unsafe {
+            pg_sys::PageInit(self.0, pg_sys::BLCKSZ as usize, size_of::<ChainOpaque>());
+            let contents = pg_sys::PageGetContents(self.0).cast::<u8>();
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), contents, bytes.len());
+            let header = self.0.cast::<pg_sys::PageHeaderData>();
+            (*header).pd_lower = (contents as usize + bytes.len() - self.0 as usize) as u16;
+        }
+        self.set_opaque(ChainOpaque { next, page_id: MANIFEST_PAGE_ID, _reserved: 0, segment: 0 });
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use super::*;
+    use pgrx::prelude::*;
+
+    #[pg_test]
+    fn tids_pack_and_unpack() {
+        for (block, offset) in [(0u32, 1u16), (1, 2), (0xdead_beef, 0xffff), (u32::MAX - 1, 291)] {
+            let tid = pg_sys::ItemPointerData {
+                ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: block as u16 },
+                ip_posid: offset,
+            };
+            let back = unpack_tid(pack_tid(&tid));
+            assert_eq!(
+                (back.ip_blkid.bi_hi, back.ip_blkid.bi_lo, back.ip_posid),
+                (tid.ip_blkid.bi_hi, tid.ip_blkid.bi_lo, offset)
+            );
+        }
+        assert!(max_dims_per_page() >= 2000, "a 2000-d vector fits a page: {}", max_dims_per_page());
+    }
+
+    /// Inserts seal a segment by counting its pages: a page must take
+    /// exactly `rows_per_page` rows.
+    #[pg_test]
+    fn rows_per_page_is_what_a_page_takes() {
+        for dims in [1, 4, 64, 128, 768, max_dims_per_page()] {
+            let mut block = vec![0u64; pg_sys::BLCKSZ as usize / 8]; // MAXALIGNed
+            let mut page = PageMut(block.as_mut_ptr().cast(), std::marker::PhantomData);
+            let vector = vec![0.5f32; dims];
+            let mut rows = 0;
+            page.init_rows(1);
+            while page.add_row(rows as u64, &vector) {
+                rows += 1;
+            }
+            assert_eq!(rows, rows_per_page(dims), "{dims} dimensions");
+            assert_eq!(page.as_page().chain().map(|o| (o.next, o.segment)), Some((INVALID_BLOCK, 1)));
+        }
+    }
+}
