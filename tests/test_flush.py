@@ -298,6 +298,43 @@ def test_cancelled_flush_returns_promptly_and_loses_nothing(cluster, conn):
     assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
 
 
+def test_a_running_flush_shows_flushing_then_building_to_another_session(cluster, conn):
+    """milvus_segments() shows what a flush is doing while it runs (the job
+    log in shared memory tells): the segment `flushing`, its index
+    `building` while the graph is built; cancelled, it is `sealed` again."""
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    load(conn, 6000)  # past the brute-force size: the flush builds a graph
+    dbname = conn.info.dbname
+    for at, index_state in [("build", "building"), ("upload", "none")]:
+        outcome = {}
+
+        def flush():
+            with cluster.connect(dbname) as c:
+                outcome["pid"] = c.info.backend_pid
+                c.execute(f"SET milvus.debug_pause_at = {at}")
+                c.execute("SET milvus.debug_pause = 60000")
+                try:
+                    c.execute("SELECT * FROM milvus_flush('items_idx')")
+                except psycopg.errors.QueryCanceled:
+                    outcome["cancelled"] = True
+
+        t = threading.Thread(target=flush)
+        t.start()
+        # Held at `at`: what another session sees there (on the way to the
+        # upload, it may see the build first).
+        deadline, seen = time.time() + 30, []
+        while time.time() < deadline and seen != [(1, index_state)]:
+            seen = [(s[0], s[2]) for s in segments(conn) if s[1] == "flushing"]
+            time.sleep(0.05)
+        assert seen == [(1, index_state)], (at, segments(conn))
+        conn.execute("SELECT pg_cancel_backend(%s)", (outcome["pid"],))
+        t.join(timeout=30)
+        assert outcome.get("cancelled"), outcome
+        assert [s[1] for s in segments(conn)] == ["sealed", "growing"]
+    assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
+    assert [s[1:3] for s in segments(conn)] == [("flushed", "ready"), ("growing", "none")]
+
+
 def test_pages_freed_by_flushes_are_reused(conn):
     """A flush frees the pages its rows were in; the next rows must reuse
     them, so an index under a steady insert-and-flush load stays the same

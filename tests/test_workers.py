@@ -180,6 +180,8 @@ def test_storage_failures_back_off_show_and_heal(cluster, conn):
 
 
 def test_a_failed_flush_keeps_its_whole_cause_and_leaks_nothing(cluster, conn):
+    """A failed visit closes its index on the early return (no relcache
+    leak logged) and rolls its transaction back (nothing of it commits)."""
     # A long name and a deep path: the message outgrows what the job log and
     # the retry slots hold (it was cut at 255 bytes, now the middle of what
     # passes 1024 goes), and the cause comes last.
@@ -192,6 +194,8 @@ def test_a_failed_flush_keeps_its_whole_cause_and_leaks_nothing(cluster, conn):
     conn.execute(f"CREATE INDEX {name} ON items USING milvus (embedding vector_l2_ops) WITH (storage_url = 'file://{store}')")
     log = Path(cluster.host) / "server.log"
     log_start = log.stat().st_size
+    rollbacks = "SELECT xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+    rolled_back = conn.execute(rollbacks).fetchone()[0]
     os.chmod(store, 0)
     try:
         load(conn, 300)
@@ -204,6 +208,9 @@ def test_a_failed_flush_keeps_its_whole_cause_and_leaks_nothing(cluster, conn):
         wait_for(lambda: sum(1 for j in jobs(conn, "flush") if j[2] == "failed") >= 2, "a retry")
         failed = [j for j in jobs(conn, "flush") if j[2] == "failed"]
         assert all(j[5].endswith("Permission denied (os error 13)") for j in failed), failed
+        # A failed job commits nothing: each failed visit's transaction is
+        # rolled back (the workers report their counts as they exit).
+        wait_for(lambda: conn.execute(rollbacks).fetchone()[0] - rolled_back >= 2, "the failed visits to roll back")
     finally:
         os.chmod(store, 0o700)
     wait_for(lambda: [s for s in segments(conn, name) if s[0] == 1 and s[1] == "flushed"], "the flush to succeed", timeout=90)
