@@ -10,8 +10,9 @@
 //!   hook gets control back.
 //! - **ALTER INDEX ... SET (...)** on a milvus index: a NOTICE saying when
 //!   each option takes effect (`m` and `ef_construction` for segments built
-//!   from now on, `storage_url` at the next REINDEX, `segment_max_rows` at
-//!   once), from the `ProcessUtility` hook after the command succeeded.
+//!   from now on, `storage_url` at the next REINDEX, `segment_max_rows` and
+//!   `growing_max_rows` at once), from the `ProcessUtility` hook after the
+//!   command succeeded.
 //!
 //! Errors raised by the statement pass through the hooks untouched (see the
 //! declarations below). Both are installed by `_PG_init`, so they act in every backend when the
@@ -239,8 +240,10 @@ unsafe fn notice_option_changes(relation: pg_sys::RangeVar, options: &[String]) 
                 "storage_url takes effect at the next REINDEX; until then the index's objects stay where they are",
             );
         }
-        if set("segment_max_rows") {
-            said.push("segment_max_rows applies to the growing segment at once");
+        if set("segment_max_rows") || set("growing_max_rows") {
+            said.push(
+                "segment_max_rows and growing_max_rows apply at once: to the growing segment and to the next merges",
+            );
         }
         if !said.is_empty() {
             notice!("{}", said.join("; "));

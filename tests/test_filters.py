@@ -97,7 +97,7 @@ def test_growing_rows_of_wide_vectors_keep_the_index_scan(db):
     which it prices without detoasting the vectors: 20x slower. The growing
     chain is in shared buffers; the index scan stays, and answers exactly."""
     db.execute("CREATE TABLE w (id int, v vector(768))")
-    db.execute("CREATE INDEX w_idx ON w USING milvus (v vector_cosine_ops)")
+    db.execute("CREATE INDEX w_idx ON w USING milvus (v vector_cosine_ops) WITH (growing_max_rows = 100000)")
     db.execute("SELECT setseed(0.25)")
     db.execute("INSERT INTO w SELECT g, (SELECT array_agg(random() - 0.5) FROM generate_series(1, 768) d WHERE g > 0)::vector"
                " FROM generate_series(1, 5000) g")
@@ -217,7 +217,7 @@ def test_alter_index_says_when_options_take_effect(f):
     assert any("apply to the segments flushed or compacted from now on" in n for n in notices), notices
     notices.clear()
     f.execute("ALTER INDEX f_idx SET (segment_max_rows = 5000)")
-    assert any("applies to the growing segment at once" in n for n in notices), notices
+    assert any("apply at once: to the growing segment and to the next merges" in n for n in notices), notices
     notices.clear()
     f.execute("CREATE INDEX f_id ON f (id)")
     f.execute("ALTER INDEX f_id SET (fillfactor = 80)")

@@ -28,7 +28,7 @@ def segments(conn, index="items_idx"):
 @pytest.mark.parametrize("opclass", METRICS)
 def test_recall_across_flushed_segments(conn, opclass):
     op = METRICS[opclass]
-    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding {opclass})")
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding {opclass}) WITH (growing_max_rows = 100000)")
     rows = []
     for batch in range(4):  # 20k rows: three flushed segments and a growing one
         rows.append(load(conn, 5000, seed=batch, start_id=batch * 5000))
@@ -64,7 +64,7 @@ def test_concurrent_inserts_during_flushes(cluster, conn):
 
 
 def test_kill_9_between_upload_and_manifest_commit(cluster, conn):
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")
     load(conn, 6000)
     dbname = conn.info.dbname
     objects = objects_of(cluster, conn)  # this index's only
@@ -159,7 +159,7 @@ def grow(disk, mb):
 
 def test_a_full_disk_fails_clearly_and_loses_nothing(cluster, conn, small_disks):
     store, cache = small_disks
-    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (storage_url = 'file://{store}')")
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000, storage_url = 'file://{store}')")
     load(conn, 5000)  # a 1.3 MB insert binlog, and its HNSW graph: more than the store's 1 MB
     with pytest.raises(psycopg.errors.IoError) as e:
         conn.execute("SELECT * FROM milvus_flush('items_idx')")
@@ -190,7 +190,7 @@ def test_a_full_disk_fails_clearly_and_loses_nothing(cluster, conn, small_disks)
 def test_truncate_and_reindex_never_serve_old_segments(conn, rebuild):
     """Segment ids restart at 1 in a rebuilt index: a backend that loaded
     the old segment 1 must not search it in place of the new one."""
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")
     load(conn, 5000)
     conn.execute("SELECT * FROM milvus_flush('items_idx')")
     q = clustered(1, seed=3)[0]
@@ -264,7 +264,7 @@ def test_create_index_with_storage_refusing_writes_warns_and_keeps_rows(cluster,
 
 
 def test_cancelled_flush_returns_promptly_and_loses_nothing(cluster, conn):
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")
     load(conn, 6000)
     dbname = conn.info.dbname
     outcome = {}
@@ -302,7 +302,7 @@ def test_a_running_flush_shows_flushing_then_building_to_another_session(cluster
     """milvus_segments() shows what a flush is doing while it runs (the job
     log in shared memory tells): the segment `flushing`, its index
     `building` while the graph is built; cancelled, it is `sealed` again."""
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")
     load(conn, 6000)  # past the brute-force size: the flush builds a graph
     dbname = conn.info.dbname
     for at, index_state in [("build", "building"), ("upload", "none")]:

@@ -46,7 +46,7 @@ def backend(cluster, dbname):
 
 
 def test_backends_search_the_same_mapped_files(cluster, conn):
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")
     rows = load(conn, 6000)
     before = misses(conn)
     conn.execute("SELECT * FROM milvus_flush('items_idx')")
@@ -63,7 +63,7 @@ def test_backends_search_the_same_mapped_files(cluster, conn):
 
 
 def test_compaction_and_eviction_never_disturb_a_warm_backend(cluster, conn):
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")
     rows = load(conn, 6000)
     conn.execute("SELECT * FROM milvus_flush('items_idx')")
     queries = near(rows, 5)
@@ -93,7 +93,7 @@ def test_compaction_and_eviction_never_disturb_a_warm_backend(cluster, conn):
 
 
 def test_a_damaged_cache_file_is_found_and_fetched_again(cluster, conn):
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")
     rows = load(conn, 6000)
     conn.execute("SELECT * FROM milvus_flush('items_idx')")
     queries = near(rows, 5)
@@ -126,7 +126,7 @@ def test_a_damaged_cache_file_is_found_and_fetched_again(cluster, conn):
 
 
 def test_prewarm_of_a_missing_object_fails_naming_it(cluster, conn):
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")
     load(conn, 6000)
     conn.execute("SELECT * FROM milvus_flush('items_idx')")
     for f in cache_files(cluster, conn):

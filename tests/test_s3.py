@@ -96,7 +96,7 @@ def test_lifecycle(cluster, conn, store, request):
         s3 = request.getfixturevalue("s3")
         use_s3(conn, s3, "lifecycle")
     first = load(conn, 5000)
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")  # flushes
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")  # flushes
     second = load(conn, 1000, seed=1, start_id=5000)
     assert [r[2] for r in conn.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
     check_search_quality(conn, METRICS["vector_l2_ops"], near(np.concatenate([first, second]), 30))
@@ -284,7 +284,7 @@ def test_malformed_storage_urls_are_refused_when_set(conn):
 def test_cache_evicts_to_its_bound_and_answers_stay_the_same(cluster, conn):
     dbname = conn.info.dbname
     conn.execute(f'ALTER DATABASE "{dbname}" SET milvus.cache_size = 16')  # MB, the least it takes
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")
     rows = []
     for b in range(4):  # four segments of about 5 MB each (3.2 MB binlog, 1.6 MB graph)
         rows.append(load(conn, 12_000, seed=b, start_id=b * 12_000))

@@ -68,7 +68,9 @@ def all_flushed(conn):
 
 
 def test_segments_seal_flush_and_get_indexed_by_themselves(cluster, conn):
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 5000)")
+    conn.execute(
+        "CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
+        "WITH (segment_max_rows = 5000, growing_max_rows = 5000)")
     rows = np.concatenate([load(conn, 6000, seed=1), load(conn, 6000, seed=2, start_id=6000)])
 
     # More than segment_max_rows: sealed by the inserts themselves, flushed
@@ -92,6 +94,39 @@ def test_segments_seal_flush_and_get_indexed_by_themselves(cluster, conn):
     wait_for(lambda: any(j[3].startswith("idle for") for j in jobs(conn, "seal")), "an idle seal")
     wait_for(lambda: all_flushed(conn), "the idle segment to be flushed")
     assert len(set(all_index_ids(conn))) == 12_100
+
+
+def test_small_segments_are_flushed_at_once_and_merged_into_large_ones(cluster, conn):
+    """Seal small, merge big: inserts seal the growing segment at
+    growing_max_rows (in whole pages: 1,980 rows here) and wake the workers,
+    which flush each small segment (searched by brute force: no graph to
+    build) and merge four of a tier into one segment with a graph, leaving
+    the fifth to wait for three more."""
+    conn.execute(
+        "CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
+        "WITH (growing_max_rows = 2000, segment_max_rows = 20000)")
+    rows = load(conn, 10_000)
+
+    cap = wait_for(lambda: [j[4] for j in jobs(conn, "seal")], "a seal")[0]
+    assert 2000 - 100 < cap <= 2000, cap
+
+    def merged():
+        segs = segments(conn)
+        big = [s for s in segs if s[1] == "flushed" and s[3] == 4 * cap]
+        return big if big and big[0][2] == "ready" and not [s for s in segs if s[1] == "sealed"] else None
+
+    wait_for(merged, "four small segments merged into one with a graph")
+    segs = segments(conn)
+    live = [s for s in segs if s[1] in ("flushed", "growing") and s[3] > 0]
+    assert sorted(s[3] for s in live) == [10_000 - 5 * cap, cap, 4 * cap], segs
+    seals = jobs(conn, "seal")
+    assert all(j[3] == f"full at {cap} rows (limit 2000)" for j in seals if j[3].startswith("full")), seals
+    merges = jobs(conn, "compact")
+    assert [j[3].split(" [")[0] for j in merges if j[2] == "done"] == ["merge 4 segments of tier 0"], merges
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)) == 10_000
+    conn.execute("ANALYZE items")
+    check_search_quality(conn, "<->", near(rows, 30))
 
 
 def test_deleted_rows_are_compacted_away_while_searches_stay_exact(cluster, conn):

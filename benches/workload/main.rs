@@ -395,7 +395,34 @@ struct Report {
     ef_construction: usize,
     clients: usize,
     repeats: usize,
+    /// The merge policy's write amplification under a long steady ingest
+    /// at the index's defaults (the core's simulation).
+    merges: MergeReport,
     targets: Vec<TargetReport>,
+}
+
+#[derive(Serialize)]
+struct MergeReport {
+    growing_max_rows: u64,
+    segment_max_rows: u64,
+    fan_in: u64,
+    rewrites_per_row: f64,
+    bound: f64,
+}
+
+/// Simulates 50 x segment_max_rows rows ingested at the defaults.
+fn merge_report() -> MergeReport {
+    use milvus_core::policy::compaction::{CompactionPolicy, FAN_IN, simulate_ingest};
+    let (growing, target) = (milvus_core::search::BRUTE_FORCE_MAX_ROWS as u64, 100_000);
+    let policy = CompactionPolicy { min_rows: growing, target_rows: target, fan_in: FAN_IN, delete_ratio: 0.2 };
+    let sim = simulate_ingest(&policy, 50 * target / growing);
+    MergeReport {
+        growing_max_rows: growing,
+        segment_max_rows: target,
+        fan_in: FAN_IN,
+        rewrites_per_row: sim.rewrites_per_row,
+        bound: sim.bound,
+    }
 }
 
 struct Bench<'a> {
@@ -904,6 +931,22 @@ fn markdown(r: &Report) -> String {
         r.rows, r.dim, r.dataset, r.metric, r.queries, r.m, r.ef_construction, r.repeats
     )
     .unwrap();
+    let w = &r.merges;
+    writeln!(
+        s,
+        "Merge policy (simulated steady ingest of {} segments' worth): growing_max_rows {}, segment_max_rows {}, \
+            fan-in {}: each row rewritten {:.2} times by merges after its flush (bound 1 + log_{}({} / {}) = {:.2}).\n",
+        50,
+        w.growing_max_rows,
+        w.segment_max_rows,
+        w.fan_in,
+        w.rewrites_per_row,
+        w.fan_in,
+        w.segment_max_rows,
+        w.growing_max_rows,
+        w.bound
+    )
+    .unwrap();
     writeln!(
         s,
         "| | COPY rows/s | INSERT rows/s (1000/stmt) | INSERT rows/s (1/stmt) | time to indexed (s) | first \
@@ -1114,6 +1157,7 @@ fn main() {
         ef_construction: a.ef_construction,
         clients: a.clients,
         repeats: a.repeats,
+        merges: merge_report(),
         targets,
     };
     let write = |name: &str, body: String| {

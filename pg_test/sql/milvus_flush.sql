@@ -4,7 +4,8 @@ CREATE EXTENSION pg_milvus;
 \set VERBOSITY default
 
 CREATE TABLE items (id int PRIMARY KEY, category int, embedding vector(4));
-CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops);
+-- A growing segment of up to 10,000 rows (it seals at 4,096 by default).
+CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 10000);
 INSERT INTO items
 SELECT i, i % 4, ARRAY[(i * 7 % 101) / 101.0, (i * 13 % 103) / 103.0, (i * 29 % 107) / 107.0, (i * 31 % 109) / 109.0]
   FROM generate_series(1, 5000) i;
@@ -60,6 +61,17 @@ CREATE INDEX items_built ON items USING milvus (embedding vector_l2_ops) WITH (s
 SELECT segment_id, state, index_state, rows, seal_reason FROM milvus_segments('items_built');
 SELECT id FROM items ORDER BY embedding <-> '[0.5,0.5,0.5,0.5]' LIMIT 3;
 DROP INDEX items_built;
+
+-- Inserts seal the growing segment at growing_max_rows, in whole pages (3
+-- of 291 rows under 1,000), so the rows each query reads from pages stay
+-- few; sealed segments wait for a flush (the workers', or this one).
+CREATE TABLE fresh (id int, embedding vector(4));
+CREATE INDEX fresh_idx ON fresh USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 1000);
+INSERT INTO fresh SELECT i, ARRAY[i % 3, i % 5, i % 7, i % 11] FROM generate_series(1, 2000) i;
+SELECT segment_id, state, rows, seal_reason FROM milvus_segments('fresh_idx');
+SELECT segment_id, state FROM milvus_flush('fresh_idx');
+SELECT count(DISTINCT id) FROM (SELECT id FROM fresh ORDER BY embedding <-> '[1,1,1,1]' LIMIT 5000) s;
+DROP TABLE fresh;
 
 -- Errors: not an index, not a milvus index, not the owner.
 SELECT * FROM milvus_flush('items');

@@ -135,7 +135,9 @@ unsafe extern "C-unwind" fn build_callback(
         };
         let make_room: Option<&mut dyn FnMut()> = if may_flush { Some(&mut make_room) } else { None };
         let row = Row { key: pack_tid(&*tid), vector: vector.as_slice() };
-        insert::insert_row(index, row, |_, _| SealReason::Build, make_room);
+        // The table's rows go straight into segments of segment_max_rows.
+        let max_rows = options::of(index).segment_max_rows as u64;
+        insert::insert_row(index, row, max_rows, |_, _| SealReason::Build, make_room);
         state.rows += 1.0;
     }
 }

@@ -23,6 +23,7 @@ use milvus_core::search::LoadedSegment;
 use milvus_core::segment::{SegmentId, SegmentState, unix_now};
 use pgrx::prelude::*;
 
+use super::insert::size_rule;
 use super::segment_lock::SegmentLock;
 use super::{flush, options, segments};
 use crate::gucs::PausePoint;
@@ -33,9 +34,13 @@ use crate::{catalog, storage};
 /// What the compaction policy proposes for `index` now.
 pub fn plans(index: Index) -> Vec<CompactionPlan> {
     let (_, manifest) = manifest::snapshot(index);
+    let (o, dims) = (options::of(index), index.meta_copy().dims());
     let policy = CompactionPolicy {
         delete_ratio: crate::gucs::compaction_delete_ratio(),
-        target_rows: options::of(index).segment_max_rows as u64,
+        target_rows: o.segment_max_rows as u64,
+        // What a growing segment seals at: whole pages of rows.
+        min_rows: size_rule(o.growing_rows(), dims).row_capacity(),
+        fan_in: compaction::FAN_IN,
     };
     compaction::plan(manifest.segments.iter().map(|e| &e.meta), &HashSet::new(), &policy)
 }

@@ -9,12 +9,14 @@
 //! When the tail is full, the inserter takes the meta page exclusively,
 //! checks nobody extended the chain meanwhile, and in one WAL record links a
 //! new page, updates the meta page's tail and page count, and adds the row
-//! there. If the segment is at its size limit (the seal rule the workers
-//! share, `milvus_core::meta::MetaPage::needs_seal`), it seals the segment
-//! instead (a cheap metadata commit, as Milvus' segment allocator closes a
-//! full segment) and adds the row to the new growing segment: segments
-//! never grow past their size limit, workers or not. With 64 sealed
-//! segments already waiting for their flush, it grows on.
+//! there. If the segment is at its size limit, `growing_max_rows` (the seal
+//! rule the workers share, `milvus_core::meta::MetaPage::needs_seal`), it
+//! seals the segment instead (a cheap metadata commit, as Milvus' segment
+//! allocator closes a full segment), adds the row to the new growing
+//! segment, and wakes the background workers to flush it: growing segments
+//! never grow past their size limit, and the rows every query reads from
+//! pages stay few. With 64 sealed segments already waiting for their flush,
+//! it grows on.
 //!
 //! Lock order, everywhere: meta page, then row pages along the chain.
 //! Holding the meta page (shared) across the row write is what makes a seal
@@ -22,7 +24,7 @@
 //! growing segment.
 
 use milvus_core::policy::seal::SealPolicy;
-use milvus_core::segment::SealReason;
+use milvus_core::segment::{SealReason, SegmentId};
 use pgrx::FromDatum;
 use pgrx::prelude::*;
 
@@ -58,7 +60,14 @@ pub unsafe extern "C-unwind" fn aminsert(
         // A full segment with no room to seal grows on until a flush makes
         // room (the workers, or milvus_flush()).
         let row = Row { key: pack_tid(&*heap_tid), vector: vector.as_slice() };
-        insert_row(Index::from_raw(index), row, |rows, max_rows| SealReason::Rows { rows, max_rows }, None);
+        let index = Index::from_raw(index);
+        let max_rows = options::of(index).growing_rows();
+        let sealed = insert_row(index, row, max_rows, |rows, max_rows| SealReason::Rows { rows, max_rows }, None);
+        if sealed.is_some() {
+            // Small sealed segments are flushed within seconds: the workers
+            // come now rather than at their next round.
+            crate::shared::wake_launcher(crate::catalog::database());
+        }
     }
     crate::debug::pause_at(PausePoint::Insert);
     false
@@ -71,11 +80,11 @@ pub struct Row<'a> {
     pub vector: &'a [f32],
 }
 
-/// The size rule of `index`: its `segment_max_rows`, in whole pages (the
+/// The size rule of a growing segment: `max_rows`, in whole pages (the
 /// workers add the time rules, `gucs::seal_policy`).
-pub fn size_rule(index: Index, dims: usize) -> SealPolicy {
+pub fn size_rule(max_rows: u64, dims: usize) -> SealPolicy {
     SealPolicy {
-        max_rows: options::of(index).segment_max_rows as u64,
+        max_rows,
         rows_per_page: rows_per_page(dims) as u64,
         max_bytes: u64::MAX,
         idle_secs: None,
@@ -84,16 +93,20 @@ pub fn size_rule(index: Index, dims: usize) -> SealPolicy {
 }
 
 /// Appends one row to the growing segment; if that segment is at its size
-/// limit, seals it first, for `reason(rows, segment_max_rows)`. If
-/// [`milvus_core::meta::MAX_SEALED`] segments already wait for their
-/// flush, `make_room` (if any) is called once to flush them; otherwise, or
-/// if it could not, the full segment grows on.
+/// limit (`max_rows`: `growing_max_rows` for inserts, `segment_max_rows`
+/// for CREATE INDEX), seals it first, for `reason(rows, max_rows)`, and
+/// returns the segment it sealed. If [`milvus_core::meta::MAX_SEALED`]
+/// segments already wait for their flush, `make_room` (if any) is called
+/// once to flush them; otherwise, or if it could not, the full segment
+/// grows on.
 pub fn insert_row(
     index: Index,
     row: Row,
+    max_rows: u64,
     reason: impl Fn(u64, u64) -> SealReason,
     mut make_room: Option<&mut dyn FnMut()>,
-) {
+) -> Option<SegmentId> {
+    let mut sealed = None;
     let mut seal_at_limit = true;
     loop {
         let meta = index.meta(Lock::Share);
@@ -105,7 +118,7 @@ pub fn insert_row(
         let mut record = Record::start(index);
         if record.page(&mut tail_page).add_row(row.key, row.vector) {
             record.finish();
-            return;
+            return sealed;
         }
         record.abort();
         drop((tail_page, meta));
@@ -116,19 +129,21 @@ pub fn insert_row(
             // Someone extended (or sealed) meanwhile: start over.
             continue;
         }
-        let rule = size_rule(index, meta.dims());
+        let rule = size_rule(max_rows, meta.dims());
         if let Some(full) = meta.needs_seal(&rule).filter(|_| seal_at_limit) {
             let segment = meta.growing();
             drop(meta);
             let SealReason::Rows { rows, max_rows } = full else { unreachable!("the size rule") };
             let request =
                 SealRequest { reason: reason(rows, max_rows), only: Some(segment), when_full: WhenFull::GrowOn };
-            if flush::seal(index, request) == Sealed::NoRoom {
+            match flush::seal(index, request) {
+                Sealed::Sealed(segment) => sealed = Some(segment),
                 // No room: flush what waits and try again, or grow on.
-                match make_room.take() {
+                Sealed::NoRoom => match make_room.take() {
                     Some(flush) => flush(),
                     None => seal_at_limit = false,
-                }
+                },
+                Sealed::Empty | Sealed::AlreadySealed => {}
             }
             continue;
         }
@@ -144,6 +159,6 @@ pub fn insert_row(
         let added = page.add_row(row.key, row.vector);
         assert!(added, "a row always fits an empty page (dims checked at CREATE INDEX)");
         record.finish();
-        return;
+        return sealed;
     }
 }

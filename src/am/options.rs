@@ -1,7 +1,12 @@
 //! Index options: `CREATE INDEX ... USING milvus (...) WITH (m = 16,
-//! ef_construction = 64, segment_max_rows = 100000, storage_url =
-//! 's3://bucket/prefix')`, validated by Postgres' reloptions machinery with
-//! the ranges below (and the URL by its form).
+//! ef_construction = 64, segment_max_rows = 100000, growing_max_rows =
+//! 4096, storage_url = 's3://bucket/prefix')`, validated by Postgres'
+//! reloptions machinery with the ranges below (and the URL by its form).
+//!
+//! `growing_max_rows` is where the growing segment seals (the rows every
+//! query reads from pages stay at most that many); `segment_max_rows` is
+//! what merges build flushed segments up to, and what CREATE INDEX seals
+//! the table's rows at.
 //!
 //! `storage_url` is checked when set: only a superuser chooses a location
 //! (others: the default, or one under `milvus.allowed_storage_urls`), and
@@ -24,6 +29,7 @@ pub struct Options {
     pub m: i32,
     pub ef_construction: i32,
     pub segment_max_rows: i32,
+    pub growing_max_rows: i32,
     /// Offset of the `storage_url` string from the start of the struct, 0
     /// when not given (how Postgres stores string options).
     storage_url_offset: i32,
@@ -32,6 +38,10 @@ pub struct Options {
 pub const DEFAULT_M: i32 = 16;
 pub const DEFAULT_EF_CONSTRUCTION: i32 = 64;
 pub const DEFAULT_SEGMENT_MAX_ROWS: i32 = 100_000;
+/// Measured: up to this many rows a flushed segment is searched by brute
+/// force (no graph to build, so it flushes in milliseconds), and the rows
+/// each query reads from pages stay few (docs/benchmarks.md, "Seal small").
+pub const DEFAULT_GROWING_MAX_ROWS: i32 = milvus_core::search::BRUTE_FORCE_MAX_ROWS as i32;
 
 static mut RELOPT_KIND: pg_sys::relopt_kind::Type = 0;
 
@@ -64,6 +74,17 @@ pub fn init() {
             c"segment_max_rows".as_ptr(),
             c"Rows at which a growing segment seals (100 to 100000000)".as_ptr(),
             DEFAULT_SEGMENT_MAX_ROWS,
+            100,
+            100_000_000,
+            lock,
+        );
+        pg_sys::add_int_reloption(
+            RELOPT_KIND,
+            c"growing_max_rows".as_ptr(),
+            c"Rows at which the growing segment seals, to be flushed and merged into segments of segment_max_rows \
+                (100 to 100000000)"
+                .as_ptr(),
+            DEFAULT_GROWING_MAX_ROWS,
             100,
             100_000_000,
             lock,
@@ -111,6 +132,7 @@ pub unsafe extern "C-unwind" fn amoptions(reloptions: pg_sys::Datum, validate: b
         int(c"m", offset_of!(Options, m)),
         int(c"ef_construction", offset_of!(Options, ef_construction)),
         int(c"segment_max_rows", offset_of!(Options, segment_max_rows)),
+        int(c"growing_max_rows", offset_of!(Options, growing_max_rows)),
         pg_sys::relopt_parse_elt {
             optname: c"storage_url".as_ptr(),
             opttype: pg_sys::relopt_type::RELOPT_TYPE_STRING,
@@ -142,11 +164,20 @@ pub fn of(index: Index) -> Options {
                 m: DEFAULT_M,
                 ef_construction: DEFAULT_EF_CONSTRUCTION,
                 segment_max_rows: DEFAULT_SEGMENT_MAX_ROWS,
+                growing_max_rows: DEFAULT_GROWING_MAX_ROWS,
                 storage_url_offset: 0,
             }
         } else {
             *raw
         }
+    }
+}
+
+impl Options {
+    /// Rows at which the growing segment seals: `growing_max_rows`, at most
+    /// `segment_max_rows`.
+    pub fn growing_rows(&self) -> u64 {
+        self.growing_max_rows.min(self.segment_max_rows) as u64
     }
 }
 

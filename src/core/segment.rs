@@ -139,9 +139,9 @@ impl fmt::Display for IndexState {
 /// `milvus_segments()` and in log lines.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SealReason {
-    /// Full: another page of rows would take it past `segment_max_rows`
-    /// (sealed by the insert that found it so), or a worker found it at the
-    /// limit.
+    /// Full: another page of rows would take it past its limit
+    /// (`growing_max_rows`, at most `segment_max_rows`; sealed by the insert
+    /// that found it so), or a worker found it at the limit.
     Rows { rows: u64, max_rows: u64 },
     /// Reached the byte budget of a segment.
     Bytes { bytes: u64, max_bytes: u64 },
@@ -160,7 +160,7 @@ pub enum SealReason {
 impl fmt::Display for SealReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SealReason::Rows { rows, max_rows } => write!(f, "full at {rows} rows (segment_max_rows {max_rows})"),
+            SealReason::Rows { rows, max_rows } => write!(f, "full at {rows} rows (limit {max_rows})"),
             SealReason::Bytes { bytes, max_bytes } => write!(f, "bytes {bytes} >= {max_bytes}"),
             SealReason::Idle { idle_secs } => write!(f, "idle for {idle_secs}s"),
             SealReason::Lifetime { age_secs } => write!(f, "open for {age_secs}s"),

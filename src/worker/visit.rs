@@ -24,7 +24,7 @@ use pgrx::prelude::*;
 use super::signals::reload_if_asked;
 use crate::am::flush::{self, SealRequest};
 use crate::am::insert::size_rule;
-use crate::am::{compact, gc};
+use crate::am::{compact, gc, options};
 use crate::catalog;
 use crate::pages::{OpenIndex, chain, manifest};
 use crate::shared;
@@ -153,7 +153,7 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
         created_at: manifest.segment(meta.growing()).map_or(now, |e| e.meta.created_at),
         last_insert_at: shared::observe_growing(database, oid.to_u32(), meta.growing_segment, rows, now),
     };
-    let policy = crate::gucs::seal_policy(size_rule(*index, meta.dims()));
+    let policy = crate::gucs::seal_policy(size_rule(options::of(*index).growing_rows(), meta.dims()));
     if let Some(reason) = policy.check(&stats, now) {
         flush::seal(*index, SealRequest::growing(reason));
     }

@@ -110,10 +110,7 @@ mod tests {
         assert_eq!(P.check(&stats(0, 0, 0, 0), 10_000), None);
         let off = SealPolicy { idle_secs: None, lifetime_secs: None, ..P };
         assert_eq!(off.check(&stats(1, 0, 0, 0), 10_000), None);
-        assert_eq!(
-            SealReason::Rows { rows: 100, max_rows: 100 }.to_string(),
-            "full at 100 rows (segment_max_rows 100)"
-        );
+        assert_eq!(SealReason::Rows { rows: 100, max_rows: 100 }.to_string(), "full at 100 rows (limit 100)");
     }
 
     #[test]

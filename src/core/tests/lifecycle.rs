@@ -133,7 +133,8 @@ fn lifecycle(url: &str) {
 
     // Compact: 10% deleted is under the purge ratio, but all five segments
     // are small against a 50,000-row target, so they merge into one.
-    let policy = CompactionPolicy { delete_ratio: 0.2, target_rows: 50_000 };
+    // Five segments of one tier, a fan-in of five: one merge of all.
+    let policy = CompactionPolicy { delete_ratio: 0.2, target_rows: 50_000, min_rows: 10_000, fan_in: 5 };
     let plans = compaction::plan(m.segments.iter().map(|e| &e.meta), &HashSet::new(), &policy);
     assert_eq!(plans.len(), 1, "{plans:?}");
     let dead = (0..(SEGMENTS * ROWS_PER_SEGMENT) as u64).filter(|k| is_deleted(*k)).count() as u64;
