@@ -109,7 +109,15 @@ fn loading(c: &mut Criterion) {
         let keys: Vec<u64> = (0..rows as u64).collect();
         let vectors = gaussian_mixture(rows, DIMS, 100, 0.1, s as u64);
         let params = HnswParams { threads: 2, ..HnswParams::default() };
-        let rows = NewSegment { segment, metric: Metric::L2, dims: DIMS, keys: &keys, vectors: &vectors, params };
+        let rows = NewSegment {
+            segment,
+            metric: Metric::L2,
+            dims: DIMS,
+            keys: &keys,
+            vectors: &vectors,
+            params,
+            graph_min_rows: 0,
+        };
         let to = Target { storage: &storage, cache: &cache, index: id };
         let flushed = jobs::flush(to, &rows, &JobControl::default()).unwrap();
         m.publish_flush(flushed, 0).unwrap();

@@ -173,8 +173,15 @@ pub fn report_cache_use() {
 }
 
 /// The threads a job may use (an HNSW build, a load of several segments):
-/// the machine's cores, at most 4.
+/// in a session, which waits for it, the machine's cores, at most 4; in a
+/// background worker, one: its flushes and merges run beside the queries,
+/// which must keep the other cores (on two cores, merges on both took
+/// queries from 1,500 to 140 a second: docs/benchmarks.md).
 pub fn job_threads() -> usize {
+    // SAFETY: a process global, set when the process starts.
+    if unsafe { pg_sys::IsBackgroundWorker } {
+        return 1;
+    }
     std::thread::available_parallelism().map(|n| n.get().min(4)).unwrap_or(1)
 }
 

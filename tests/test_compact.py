@@ -37,7 +37,8 @@ def test_searches_stay_right_during_compaction(cluster, conn):
 
 
 def test_gc_collects_a_dropped_index(cluster, conn):
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    # One segment: its insert binlog and index file.
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 10000)")
     load(conn, 5000)
     conn.execute("SELECT * FROM milvus_flush('items_idx')")
     objects = objects_of(cluster, conn)

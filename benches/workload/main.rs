@@ -10,7 +10,10 @@
 //! queries keeping 1%, 10% and 50% of the rows, with the plan the planner
 //! picks (pgvector with its `relaxed_order` iterative scan); the same
 //! with 10% of the rows still growing; DELETE 10% + VACUUM, compaction, and
-//! queries again; bytes on local disk and in object storage.
+//! queries again; bytes on local disk and in object storage; streaming
+//! (half the rows loaded and indexed, the other half inserted at 1,000 rows
+//! a second while one client searches: QPS, latency, recall against the
+//! rows committed at each query's start, and the lag until all is indexed).
 //!
 //! ```text
 //! milvus-workload --host H --port P [--n 100000] [--dim 128] [--clusters 1000]
@@ -43,6 +46,11 @@ const BATCH: usize = 1000;
 const FILTER_MODULI: [usize; 3] = [100, 10, 2];
 /// Queries per filtered run (a sequential scan each, for the plain table).
 const FILTER_QUERIES: usize = 100;
+/// Rows a second the streaming phase inserts.
+const STREAM_RATE: usize = 1000;
+/// Queries of the streaming phase whose recall is computed (each an exact
+/// search over the rows committed when it started).
+const STREAM_RECALL_SAMPLE: usize = 500;
 const DB: &str = "milvus_bench";
 
 struct Args {
@@ -367,6 +375,9 @@ struct TargetReport {
     copy_rows_per_s: Option<f64>,
     insert_batch_rows_per_s: Option<f64>,
     insert_single_rows_per_s: Option<f64>,
+    /// pg_milvus: from the last insert until its workers' merges are done
+    /// (after `time_to_indexed_s`).
+    merges_settled_s: Option<f64>,
     /// pg_milvus: last insert until every row is in an indexed segment;
     /// pgvector: CREATE INDEX on the loaded table.
     time_to_indexed_s: Option<f64>,
@@ -380,7 +391,30 @@ struct TargetReport {
     cache_bytes: Option<i64>,
     queries: Vec<QueryRun>,
     memory: Vec<MemoryRun>,
+    stream: Option<StreamRun>,
     notes: Vec<String>,
+}
+
+/// The streaming phase (VectorDBBench's streaming case): half the rows
+/// loaded and indexed, the other half inserted at a fixed rate in
+/// statements of `BATCH` rows while one client searches without pause.
+#[derive(Serialize, Default)]
+struct StreamRun {
+    rows_before: usize,
+    rows_streamed: usize,
+    target_rows_per_s: f64,
+    /// What the inserting session achieved (the target, if it kept up).
+    insert_rows_per_s: f64,
+    queries: usize,
+    qps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    /// Against the exact top-10 of the rows committed when each query
+    /// started (a sample of the queries).
+    recall_at_10: f64,
+    /// From the last insert until every row is indexed (pgvector indexes
+    /// each row as it is inserted: 0).
+    lag_s: f64,
 }
 
 #[derive(Serialize)]
@@ -413,7 +447,7 @@ struct MergeReport {
 /// Simulates 50 x segment_max_rows rows ingested at the defaults.
 fn merge_report() -> MergeReport {
     use milvus_core::policy::compaction::{CompactionPolicy, FAN_IN, simulate_ingest};
-    let (growing, target) = (milvus_core::search::BRUTE_FORCE_MAX_ROWS as u64, 100_000);
+    let (growing, target) = (2048, 100_000);
     let policy = CompactionPolicy { min_rows: growing, target_rows: target, fan_in: FAN_IN, delete_ratio: 0.2 };
     let sim = simulate_ingest(&policy, 50 * target / growing);
     MergeReport {
@@ -769,7 +803,8 @@ impl Bench<'_> {
                 .query_one(
                     &format!(
                         "SELECT count(*) FROM milvus_segments('{index}') WHERE (state IN ('growing', 'sealed', \
-                        'flushing') AND rows > 0) OR (state = 'flushed' AND rows > 4096 AND index_state <> 'ready')"
+                        'flushing') AND rows > 0) OR (state = 'flushed' AND rows > {} AND index_state <> 'ready')",
+                        milvus_core::jobs::FLUSH_GRAPH_MIN_ROWS
                     ),
                     &[],
                 )
@@ -780,6 +815,35 @@ impl Bench<'_> {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Polls until the workers have nothing left to merge or purge and no
+    /// job runs (a settled index).
+    fn wait_settled(&self, c: &mut Client) {
+        let index = format!("{}_embedding_idx", Kind::Milvus.table());
+        loop {
+            let plans: i64 = c
+                .query_one(&format!("SELECT count(*) FROM milvus_compact('{index}', dry_run => true)"), &[])
+                .unwrap()
+                .get(0);
+            let running: i64 =
+                c.query_one("SELECT count(*) FROM milvus_jobs WHERE state = 'running'", &[]).unwrap().get(0);
+            if plans == 0 && running == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// How many segments the index has, flushed and in pages.
+    fn segment_count(&self, c: &mut Client) -> i64 {
+        let index = format!("{}_embedding_idx", Kind::Milvus.table());
+        c.query_one(
+            &format!("SELECT count(*) FROM milvus_segments('{index}') WHERE state <> 'dropped' AND rows > 0"),
+            &[],
+        )
+        .unwrap()
+        .get(0)
     }
 
     /// A target's run begins: a connection, an empty table, an empty report.
@@ -800,6 +864,17 @@ impl Bench<'_> {
         r.time_to_indexed_s =
             seconds("time from the last insert until every row is indexed", || self.wait_indexed(&mut c));
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
+        // The small segments are indexed; the workers merge them meanwhile.
+        let segments = self.segment_count(&mut c);
+        step(&format!("while the workers merge {segments} segments: ef_search 40, 1 client"));
+        let run = self.queries(kind, "while merging", 40, 1, &self.truth, 200, None);
+        done(&format!("recall@10 {:.3}, {:.0} QPS, p99 {:.2} ms", run.recall_at_10, run.qps, run.p99_ms));
+        r.queries.push(run);
+        r.merges_settled_s = seconds("until the merges are done", || self.wait_settled(&mut c));
+        r.notes.push(format!(
+            "{segments} segments when every row was indexed, {} once the merges were done",
+            self.segment_count(&mut c)
+        ));
         self.query_sweep(kind, "all sealed", &self.truth, &mut r);
         self.memory(kind, &mut r);
         self.filtered(&mut c, kind, &mut r);
@@ -812,6 +887,7 @@ impl Bench<'_> {
         self.wait_indexed(&mut c);
 
         self.deletes(&mut c, kind, &mut r);
+        r.stream = Some(self.stream(kind));
         r
     }
 
@@ -821,6 +897,17 @@ impl Bench<'_> {
         r.delete_vacuum_s = seconds("DELETE 10% + VACUUM", || {
             self.delete_vacuum(c, kind, "id % 10 = 0");
         });
+        if kind == Kind::Milvus {
+            let index = format!("{}_embedding_idx", kind.table());
+            let deleted: i64 = c
+                .query_one(
+                    &format!("SELECT coalesce(sum(deleted_rows), 0)::bigint FROM milvus_segments('{index}')"),
+                    &[],
+                )
+                .unwrap()
+                .get(0);
+            r.notes.push(format!("tombstones after DELETE 10% + VACUUM: {deleted}"));
+        }
         if kind == Kind::Milvus {
             r.compaction_s = seconds("compaction (milvus_compact(), purging at 10% deleted)", || {
                 c.batch_execute("SET milvus.compaction_delete_ratio = 0.1").unwrap();
@@ -836,6 +923,105 @@ impl Bench<'_> {
         r.insert_single_rows_per_s = rate(&format!("INSERT {rows} rows, one per statement"), || {
             self.insert_single(c, kind, 0..rows, 20 * self.d.rows())
         });
+    }
+
+    /// The streaming phase: the table again, with the first half of the
+    /// rows loaded and indexed; the second half inserted at `STREAM_RATE`
+    /// rows a second while one client searches at ef 40.
+    fn stream(&self, kind: Kind) -> StreamRun {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let n = self.d.rows();
+        let before = n / 2;
+        let mut c = self.connect();
+        self.create_table(&mut c, kind);
+        self.copy(&mut c, kind, 0..before);
+        self.create_index(&mut c, kind);
+        if kind == Kind::Milvus {
+            self.wait_indexed(&mut c);
+        }
+        c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
+        step(&format!("streaming: {} rows at {STREAM_RATE} rows/s, one client searching", n - before));
+        let committed = AtomicUsize::new(before);
+        let streaming = AtomicBool::new(true);
+        type Searched = (usize, usize, Vec<i64>, f64);
+        let (insert_secs, searched, search_secs): (f64, Vec<Searched>, f64) = std::thread::scope(|s| {
+            let searcher = s.spawn(|| {
+                let mut q = self.connect();
+                if let Some(setting) = kind.ef_setting() {
+                    q.batch_execute(&format!("SET {setting} = 40")).unwrap();
+                }
+                let stmt = q.prepare(&self.query_sql(kind, None)).unwrap();
+                let start = Instant::now();
+                let mut out = Vec::new();
+                while streaming.load(Ordering::Relaxed) {
+                    let query = out.len() % self.d.query_count();
+                    let prefix = committed.load(Ordering::Acquire);
+                    let t = Instant::now();
+                    let rows = q.query(&stmt, &[&text(self.d.query(query))]).unwrap();
+                    let ids = rows.iter().map(|r| r.get::<_, i64>(0)).collect();
+                    out.push((query, prefix, ids, t.elapsed().as_secs_f64() * 1e3));
+                }
+                (out, start.elapsed().as_secs_f64())
+            });
+            let rows: Vec<usize> = (before..n).collect();
+            let start = Instant::now();
+            for (b, chunk) in rows.chunks(BATCH).enumerate() {
+                // Paced: batch b starts no sooner than b * BATCH / STREAM_RATE s.
+                let due = start + Duration::from_secs_f64((b * BATCH) as f64 / STREAM_RATE as f64);
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                self.insert_batches(&mut c, kind, chunk[0]..chunk[0] + chunk.len(), 0);
+                committed.store(chunk[0] + chunk.len(), Ordering::Release);
+            }
+            let insert_secs = start.elapsed().as_secs_f64();
+            streaming.store(false, Ordering::Relaxed);
+            let (searched, search_secs) = searcher.join().unwrap();
+            (insert_secs, searched, search_secs)
+        });
+        let lag_s = if kind == Kind::Milvus {
+            let start = Instant::now();
+            self.wait_indexed(&mut c);
+            start.elapsed().as_secs_f64()
+        } else {
+            0.0
+        };
+        // Recall of a sample, each against the rows committed when it began.
+        let every = (searched.len() / STREAM_RECALL_SAMPLE).max(1);
+        let sample: Vec<&Searched> = searched.iter().step_by(every).collect();
+        let recall = sample
+            .par_iter()
+            .map(|(q, prefix, ids, _)| {
+                let query = self.d.query(*q);
+                let mut best: Vec<(f32, usize)> =
+                    (0..*prefix).map(|i| (self.a.metric.distance(query, self.d.row(i)), i)).collect();
+                best.select_nth_unstable_by(K, |a, b| a.0.total_cmp(&b.0));
+                let want: HashSet<i64> = best[..K].iter().map(|e| e.1 as i64).collect();
+                ids.iter().filter(|i| want.contains(i)).count() as f64 / K as f64
+            })
+            .sum::<f64>()
+            / sample.len().max(1) as f64;
+        let mut latencies: Vec<f64> = searched.iter().map(|s| s.3).collect();
+        latencies.sort_by(f64::total_cmp);
+        let pct =
+            |p: f64| latencies.get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)));
+        let run = StreamRun {
+            rows_before: before,
+            rows_streamed: n - before,
+            target_rows_per_s: STREAM_RATE as f64,
+            insert_rows_per_s: (n - before) as f64 / insert_secs,
+            queries: searched.len(),
+            qps: searched.len() as f64 / search_secs,
+            p50_ms: pct(0.5).copied().unwrap_or(0.0),
+            p99_ms: pct(0.99).copied().unwrap_or(0.0),
+            recall_at_10: recall,
+            lag_s,
+        };
+        done(&format!(
+            "{:.0} rows/s inserted, {:.0} QPS, p99 {:.2} ms, recall@10 {:.3}, indexed {:.2} s after the last insert",
+            run.insert_rows_per_s, run.qps, run.p99_ms, run.recall_at_10, run.lag_s
+        ));
+        run
     }
 
     fn run_pgvector(&self) -> TargetReport {
@@ -859,6 +1045,7 @@ impl Bench<'_> {
         self.memory(kind, &mut r);
         self.filtered(&mut c, kind, &mut r);
         self.deletes(&mut c, kind, &mut r);
+        r.stream = Some(self.stream(kind));
         r
     }
 
@@ -949,21 +1136,22 @@ fn markdown(r: &Report) -> String {
     .unwrap();
     writeln!(
         s,
-        "| | COPY rows/s | INSERT rows/s (1000/stmt) | INSERT rows/s (1/stmt) | time to indexed (s) | first \
-        query of a connection (ms) | DELETE 10% + VACUUM (s) | compaction (s) | table MB | index MB (pages) | object \
-        store MB | cache MB |"
+        "| | COPY rows/s | INSERT rows/s (1000/stmt) | INSERT rows/s (1/stmt) | time to indexed (s) | merges \
+        done (s) | first query of a connection (ms) | DELETE 10% + VACUUM (s) | compaction (s) | table MB | index \
+        MB (pages) | object store MB | cache MB |"
     )
     .unwrap();
-    writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
+    writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
     for t in &r.targets {
         writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             t.target,
             opt(t.copy_rows_per_s),
             opt(t.insert_batch_rows_per_s),
             opt(t.insert_single_rows_per_s),
             opt(t.time_to_indexed_s),
+            opt(t.merges_settled_s),
             opt(t.cold_query_ms),
             opt(t.delete_vacuum_s),
             opt(t.compaction_s),
@@ -993,6 +1181,34 @@ fn markdown(r: &Report) -> String {
                 q.p99_ms
             )
             .unwrap();
+        }
+    }
+    if r.targets.iter().any(|t| t.stream.is_some()) {
+        writeln!(
+            s,
+            "\n| streaming | rows before | rows inserted | insert rows/s (target {STREAM_RATE}) | queries | QPS | p50 \
+                (ms) | p99 (ms) | recall@10 | indexed after the last insert (s) |"
+        )
+        .unwrap();
+        writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
+        for t in &r.targets {
+            if let Some(m) = &t.stream {
+                writeln!(
+                    s,
+                    "| {} | {} | {} | {:.0} | {} | {:.0} | {:.2} | {:.2} | {:.3} | {:.2} |",
+                    t.target,
+                    m.rows_before,
+                    m.rows_streamed,
+                    m.insert_rows_per_s,
+                    m.queries,
+                    m.qps,
+                    m.p50_ms,
+                    m.p99_ms,
+                    m.recall_at_10,
+                    m.lag_s
+                )
+                .unwrap();
+            }
         }
     }
     if r.targets.iter().any(|t| !t.memory.is_empty()) {

@@ -4,7 +4,7 @@ CREATE EXTENSION pg_milvus;
 \set VERBOSITY default
 
 CREATE TABLE items (id int PRIMARY KEY, category int, embedding vector(4));
--- A growing segment of up to 10,000 rows (it seals at 4,096 by default).
+-- A growing segment of up to 10,000 rows (it seals at 2,048 by default).
 CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 10000);
 INSERT INTO items
 SELECT i, i % 4, ARRAY[(i * 7 % 101) / 101.0, (i * 13 % 103) / 103.0, (i * 29 % 107) / 107.0, (i * 31 % 109) / 109.0]
@@ -30,7 +30,7 @@ DELETE FROM items WHERE id = 5200;
 VACUUM items;
 
 -- Rows after the barrier are in the new growing segment; small segments
--- (up to 4,096 rows) are flushed without a graph (brute force is as fast).
+-- (up to 512 rows) are flushed without a graph: brute force is as fast.
 INSERT INTO items SELECT i, i % 4, ARRAY[i / 6000.0, 0.5, 0.5, 0.5] FROM generate_series(5001, 5100) i;
 SELECT * FROM milvus_flush();
 SELECT segment_id, state, index_state, rows FROM milvus_segments('items_idx');
@@ -56,7 +56,8 @@ SELECT count(*) FROM items WHERE embedding IS NOT NULL;
 
 -- CREATE INDEX on a populated table writes flushed segments of at most
 -- segment_max_rows rows, sealed by the build when one more page of rows
--- (291 of 4 dimensions) would not fit.
+-- (291 of 4 dimensions) would not fit. Flushed behind others, a segment of
+-- up to 4,096 rows gets no graph (a merge gives it one); the last does.
 CREATE INDEX items_built ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 2000);
 SELECT segment_id, state, index_state, rows, seal_reason FROM milvus_segments('items_built');
 SELECT id FROM items ORDER BY embedding <-> '[0.5,0.5,0.5,0.5]' LIMIT 3;

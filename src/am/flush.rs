@@ -10,7 +10,9 @@
 //!
 //! **Flush.** A sealed segment's rows are read from its pages and handed to
 //! `milvus_core::jobs::flush` on a helper thread (binlog, HNSW build, upload;
-//! `storage::run_job`); meanwhile `milvus_segments()` shows the segment
+//! `storage::run_job`; a small segment flushed behind others, as a bulk
+//! insert seals them, gets no graph: searched by brute force until a merge
+//! gives it one); meanwhile `milvus_segments()` shows the segment
 //! `flushing`, and its index `building` while the graph is built. Data
 //! first, metadata last: only once the objects are in storage does one WAL
 //! record publish them in the manifest and drop the sealed chain from the
@@ -153,6 +155,9 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
         return Ok(Flushed::AlreadyFlushed);
     };
     let (dims, metric) = (meta.dims(), meta.metric());
+    // Behind a backlog (a bulk insert sealed many small segments), no graph
+    // for a small one: all are searchable sooner, and a merge builds one.
+    let graph_min_rows = if meta.sealed().len() > 1 { jobs::FLUSH_GRAPH_MIN_ROWS } else { 0 };
     // The chain is stable: inserts go to the growing segment, and VACUUM
     // and other flushes wait for the segment lock we hold.
     let rows = chain::read_rows(index, sealed.head, dims);
@@ -168,7 +173,8 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
         move |control| {
             let store = store?;
             let target = Target { storage: &store, cache: &cache, index: id };
-            let new = NewSegment { segment, metric, dims, keys: &rows.keys, vectors: &rows.vectors, params };
+            let (keys, vectors) = (&rows.keys, &rows.vectors);
+            let new = NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows };
             jobs::flush(target, &new, control).map_err(|e| e.to_string())
         },
     );

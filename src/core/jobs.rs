@@ -157,18 +157,21 @@ pub struct NewSegment<'a> {
     /// `keys.len() * dims` floats, row after row.
     pub vectors: &'a [f32],
     pub params: HnswParams,
+    /// Up to this many rows, no graph: searched by brute force (never less
+    /// than [`BRUTE_FORCE_MAX_ROWS`]; see [`FLUSH_GRAPH_MIN_ROWS`]).
+    pub graph_min_rows: usize,
 }
 
-/// Writes a sealed segment: its insert binlog, then its HNSW index file
-/// (built on `params.threads` threads, cancellable between chunks), and
-/// puts both into the local cache, so the first search maps them instead
-/// of downloading them.
+/// Writes a sealed segment: its insert binlog, then, past
+/// `graph_min_rows` rows, its HNSW index file (built on `params.threads`
+/// threads, cancellable between chunks), and puts both into the local
+/// cache, so the first search maps them instead of downloading them.
 pub fn flush(to: Target, rows: &NewSegment, control: &JobControl) -> Result<Flushed, JobError> {
-    let NewSegment { segment, metric, dims, keys, vectors, params } = *rows;
+    let NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows } = *rows;
     let binlog_bytes = insert::encode(segment, metric, dims, keys, vectors);
     let binlog = InsertBinlog::decode("new insert binlog", &binlog_bytes)?;
     // Build before uploading anything: a cancelled build then leaves nothing.
-    let index_bytes = if binlog.len() > BRUTE_FORCE_MAX_ROWS {
+    let index_bytes = if binlog.len() > graph_min_rows.max(BRUTE_FORCE_MAX_ROWS) {
         control.set_phase(Phase::Building);
         crate::hooks::reach(crate::hooks::Point::Build, control.cancel_flag());
         Some(SegmentIndex::build(&binlog, params, control.cancel_flag())?.to_index_file())
@@ -316,6 +319,16 @@ pub fn verify_cached(cache: &SegmentCache, entry: &SegmentEntry) -> Vec<String> 
     damaged
 }
 
+/// Up to this many rows, a flush that other sealed segments wait behind
+/// writes no graph: the segment is searched by brute force until a merge
+/// rewrites it with one. A bulk insert seals many small segments at once,
+/// and building each one's graph at its flush kept 100,000 rows from being
+/// all indexed until 12 s after the last insert (0.1 s without); a steady
+/// stream seals one at a time, and there the graph pays (1,635 queries a
+/// second while streaming against 1,302 without: docs/benchmarks.md, "Seal
+/// small").
+pub const FLUSH_GRAPH_MIN_ROWS: usize = 4096;
+
 /// What a compaction writes: the live rows of `inputs` as the new segment
 /// `output`.
 pub struct Merge<'a> {
@@ -340,5 +353,8 @@ pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Flushe
             }
         }
     }
-    flush(to, &NewSegment { segment: output, metric, dims, keys: &keys, vectors: &vectors, params }, control)
+    // A merge's output is searched for long: a graph wherever one pays.
+    let graph_min_rows = BRUTE_FORCE_MAX_ROWS;
+    let rows = NewSegment { segment: output, metric, dims, keys: &keys, vectors: &vectors, params, graph_min_rows };
+    flush(to, &rows, control)
 }

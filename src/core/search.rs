@@ -31,7 +31,7 @@
 //! rows, as pgvector's `strict_order` does, [`IterativeScan::Relaxed`]
 //! returns them late. Rows are never returned twice.
 
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
@@ -45,10 +45,12 @@ use crate::hnsw::SegmentIndex;
 use crate::segment::SegmentId;
 
 /// Up to this many rows a segment is searched by brute force, and flushed
-/// without a graph. Measured at 128 dimensions (`benches/segment.rs`,
-/// docs/benchmarks.md): brute force and HNSW at ef 40 cost about the same
-/// per top-10 query at 4,096 rows; brute force wins below, HNSW above.
-pub const BRUTE_FORCE_MAX_ROWS: usize = 4096;
+/// without a graph. Measured at 128 dimensions (`benches/segment.rs`, group
+/// `one_query_top10`, docs/benchmarks.md): the flat graph at ef 40 and
+/// brute force cost about the same per top-10 query at 512 rows (9 and
+/// 11 µs), the graph 8 times less at 4,096 (16 and 124 µs). (Against
+/// hnsw_rs' own search the crossover was 4,096.)
+pub const BRUTE_FORCE_MAX_ROWS: usize = 512;
 
 /// Where a hit came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -76,12 +78,47 @@ impl Hit {
     }
 }
 
-/// The `k` nearest of `candidates` by exact distance (NaN last), sorted.
-fn top_k(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
-    if hits.len() > k {
-        hits.select_nth_unstable_by(k, Hit::order);
-        hits.truncate(k);
+/// A hit ordered by [`Hit::order`], for the heaps of [`top_k`] and
+/// [`merge`].
+struct ByOrder(Hit);
+
+impl PartialEq for ByOrder {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
     }
+}
+impl Eq for ByOrder {}
+impl PartialOrd for ByOrder {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for ByOrder {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.order(&o.0)
+    }
+}
+
+/// The `k` nearest of `candidates` by exact distance (NaN last), sorted:
+/// a bounded heap, so a brute-force pass over thousands of rows keeps `k`
+/// hits, never all of them (collecting and partitioning every row's hit
+/// was a tenth of a streaming query's profile).
+fn top_k(candidates: impl IntoIterator<Item = Hit>, k: usize) -> Vec<Hit> {
+    if k == 0 {
+        return Vec::new();
+    }
+    // A max-heap: its top is the farthest hit kept.
+    let mut heap: BinaryHeap<ByOrder> = BinaryHeap::with_capacity(k + 1);
+    for hit in candidates {
+        if heap.len() < k {
+            heap.push(ByOrder(hit));
+        } else if let Some(mut top) = heap.peek_mut()
+            && hit.order(&top.0) == Ordering::Less
+        {
+            *top = ByOrder(hit);
+        }
+    }
+    let mut hits: Vec<Hit> = heap.into_iter().map(|f| f.0).collect();
     hits.sort_by(Hit::order);
     hits
 }
@@ -141,10 +178,12 @@ impl PageHits {
     }
 
     fn search(&self, k: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
-        let hits = (0..self.keys.len())
-            .filter(|i| !skip(*i as u32))
-            .map(|i| Hit { source: Source::Pages, row: i as u32, key: self.keys[i], distance: self.distances[i] })
-            .collect();
+        let hits = (0..self.keys.len()).filter(|i| !skip(*i as u32)).map(|i| Hit {
+            source: Source::Pages,
+            row: i as u32,
+            key: self.keys[i],
+            distance: self.distances[i],
+        });
         top_k(hits, k)
     }
 }
@@ -328,8 +367,7 @@ impl LoadedSegment {
                     .collect();
             }
         }
-        let all = (0..self.rows() as u32).filter(|r| !excluded(*r)).map(|row| self.hit(query, row)).collect();
-        top_k(all, k)
+        top_k((0..self.rows() as u32).filter(|r| !excluded(*r)).map(|row| self.hit(query, row)), k)
     }
 }
 
@@ -340,34 +378,19 @@ pub fn merge(lists: Vec<Vec<Hit>>, k: usize) -> Vec<Hit> {
 
 /// [`merge`], each hit with the number of the list it came from.
 fn merge_lists(lists: Vec<Vec<Hit>>, k: usize) -> Vec<(usize, Hit)> {
-    struct Head(Hit, usize, usize);
-    impl PartialEq for Head {
-        fn eq(&self, o: &Self) -> bool {
-            self.cmp(o) == Ordering::Equal
-        }
-    }
-    impl Eq for Head {}
-    impl PartialOrd for Head {
-        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-            Some(self.cmp(o))
-        }
-    }
-    impl Ord for Head {
-        // Reversed: BinaryHeap is a max-heap, the nearest must come out first.
-        fn cmp(&self, o: &Self) -> Ordering {
-            o.0.order(&self.0)
-        }
-    }
-    let mut heap: BinaryHeap<Head> =
-        lists.iter().enumerate().filter_map(|(l, list)| list.first().map(|h| Head(*h, l, 0))).collect();
+    // Each list's head: (hit, list, position), reversed, so that the
+    // max-heap gives the nearest first.
+    let head = |hit: Hit, l: usize, i: usize| Reverse((ByOrder(hit), l, i));
+    let mut heap: BinaryHeap<Reverse<(ByOrder, usize, usize)>> =
+        lists.iter().enumerate().filter_map(|(l, list)| list.first().map(|h| head(*h, l, 0))).collect();
     let mut out = Vec::with_capacity(k.min(lists.iter().map(Vec::len).sum()));
-    while let Some(Head(hit, l, i)) = heap.pop() {
+    while let Some(Reverse((ByOrder(hit), l, i))) = heap.pop() {
         out.push((l, hit));
         if out.len() == k {
             break;
         }
         if let Some(next) = lists[l].get(i + 1) {
-            heap.push(Head(*next, l, i + 1));
+            heap.push(head(*next, l, i + 1));
         }
     }
     out

@@ -97,7 +97,8 @@ mod tests {
 
     #[test]
     fn small_segments_are_brute_force() {
-        assert_eq!(hnsw_visits(3000.0, 16, 40), 3000.0);
+        assert_eq!(hnsw_visits(500.0, 16, 40), 500.0);
+        assert!(hnsw_visits(3000.0, 16, 40) < 3000.0, "a graph past BRUTE_FORCE_MAX_ROWS");
         let v = hnsw_visits(100_000.0, 16, 40);
         assert!((400.0..2000.0).contains(&v), "{v}");
         assert!(hnsw_visits(100_000.0, 16, 200) > v, "a larger ef visits more");

@@ -106,7 +106,8 @@ fn lifecycle(url: &str) {
         m.seal(id, ROWS_PER_SEGMENT as u64, SealReason::Rows { rows: 10_000, max_rows: 10_000 }, 101).unwrap();
         let keys: Vec<u64> = (s * ROWS_PER_SEGMENT..(s + 1) * ROWS_PER_SEGMENT).map(|k| k as u64).collect();
         let vectors = &data[s * ROWS_PER_SEGMENT * DIMS..(s + 1) * ROWS_PER_SEGMENT * DIMS];
-        let rows = NewSegment { segment: id, metric: Metric::L2, dims: DIMS, keys: &keys, vectors, params };
+        let rows =
+            NewSegment { segment: id, metric: Metric::L2, dims: DIMS, keys: &keys, vectors, params, graph_min_rows: 0 };
         let flushed = jobs::flush(to, &rows, &control).unwrap();
         assert!(flushed.index_file.is_some());
         m.publish_flush(flushed, 102).unwrap();
@@ -232,6 +233,7 @@ fn one_segment() -> OneSegment {
         keys: &keys,
         vectors: &data,
         params: HnswParams::default(),
+        graph_min_rows: 0,
     };
     let flushed = jobs::flush(Target { storage: &storage, cache: &cache, index: ID }, &rows, &JobControl::default());
     manifest.publish_flush(flushed.unwrap(), 102).unwrap();
