@@ -119,7 +119,9 @@ def test_crash_matrix(cluster, conn, point):
     # Large segments: the writers' inserts never seal one themselves (a seal
     # of theirs would also finish the page release flush_after_commit holds
     # back: any session's commit does).
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 1000000)")
+    conn.execute(
+        "CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
+        "WITH (segment_max_rows = 1000000, growing_max_rows = 1000000)")
     objects = objects_of(cluster, conn)
     results = MATRIX[point] = []  # filled run by run, printed even if a run fails
     for run in range(RUNS):

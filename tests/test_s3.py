@@ -115,15 +115,15 @@ def test_lifecycle(cluster, conn, store, request):
             keys = [str(p.relative_to(root)) for p in (root / index_prefix).rglob("*") if p.is_file()]
         return sorted(k.rsplit("/", 1)[1].split("-")[0] for k in keys)
 
-    assert objects() == ["index", "insert", "insert"]  # segment 1 has a graph, segment 2 (1,000 rows) not
+    assert objects() == ["index", "index", "insert", "insert"]  # both have a graph (over 512 rows)
 
     conn.execute("DELETE FROM items WHERE id % 10 = 3")
     conn.execute("VACUUM items")
-    assert objects() == ["delta", "delta", "index", "insert", "insert"]
+    assert objects() == ["delta", "delta", "index", "index", "insert", "insert"]
     conn.execute("SELECT * FROM milvus_compact('items_idx')")
     conn.execute("SET milvus.gc_grace_period = 0")
     deleted = conn.execute("SELECT deleted_objects FROM milvus_gc('items_idx')").fetchone()[0]
-    assert deleted == 5  # the two merged segments' insert, index and delta objects
+    assert deleted == 6  # the two merged segments' insert, index and delta objects
     assert objects() == ["index", "insert"]
     live = [s for s in segments(conn) if s[1] != "growing"]
     assert [(s[1], s[3]) for s in live] == [("flushed", 5400)], live

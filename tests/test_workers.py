@@ -287,7 +287,7 @@ def test_more_databases_than_workers_are_all_served():
 
 
 def test_workers_collect_orphans_and_never_referenced_objects(cluster, conn):
-    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")
     load(conn, 5000)
     conn.execute("SELECT * FROM milvus_flush('items_idx')")
     objects = objects_of(cluster, conn)
@@ -347,7 +347,8 @@ def test_everything_works_without_preload():
             conn.execute("CREATE EXTENSION pg_milvus")
             register_vector(conn)
             conn.execute("CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector(64))")
-            conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+            conn.execute(
+                "CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")
             rows = load(conn, 3000)
             notices = []
             conn.add_notice_handler(lambda d: notices.append(d.message_primary))

@@ -16,7 +16,7 @@
 //! them, and `milvus_flush()` retries (an unreachable storage must not make
 //! an index impossible to create).
 //! The pages the load used and the flush freed are then given back to the
-//! file system (`page::give_back_free_tail`): a flushed index is a few pages.
+//! file system (`pages::free::give_back_tail`): a flushed index is a few pages.
 //! Both phases show in `pg_stat_progress_create_index`. Options are
 //! validated before anything is written.
 
