@@ -9,7 +9,7 @@
 use milvus_core::jobs::IndexId;
 use pgrx::prelude::*;
 
-use crate::pages::Index;
+use crate::pages::{Index, OpenIndex};
 
 /// Refuses anything but a milvus index with storage: another kind of
 /// relation, or a partitioned index (whose partitions each have their own
@@ -50,6 +50,15 @@ pub fn check_owner(index: Index) {
             format!("must be owner of index {}", index.name())
         );
     }
+}
+
+/// Opens the milvus index `oid` under `lock` for maintenance by its owner
+/// (or a superuser); an error for anything else.
+pub fn open_owned(oid: pg_sys::Oid, lock: u32) -> OpenIndex {
+    let index = OpenIndex::open(oid, lock);
+    check_milvus_index(*index);
+    check_owner(*index);
+    index
 }
 
 /// The indexes `index` stands for: itself, or for a partitioned index the

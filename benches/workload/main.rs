@@ -268,6 +268,11 @@ fn ground_truth(
     truth
 }
 
+/// The `p` quantile of sorted latencies (0 for none).
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted.get(((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1))).copied().unwrap_or(0.0)
+}
+
 fn text(v: &[f32]) -> String {
     let mut s = String::with_capacity(v.len() * 10);
     s.push('[');
@@ -648,7 +653,6 @@ impl Bench<'_> {
         }
         qps.sort_by(f64::total_cmp);
         latencies.sort_by(f64::total_cmp);
-        let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
         QueryRun {
             label: label.to_owned(),
             ef_search: ef,
@@ -657,8 +661,8 @@ impl Bench<'_> {
             qps: qps[qps.len() / 2],
             qps_min: qps[0],
             qps_max: qps[qps.len() - 1],
-            p50_ms: pct(0.5),
-            p99_ms: pct(0.99),
+            p50_ms: percentile(&latencies, 0.5),
+            p99_ms: percentile(&latencies, 0.99),
         }
     }
 
@@ -1003,8 +1007,6 @@ impl Bench<'_> {
             / sample.len().max(1) as f64;
         let mut latencies: Vec<f64> = searched.iter().map(|s| s.3).collect();
         latencies.sort_by(f64::total_cmp);
-        let pct =
-            |p: f64| latencies.get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)));
         let run = StreamRun {
             rows_before: before,
             rows_streamed: n - before,
@@ -1012,8 +1014,8 @@ impl Bench<'_> {
             insert_rows_per_s: (n - before) as f64 / insert_secs,
             queries: searched.len(),
             qps: searched.len() as f64 / search_secs,
-            p50_ms: pct(0.5).copied().unwrap_or(0.0),
-            p99_ms: pct(0.99).copied().unwrap_or(0.0),
+            p50_ms: percentile(&latencies, 0.5),
+            p99_ms: percentile(&latencies, 0.99),
             recall_at_10: recall,
             lag_s,
         };

@@ -137,7 +137,7 @@ unsafe extern "C-unwind" fn build_callback(
         let row = Row { key: pack_tid(&*tid), vector: vector.as_slice() };
         // The table's rows go straight into segments of segment_max_rows.
         let max_rows = options::of(index).segment_max_rows as u64;
-        insert::insert_row(index, row, max_rows, |_, _| SealReason::Build, make_room);
+        insert::insert_row(index, row, max_rows, Some(SealReason::Build), make_room);
         state.rows += 1.0;
     }
 }

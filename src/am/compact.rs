@@ -33,8 +33,8 @@ use crate::{catalog, storage};
 
 /// What the compaction policy proposes for `index` now.
 pub fn plans(index: Index) -> Vec<CompactionPlan> {
-    let (_, manifest) = manifest::snapshot(index);
-    let (o, dims) = (options::of(index), index.meta_copy().dims());
+    let (meta, manifest) = manifest::snapshot(index);
+    let (o, dims) = (options::of(index), meta.dims());
     let policy = CompactionPolicy {
         delete_ratio: crate::gucs::compaction_delete_ratio(),
         target_rows: o.segment_max_rows as u64,

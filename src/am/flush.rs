@@ -207,10 +207,3 @@ fn publish(index: Index, flushed: manifest::Flushed) {
     crate::debug::pause_at(PausePoint::Release);
     release::drain_released(index);
 }
-
-/// Every sealed segment of `index`, flushed in turn; `Err` at the first
-/// that fails.
-pub fn flush_sealed(index: Index, why: &str) -> Result<Vec<(SegmentId, Flushed)>, String> {
-    let sealed: Vec<SegmentId> = index.meta_copy().sealed().iter().map(|c| SegmentId(c.segment)).collect();
-    sealed.into_iter().map(|s| flush_segment(index, s, why).map(|f| (s, f))).collect()
-}

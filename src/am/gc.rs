@@ -25,7 +25,7 @@ use milvus_core::storage::{GcReport, ObjectKey};
 use pgrx::prelude::*;
 
 use crate::catalog::{self, index_id, index_id_of};
-use crate::pages::{OpenIndex, manifest};
+use crate::pages::manifest;
 use crate::shared::{JobKind, JobRecord};
 
 /// What one collection did: of an index, or (no index) of dropped
@@ -71,9 +71,7 @@ fn record(r: &GcReport, job: JobRecord) {
 /// Collects one index's garbage; returns what it did (with the error, if
 /// its storage failed) and its storage URL. Owner or superuser.
 pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
-    let index = OpenIndex::open(oid, pg_sys::RowExclusiveLock);
-    catalog::check_milvus_index(*index);
-    catalog::check_owner(*index);
+    let index = catalog::open_owned(oid, pg_sys::RowExclusiveLock);
     let name = index.name();
     let job = JobRecord::start(JobKind::Gc, oid.to_u32(), &[], format!("index \"{name}\""), why.to_owned());
     let (_, snapshot) = manifest::snapshot(*index);

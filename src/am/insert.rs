@@ -62,7 +62,7 @@ pub unsafe extern "C-unwind" fn aminsert(
         let row = Row { key: pack_tid(&*heap_tid), vector: vector.as_slice() };
         let index = Index::from_raw(index);
         let max_rows = options::of(index).growing_rows();
-        let sealed = insert_row(index, row, max_rows, |rows, max_rows| SealReason::Rows { rows, max_rows }, None);
+        let sealed = insert_row(index, row, max_rows, None, None);
         if sealed.is_some() {
             // Small sealed segments are flushed within seconds: the workers
             // come now rather than at their next round.
@@ -94,8 +94,8 @@ pub fn size_rule(max_rows: u64, dims: usize) -> SealPolicy {
 
 /// Appends one row to the growing segment; if that segment is at its size
 /// limit (`max_rows`: `growing_max_rows` for inserts, `segment_max_rows`
-/// for CREATE INDEX), seals it first, for `reason(rows, max_rows)`, and
-/// returns the segment it sealed. If [`milvus_core::meta::MAX_SEALED`]
+/// for CREATE INDEX), seals it first, for `reason` (by default the size
+/// rule's, "full at N rows"), and returns the segment it sealed. If [`milvus_core::meta::MAX_SEALED`]
 /// segments already wait for their flush, `make_room` (if any) is called
 /// once to flush them; otherwise, or if it could not, the full segment
 /// grows on.
@@ -103,7 +103,7 @@ pub fn insert_row(
     index: Index,
     row: Row,
     max_rows: u64,
-    reason: impl Fn(u64, u64) -> SealReason,
+    reason: Option<SealReason>,
     mut make_room: Option<&mut dyn FnMut()>,
 ) -> Option<SegmentId> {
     let mut sealed = None;
@@ -133,9 +133,8 @@ pub fn insert_row(
         if let Some(full) = meta.needs_seal(&rule).filter(|_| seal_at_limit) {
             let segment = meta.growing();
             drop(meta);
-            let SealReason::Rows { rows, max_rows } = full else { unreachable!("the size rule") };
-            let request =
-                SealRequest { reason: reason(rows, max_rows), only: Some(segment), when_full: WhenFull::GrowOn };
+            let reason = reason.clone().unwrap_or(full);
+            let request = SealRequest { reason, only: Some(segment), when_full: WhenFull::GrowOn };
             match flush::seal(index, request) {
                 Sealed::Sealed(segment) => sealed = Some(segment),
                 // No room: flush what waits and try again, or grow on.

@@ -57,9 +57,9 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
     let mut live = 0.0;
     for segment in in_pages {
         let _lock = SegmentLock::acquire(index, segment.0);
-        let head = index.meta_copy().in_pages().find(|(s, _)| *s == segment).map(|(_, head)| head);
-        if let Some(head) = head {
-            let (removed, kept) = delete_from_chain(index, head, &is_dead);
+        let meta = index.meta_copy();
+        if let Some((_, head)) = meta.in_pages().find(|(s, _)| *s == segment) {
+            let (removed, kept) = delete_from_chain(index, head, meta.dims(), &is_dead);
             stats.tuples_removed += removed as f64;
             live += kept as f64;
         }
@@ -105,8 +105,7 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
 }
 
 /// Deletes the dead rows of a page chain; returns (removed, kept).
-fn delete_from_chain(index: Index, head: Block, is_dead: &dyn Fn(u64) -> bool) -> (usize, usize) {
-    let dims = index.meta_copy().dims();
+fn delete_from_chain(index: Index, head: Block, dims: usize, is_dead: &dyn Fn(u64) -> bool) -> (usize, usize) {
     let (mut removed, mut kept) = (0, 0);
     let mut block = head;
     while block != INVALID_BLOCK {

@@ -11,9 +11,9 @@ use pgrx::prelude::*;
 use crate::am::compact::{self, Compacted};
 use crate::am::flush::{self, Flushed, SealRequest};
 use crate::am::{gc, segments};
-use crate::catalog::{self, check_milvus_index, check_owner};
+use crate::catalog;
 use crate::error::raise_io;
-use crate::pages::{OpenIndex, free, manifest};
+use crate::pages::{free, manifest};
 use crate::{shared, storage};
 
 /// Who carries a job out.
@@ -48,14 +48,6 @@ impl Run {
 /// partitioned one), or every milvus index of the database.
 fn targets(index: Option<pg_sys::Oid>) -> Vec<pg_sys::Oid> {
     index.map(catalog::leaf_indexes).unwrap_or_else(catalog::all_milvus_indexes)
-}
-
-/// Opens an index for maintenance by its owner.
-fn open_owned(oid: pg_sys::Oid, lock: u32) -> OpenIndex {
-    let index = OpenIndex::open(oid, lock);
-    check_milvus_index(*index);
-    check_owner(*index);
-    index
 }
 
 /// Seals the growing segment of `index` (of every milvus index of the
@@ -100,7 +92,7 @@ fn milvus_flush(
 /// segment with its state: `flushed` (or `dropped`, if a compaction got to
 /// it first) once flushed, `sealed` when left to the workers.
 fn flush_index(oid: pg_sys::Oid, run: Run) -> Vec<(SegmentId, SegmentState)> {
-    let index = open_owned(oid, pg_sys::RowExclusiveLock);
+    let index = catalog::open_owned(oid, pg_sys::RowExclusiveLock);
     flush::seal(*index, SealRequest::growing(SealReason::Manual));
     let sealed: Vec<SegmentId> = index.meta_copy().sealed().iter().map(|c| SegmentId(c.segment)).collect();
     if run == Run::Workers {
@@ -179,7 +171,7 @@ fn milvus_compact(
 /// One row per plan for `oid`: what it would do (a dry run, or left to the
 /// workers, output NULL), or what it did (skipped plans left out).
 fn compact_index(oid: pg_sys::Oid, mode: CompactMode) -> Vec<CompactRow> {
-    let index = open_owned(oid, pg_sys::RowExclusiveLock);
+    let index = catalog::open_owned(oid, pg_sys::RowExclusiveLock);
     let mut rows = Vec::new();
     for plan in compact::plans(*index) {
         let row = |output: Option<SegmentId>| {
@@ -278,7 +270,7 @@ COMMENT ON FUNCTION milvus_prewarm(regclass) IS 'load the flushed segments of a 
 fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments, i32), name!(bytes, i64))> {
     let (mut count, mut bytes) = (0, 0);
     for oid in catalog::leaf_indexes(index) {
-        let index = open_owned(oid, pg_sys::AccessShareLock);
+        let index = catalog::open_owned(oid, pg_sys::AccessShareLock);
         let (meta, manifest) = manifest::snapshot(*index);
         let flushed: Vec<SegmentEntry> =
             manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).cloned().collect();

@@ -608,6 +608,11 @@ mod tests {
             .unwrap();
         assert_eq!((young.deleted.len(), young.kept_referenced, young.kept_young), (0, 2, 1));
         let later = SystemTime::now() + Duration::from_secs(7200);
+        // A cancelled collection stops before its next deletion.
+        let cancelled =
+            storage.collect_garbage(&prefix, &referenced, Duration::from_secs(3600), later, &AtomicBool::new(true));
+        assert_eq!(cancelled.unwrap_err(), StorageError::Cancelled);
+        assert!(storage.get(&orphan).is_ok(), "nothing deleted");
         let old = storage
             .collect_garbage(&prefix, &referenced, Duration::from_secs(3600), later, &AtomicBool::new(false))
             .unwrap();
