@@ -9,6 +9,7 @@
 //! run, in the backends that call `milvus_flush()` or `milvus_compact()`).
 //! The lock is held only to copy a few hundred bytes in or out.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use milvus_core::jobs::Phase;
@@ -19,7 +20,8 @@ use pgrx::{PGRXSharedMemory, PgLwLock};
 const MAX_JOBS: usize = 128;
 const MAX_INDEXES: usize = 256;
 const MAX_DATABASES: usize = 64;
-const MAX_JOB_SEGMENTS: usize = 8;
+/// A job records every segment it works on: a merge's inputs at the most.
+const MAX_JOB_SEGMENTS: usize = milvus_core::policy::compaction::MAX_INPUTS;
 /// Room for an error message: the start and the whole cause of all but the
 /// longest (`Text`).
 const ERROR_BYTES: usize = 1024;
@@ -205,8 +207,16 @@ impl JobRecord {
         // SAFETY: a backend global set at connection.
         let database = unsafe { pg_sys::MyDatabaseId.to_u32() };
         let mut shared = SHARED.exclusive();
-        shared.next_job += 1;
-        let id = shared.next_job;
+        // The oldest slot, passing over jobs still running (a long merge's
+        // record keeps other plans off its inputs), unless all are.
+        let mut id = shared.next_job + 1;
+        for _ in 0..MAX_JOBS {
+            if shared.jobs[(id as usize) % MAX_JOBS].state != RUNNING {
+                break;
+            }
+            id += 1;
+        }
+        shared.next_job = id;
         let slot = &mut shared.jobs[(id as usize) % MAX_JOBS];
         // SAFETY: all-zero is a valid Job (see Shared::default).
         *slot = unsafe { std::mem::zeroed() };
@@ -569,9 +579,8 @@ fn process_alive(pid: i32) -> bool {
     unsafe { !pg_sys::BackendPidGetProc(pid).is_null() }
 }
 
-/// The segments of an index a flush is working on now, with the flush's
-/// phase: what `milvus_segments()` shows as `flushing` (and `building`).
-pub fn flushing(database: u32, index: u32) -> Vec<(u64, Phase)> {
+/// The jobs of `kind` running now on an index (their processes alive).
+fn running(kind: JobKind, database: u32, index: u32) -> Vec<Job> {
     if !enabled() {
         return Vec::new();
     }
@@ -579,17 +588,32 @@ pub fn flushing(database: u32, index: u32) -> Vec<(u64, Phase)> {
         .share()
         .jobs
         .iter()
-        .filter(|j| j.id != 0 && j.state == RUNNING && j.kind == JobKind::Flush as u8)
+        .filter(|j| j.id != 0 && j.state == RUNNING && j.kind == kind as u8)
         .filter(|j| j.database == database && j.index == index)
         .copied()
         .collect();
-    running
+    running.into_iter().filter(|j| process_alive(j.pid)).collect()
+}
+
+/// The segments of an index a flush is working on now, with the flush's
+/// phase: what `milvus_segments()` shows as `flushing` (and `building`).
+pub fn flushing(database: u32, index: u32) -> Vec<(u64, Phase)> {
+    running(JobKind::Flush, database, index)
         .into_iter()
-        .filter(|j| process_alive(j.pid))
         .flat_map(|j| {
             let phase = if j.phase == Phase::Building as u8 { Phase::Building } else { Phase::Uploading };
             j.segments[..j.segment_count as usize].iter().map(move |s| (*s, phase)).collect::<Vec<_>>()
         })
+        .collect()
+}
+
+/// The segments of an index that running compactions other than `except`
+/// (a job id; 0 for none) are rewriting: no other plan may take them.
+pub fn compacting(database: u32, index: u32, except: u64) -> HashSet<u64> {
+    running(JobKind::Compact, database, index)
+        .into_iter()
+        .filter(|j| j.id != except)
+        .flat_map(|j| j.segments[..j.segment_count as usize].to_vec())
         .collect()
 }
 

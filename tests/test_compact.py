@@ -2,6 +2,7 @@
 and after a compaction (a concurrent searcher checks every answer), and a
 dropped index's objects are collected."""
 
+import threading
 import time
 
 import numpy as np
@@ -34,6 +35,46 @@ def test_searches_stay_right_during_compaction(cluster, conn):
     assert [(s[1], s[3], s[4]) for s in segments(conn) if s[1] != "dropped"] == [("growing", 0, 0), ("flushed", 2730, 0)]
     ids = all_index_ids(conn)
     assert len(ids) == len(set(ids)) == 2730
+
+
+def test_vacuum_goes_on_while_a_merge_writes(cluster, conn):
+    """A merge holds its inputs only to read them and to publish: a VACUUM
+    meanwhile neither waits for it nor is undone by it (the rows it removes
+    from the inputs are carried over as the merged segment's tombstones)."""
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 20000)")
+    for b in range(3):
+        load(conn, 1300, seed=b, start_id=b * 1300)
+        conn.execute("SELECT * FROM milvus_flush('items_idx')")
+    conn.execute("DELETE FROM items WHERE id % 10 < 3")
+    conn.execute("VACUUM items")
+    # Deleted before the merge's transaction starts, so that VACUUM may
+    # remove them while it runs (a transaction holds back what VACUUM may
+    # remove, a merge's like any other).
+    conn.execute("DELETE FROM items WHERE id % 10 = 5")
+    merged = []
+
+    def merge():
+        with cluster.connect(conn.info.dbname) as c:
+            c.execute("SET milvus.debug_pause = 8000")  # written, not yet published
+            merged.extend(c.execute("SELECT input_segments, output_segment FROM milvus_compact('items_idx')").fetchall())
+
+    job = threading.Thread(target=merge)
+    job.start()
+    deadline = time.time() + 60
+    while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'").fetchone()[0] != 1:
+        assert time.time() < deadline, "the merge never reached its commit"
+        time.sleep(0.02)
+    conn.execute("VACUUM items")
+    held = conn.execute("SELECT count(*) FROM milvus_jobs WHERE kind = 'compact' AND state = 'running'").fetchone()[0]
+    assert held == 1 and job.is_alive(), "VACUUM finished while the merge was still held"
+    job.join(60)
+    assert len(merged) == 1 and merged[0][0] == [1, 2, 3], merged
+    live = [s for s in segments(conn) if s[1] == "flushed"]
+    assert live == [(merged[0][1], "flushed", "ready", 2730, 390)], "the rows VACUUM removed are its tombstones"
+    assert {s[4] for s in segments(conn) if s[1] == "dropped"} == {520}, "VACUUM wrote them to the inputs"
+    ids = all_index_ids(conn)
+    assert sorted(ids) == sorted(r[0] for r in conn.execute("SELECT id FROM items")), "exactly the table"
+    assert not any(i % 10 == 5 for i in ids)
 
 
 def test_gc_collects_a_dropped_index(cluster, conn):

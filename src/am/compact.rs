@@ -6,17 +6,21 @@
 //! fraction reached `milvus.compaction_delete_ratio`, merge small flushed
 //! segments toward `segment_max_rows`. A dry run returns the plans.
 //!
-//! Each plan runs under the job locks of its inputs (taken in id order), so
-//! no flush, VACUUM or other compaction changes them meanwhile. The inputs'
-//! live rows are written as a new segment (binlog, HNSW, upload, on a helper
-//! thread); then one manifest commit drops the inputs and publishes the
-//! output. Searches that began before keep the inputs they loaded; their
-//! objects are collected after `milvus.gc_grace_period`. A plan whose inputs
-//! hold no live row only drops them.
+//! A plan takes its inputs' job locks (in id order) twice, briefly: to read
+//! them and record the job in the job log (which keeps every other plan,
+//! of a worker or of a session, off them), and to publish. In between, on a
+//! helper thread, their live rows are written as a new segment (binlog,
+//! HNSW, upload) while VACUUM and flushes go on: rows VACUUM tombstoned in
+//! the inputs meanwhile become the output's first delta binlog, in the one
+//! manifest commit that drops the inputs and publishes the output. Searches
+//! that began before keep the inputs they loaded; their objects are
+//! collected after `milvus.gc_grace_period`. A plan whose inputs hold no
+//! live row only drops them.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use milvus_core::format::manifest::Manifest;
 use milvus_core::jobs::{self, Merge, Target};
 use milvus_core::policy::compaction::{self, CompactionPlan, CompactionPolicy};
 use milvus_core::search::LoadedSegment;
@@ -29,7 +33,7 @@ use super::{flush, options, segments};
 use crate::gucs::PausePoint;
 use crate::pages::{Index, manifest};
 use crate::shared::{JobKind, JobRecord};
-use crate::{catalog, storage};
+use crate::{catalog, shared, storage};
 
 /// What the compaction policy proposes for `index` now.
 pub fn plans(index: Index) -> Vec<CompactionPlan> {
@@ -42,7 +46,9 @@ pub fn plans(index: Index) -> Vec<CompactionPlan> {
         min_rows: size_rule(o.growing_rows(), dims).row_capacity(),
         fan_in: compaction::FAN_IN,
     };
-    compaction::plan(manifest.segments.iter().map(|e| &e.meta), &HashSet::new(), &policy)
+    let busy: HashSet<SegmentId> =
+        shared::compacting(catalog::database(), index.oid().to_u32(), 0).into_iter().map(SegmentId).collect();
+    compaction::plan(manifest.segments.iter().map(|e| &e.meta), &busy, &policy)
 }
 
 /// What running a plan did.
@@ -58,28 +64,40 @@ pub enum Compacted {
 
 /// Runs one plan; `Err(message)` if storage or the build failed (the inputs
 /// stay as they were).
+///
+/// The inputs' job locks are held twice, briefly: to read them (and record
+/// the job, which keeps every other plan off them) and to publish. In
+/// between, while the output is written and indexed (seconds to minutes),
+/// VACUUM and searches go on: the rows VACUUM tombstones in the inputs
+/// meanwhile are carried over as the output's first delta binlog, in the
+/// commit that publishes it.
 pub fn run_plan(index: Index, plan: &CompactionPlan) -> Result<Compacted, String> {
     let ids: Vec<u64> = plan.inputs.iter().map(|s| s.0).collect();
-    let _locks = SegmentLock::acquire_all(index, &ids);
+    let what = format!("segments {ids:?} of index \"{}\"", index.name());
+    let (oid, database) = (index.oid().to_u32(), catalog::database());
+    let locks = SegmentLock::acquire_all(index, &ids);
     let (meta, manifest) = manifest::snapshot(index);
-    if !plan.inputs.iter().all(|id| manifest.segment(*id).is_some_and(|e| e.meta.state == SegmentState::Flushed)) {
+    let busy = shared::compacting(database, oid, 0);
+    if !inputs_flushed(&manifest, plan) || ids.iter().any(|s| busy.contains(s)) {
         return Ok(Compacted::Skipped);
     }
     let (metric, dims) = (meta.metric(), meta.dims());
-    let what = format!("segments {ids:?} of index \"{}\"", index.name());
-    let job = JobRecord::start(JobKind::Compact, index.oid().to_u32(), &ids, what.clone(), plan.to_string());
-    let loaded = segments::loaded(index, &manifest, metric);
-    let inputs: Vec<Arc<LoadedSegment>> = loaded.into_iter().filter(|s| plan.inputs.contains(&s.id)).collect();
-    if inputs.iter().all(|s| s.live_rows() == 0) {
+    let job = JobRecord::start(JobKind::Compact, oid, &ids, what.clone(), plan.to_string());
+    let before = inputs_of(plan, segments::loaded(index, &manifest, metric));
+    if before.iter().all(|s| s.live_rows() == 0) {
         manifest::change(index, |m| m.drop_segments(&plan.inputs)).unwrap_or_else(|e| error!("{e}"));
         job.done(0, 0);
         return Ok(Compacted::Dropped);
     }
     let output = manifest::change(index, |m| m.allocate_segment_id());
+    drop(locks);
+
     let params = flush::hnsw_params(index);
     let id = catalog::index_id(index);
-    let store = storage::try_storage_at(manifest.storage_url.as_deref());
+    let url = manifest.storage_url.clone();
+    let store = storage::try_storage_at(url.as_deref());
     let cache = storage::cache();
+    let inputs = before.clone();
     let flushed = storage::run_job("compact", move |control| {
         let refs: Vec<&LoadedSegment> = inputs.iter().map(|s| &**s).collect();
         let merge = Merge { inputs: &refs, output, metric, dims, params };
@@ -95,9 +113,57 @@ pub fn run_plan(index: Index, plan: &CompactionPlan) -> Result<Compacted, String
         }
     };
     crate::debug::pause_at(PausePoint::Commit);
+
+    let _locks = SegmentLock::acquire_all(index, &ids);
+    let (_, manifest) = manifest::snapshot(index);
+    if !inputs_flushed(&manifest, plan) {
+        // Only a job that ignored the job log gets here; what was written
+        // is garbage, collected after the grace period.
+        job.discard();
+        return Ok(Compacted::Skipped);
+    }
+    let after = inputs_of(plan, segments::loaded(index, &manifest, metric));
+    let carried = jobs::carried_tombstones(&refs(&before), &refs(&after));
+    let delta = if carried.is_empty() {
+        None
+    } else {
+        let store = storage::try_storage_at(url.as_deref());
+        let rows = carried.clone();
+        let written = storage::run_job("tombstones", move |_| {
+            jobs::write_tombstones(&*store?, id, output, &rows).map_err(|e| e.to_string())
+        });
+        match written {
+            Ok(delta) => Some(delta),
+            Err(cause) => {
+                let message = format!("could not compact {what}: the rows deleted meanwhile: {cause}");
+                job.failed(&message);
+                return Err(message);
+            }
+        }
+    };
     let (rows, bytes) = (flushed.rows, flushed.bytes);
-    manifest::change(index, |m| m.publish_compaction(&plan.inputs, flushed, unix_now()))
-        .unwrap_or_else(|e| error!("{e}"));
+    manifest::change(index, |m| {
+        m.publish_compaction(&plan.inputs, flushed, unix_now())?;
+        match delta {
+            Some(delta) => m.add_tombstones(output, delta, carried.len() as u64),
+            None => Ok(()),
+        }
+    })
+    .unwrap_or_else(|e| error!("{e}"));
     job.done(rows, bytes);
     Ok(Compacted::Into(output))
+}
+
+/// Whether every input of `plan` is still a flushed segment of `manifest`.
+fn inputs_flushed(manifest: &Manifest, plan: &CompactionPlan) -> bool {
+    plan.inputs.iter().all(|id| manifest.segment(*id).is_some_and(|e| e.meta.state == SegmentState::Flushed))
+}
+
+/// The inputs of `plan` among the loaded segments, in the plan's order.
+fn inputs_of(plan: &CompactionPlan, loaded: Vec<Arc<LoadedSegment>>) -> Vec<Arc<LoadedSegment>> {
+    plan.inputs.iter().filter_map(|id| loaded.iter().find(|s| s.id == *id).cloned()).collect()
+}
+
+fn refs(segments: &[Arc<LoadedSegment>]) -> Vec<&LoadedSegment> {
+    segments.iter().map(|s| &**s).collect()
 }

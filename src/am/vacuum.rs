@@ -12,10 +12,11 @@
 //! Pass 2, flushed segments: load the segment (its keys are the TIDs), find
 //! the positions of rows that just died, write them as a delta binlog to
 //! object storage, and publish it in the manifest. A compaction running
-//! meanwhile (it holds its inputs' locks, so this pass waits for it) builds
-//! its output from rows read before: the pass goes on until it has seen
-//! every flushed segment of the manifest, that output included. Searches skip tombstoned
-//! positions; compaction drops them. If storage is unreachable, VACUUM fails
+//! meanwhile holds its inputs' locks only to read them and to publish: it
+//! carries the tombstones this pass writes in between over to its output,
+//! and the pass goes on until it has seen every flushed segment of the
+//! manifest, an output published meanwhile included. Searches skip
+//! tombstoned positions; compaction drops them. If storage is unreachable, VACUUM fails
 //! with the cause and the heap keeps its dead tuples (nothing is reused, so
 //! nothing is wrong); the next VACUUM tries again.
 //!

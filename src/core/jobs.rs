@@ -339,22 +339,90 @@ pub struct Merge<'a> {
     pub params: HnswParams,
 }
 
+/// The rows a merge writes, in the output's order: every live row of each
+/// input, input by input, row by row, as `(input, row)`.
+fn merged_rows<'a>(inputs: impl IntoIterator<Item = &'a LoadedSegment>) -> impl Iterator<Item = (usize, u32)> {
+    inputs
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, seg)| (0..seg.rows() as u32).filter(|r| !seg.is_deleted(*r)).map(move |r| (i, r)))
+}
+
 /// Rewrites the live rows of the inputs as the new segment.
 pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Flushed, JobError> {
     let Merge { inputs, output, metric, dims, params } = *merge;
     let mut keys = Vec::new();
     let mut vectors = Vec::new();
-    for seg in inputs {
-        let binlog = seg.binlog();
-        for row in 0..binlog.len() {
-            if !seg.is_deleted(row as u32) {
-                keys.push(binlog.keys()[row]);
-                vectors.extend_from_slice(binlog.vector(row));
-            }
-        }
+    for (i, row) in merged_rows(inputs.iter().copied()) {
+        let binlog = inputs[i].binlog();
+        keys.push(binlog.keys()[row as usize]);
+        vectors.extend_from_slice(binlog.vector(row as usize));
     }
     // A merge's output is searched for long: a graph wherever one pays.
     let graph_min_rows = BRUTE_FORCE_MAX_ROWS;
     let rows = NewSegment { segment: output, metric, dims, keys: &keys, vectors: &vectors, params, graph_min_rows };
     flush(to, &rows, control)
+}
+
+/// The rows of a merge's output that died while it was built. A merge reads
+/// its inputs (`before`, as [`compact`] was given them) and writes for long
+/// without holding them; VACUUM may tombstone their rows meanwhile. When it
+/// publishes, the inputs as they are now (`after`, the same segments in the
+/// same order) say which rows died: returned as positions in the output, to
+/// be its tombstones from the start, so no dead row comes back.
+pub fn carried_tombstones(before: &[&LoadedSegment], after: &[&LoadedSegment]) -> Vec<u32> {
+    assert_eq!(before.len(), after.len(), "the same inputs");
+    merged_rows(before.iter().copied())
+        .enumerate()
+        .filter(|(_, (i, row))| after[*i].is_deleted(*row))
+        .map(|(position, _)| position as u32)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic::Rng;
+
+    fn segment(id: u64, rows: usize, tombstones: Vec<u32>) -> LoadedSegment {
+        let keys: Vec<u64> = (0..rows as u64).map(|r| id << 32 | r).collect();
+        let bytes = insert::encode(SegmentId(id), Metric::L2, 4, &keys, &Rng::new(id).vector(rows * 4));
+        LoadedSegment::new(InsertBinlog::decode("o", &bytes).unwrap().into_owned(), None, tombstones)
+    }
+
+    fn refs(s: &[LoadedSegment; 2]) -> [&LoadedSegment; 2] {
+        [&s[0], &s[1]]
+    }
+
+    #[test]
+    fn tombstones_written_during_a_merge_land_on_the_rows_it_wrote() {
+        // Input 7: rows 0-4, row 1 dead before the merge; input 9: rows 0-2.
+        let before = [segment(7, 5, vec![1]), segment(9, 3, vec![])];
+        // Meanwhile VACUUM kills 7/3 and 9/0, and 7/1 again (already gone).
+        let after = [segment(7, 5, vec![1, 3]), segment(9, 3, vec![0])];
+        // The output: 7/0, 7/2, 7/3, 7/4, 9/0, 9/1, 9/2.
+        assert_eq!(carried_tombstones(&refs(&before), &refs(&after)), vec![2, 4]);
+        assert!(carried_tombstones(&refs(&before), &refs(&before)).is_empty(), "nothing died: nothing carried");
+
+        // The positions name the rows the merge wrote, by key.
+        let control = JobControl::default();
+        let storage = Storage::open("memory://", &Default::default(), Default::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SegmentCache::new(dir.path(), 1 << 20).unwrap();
+        let inputs = refs(&before);
+        let merge = Merge {
+            inputs: &inputs,
+            output: SegmentId(11),
+            metric: Metric::L2,
+            dims: 4,
+            params: HnswParams::default(),
+        };
+        let index = IndexId { cluster: 1, database: 2, index: 3 };
+        let flushed = compact(Target { storage: &storage, cache: &cache, index }, &merge, &control).unwrap();
+        let key = &flushed.insert_binlog.key;
+        let written = InsertBinlog::decode(key, &storage.get(key).unwrap()).unwrap().into_owned();
+        let keys: Vec<u64> =
+            carried_tombstones(&refs(&before), &refs(&after)).into_iter().map(|p| written.keys()[p as usize]).collect();
+        assert_eq!(keys, vec![7 << 32 | 3, 9 << 32]);
+    }
 }

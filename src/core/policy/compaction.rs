@@ -37,6 +37,11 @@ use crate::segment::{SegmentId, SegmentMeta, SegmentState};
 /// Higher means fewer rewrites and more segments for each search to visit.
 pub const FAN_IN: u64 = 4;
 
+/// The most inputs one plan takes (undersized segments, a purge's
+/// companions): what the job log records of a running merge, so that no
+/// other plan takes a segment it is rewriting.
+pub const MAX_INPUTS: usize = 64;
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CompactionPolicy {
     /// Deleted fraction at which a segment is purged (Milvus: 0.2).
@@ -196,7 +201,7 @@ pub fn plan<'a>(
         let mut members: Vec<&SegmentMeta> =
             eligible.iter().copied().filter(|s| tier(s) == t && s.live_rows() < policy.target_rows).collect();
         // Undersized segments: as many as fit; a tier: `fan_in` of them.
-        let wanted = if t.is_none() { usize::MAX } else { policy.fan_in as usize };
+        let wanted = if t.is_none() { MAX_INPUTS } else { (policy.fan_in as usize).min(MAX_INPUTS) };
         loop {
             let (mut bin, capped) = fitting(&members, policy.target_rows);
             bin.truncate(wanted);
@@ -222,6 +227,7 @@ pub fn plan<'a>(
             .filter(|o| o.id != s.id && !planned.contains(&o.id) && tier(o) <= tier(s))
             .collect();
         let mut bin = fill(&others, policy.target_rows.saturating_sub(s.live_rows()));
+        bin.truncate(MAX_INPUTS - 1);
         bin.insert(0, s);
         bin.sort_by_key(|o| o.id);
         let plan = if bin.len() >= 2 {
@@ -403,6 +409,15 @@ mod tests {
         })
     }
 
+    #[test]
+    fn a_plan_takes_at_most_max_inputs_segments() {
+        // 150 undersized segments of 2 rows (a purge's outputs, manual flushes).
+        let segs: Vec<SegmentMeta> = (1..=150).map(|i| flushed(i, 2, 0)).collect();
+        let plans = plan(&segs, &HashSet::new(), &POLICY);
+        let sizes: Vec<usize> = plans.iter().map(|p| p.inputs.len()).collect();
+        assert_eq!(sizes, vec![MAX_INPUTS, MAX_INPUTS, 150 - 2 * MAX_INPUTS]);
+    }
+
     proptest! {
         #[test]
         fn planner_properties(segs in segments(), busy_mask in any::<u64>()) {
@@ -418,6 +433,7 @@ mod tests {
                 let inputs: Vec<&SegmentMeta> = segs.iter().filter(|s| p.inputs.contains(&s.id)).collect();
                 // Dead rows are never carried over: the output holds live rows only.
                 prop_assert_eq!(p.output_rows, inputs.iter().map(|s| s.live_rows()).sum::<u64>());
+                prop_assert!(p.inputs.len() <= MAX_INPUTS);
                 match p.kind {
                     PlanKind::Merge => {
                         prop_assert!(p.inputs.len() >= 2);
