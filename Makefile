@@ -51,10 +51,10 @@ bench-quick:
 bench-768:
 	bash scripts/bench.sh --768
 
-# Criterion benches of the core: distance kernels, binlog formats, merge,
+# Criterion benches of the core: distance kernels, the growing scan over row pages, binlog formats, merge,
 # brute force against HNSW per segment size.
 bench-core:
-	cargo bench -p milvus-core --bench distance --bench segment
+	cargo bench -p milvus-core --bench distance --bench segment --bench growing_scan
 
 # One 100k x 128 segment: build time, recall@10, QPS, p50/p99 per ef_search.
 bench-hnsw:

@@ -28,7 +28,16 @@ CREATE TABLE nodims (v vector);
 CREATE INDEX bad ON nodims USING milvus (v vector_l2_ops);
 CREATE TABLE huge (v vector(4000));
 CREATE INDEX bad ON huge USING milvus (v vector_l2_ops);
-DROP TABLE nodims, huge;
+-- The largest row that fits a page, and one dimension more.
+CREATE TABLE edge (id int, v vector(2034));
+CREATE INDEX edge_idx ON edge USING milvus (v vector_l2_ops);
+INSERT INTO edge SELECT i, array_fill(i::real, ARRAY[2034])::vector FROM generate_series(1, 3) i;
+SET enable_seqscan = off;
+SELECT id FROM edge ORDER BY v <-> array_fill(2.9::real, ARRAY[2034])::vector LIMIT 2;
+RESET enable_seqscan;
+CREATE TABLE edge2 (v vector(2035));
+CREATE INDEX bad ON edge2 USING milvus (v vector_l2_ops);
+DROP TABLE nodims, huge, edge, edge2;
 
 -- Inserts after creation; NULLs are not indexed; bad vectors are refused.
 INSERT INTO items VALUES (302, 1, '[0.5,0.5,0.5]'), (303, 2, NULL);

@@ -177,6 +177,11 @@ impl PageHits {
         self.keys.is_empty()
     }
 
+    /// `(key, distance)` of every row, in the order pushed.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, f32)> + '_ {
+        self.keys.iter().copied().zip(self.distances.iter().copied())
+    }
+
     fn search(&self, k: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
         let hits = (0..self.keys.len()).filter(|i| !skip(*i as u32)).map(|i| Hit {
             source: Source::Pages,

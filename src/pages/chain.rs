@@ -63,7 +63,7 @@ pub fn page_hits(index: Index, meta: &Meta, metric: Metric, query: &[f32]) -> Pa
     let dims = meta.dims();
     let mut hits = PageHits::default();
     for (_, head) in meta.in_pages() {
-        walk(index, head, |_, p| p.for_each_row(dims, |_, key, v| hits.push(key, metric.distance(query, v))));
+        walk(index, head, |_, p| p.distances(dims, metric, query, &mut hits));
     }
     hits
 }

@@ -11,7 +11,12 @@
 
 use std::mem::size_of;
 
+use milvus_core::Metric;
+use milvus_core::format::page::{self as layout, RowPage};
+pub use milvus_core::format::page::{max_dims_per_page, rows_per_page};
+use milvus_core::search::PageHits;
 use pgrx::pg_sys;
+use pgrx::prelude::*;
 
 use super::{Block, INVALID_BLOCK, Page, PageMut};
 
@@ -44,26 +49,15 @@ pub fn unpack_tid(key: u64) -> pg_sys::ItemPointerData {
     }
 }
 
-/// The bytes of one row item.
-pub fn row_item_size(dims: usize) -> usize {
-    size_of::<u64>() + dims * size_of::<f32>()
-}
-
-/// Rows a row page holds: every row of an index has the same size, so every
-/// page of a chain but its tail holds exactly this many.
-pub fn rows_per_page(dims: usize) -> usize {
-    let usable = pg_sys::BLCKSZ as usize - size_of::<pg_sys::PageHeaderData>() - maxalign(size_of::<ChainOpaque>());
-    usable / (maxalign(row_item_size(dims)) + size_of::<pg_sys::ItemIdData>())
-}
-
-/// Largest vector a row page holds (one row per page at the most).
-pub fn max_dims_per_page() -> usize {
-    let usable = pg_sys::BLCKSZ as usize
-        - size_of::<pg_sys::PageHeaderData>()
-        - size_of::<pg_sys::ItemIdData>()
-        - maxalign(size_of::<ChainOpaque>());
-    (usable - size_of::<u64>()) / size_of::<f32>()
-}
+// The core reads row pages in place (`milvus_core::format::page`): its
+// layout constants are this server's.
+const _: () = {
+    assert!(pg_sys::BLCKSZ as usize == layout::PAGE_SIZE);
+    assert!(size_of::<pg_sys::PageHeaderData>() == layout::HEADER_SIZE);
+    assert!(size_of::<pg_sys::ItemIdData>() == layout::LINE_POINTER_SIZE);
+    assert!(size_of::<ChainOpaque>() == layout::SPECIAL_SIZE);
+    assert!(pg_sys::MAXIMUM_ALIGNOF as usize == 8);
+};
 
 /// Bytes of manifest one page carries.
 pub fn manifest_bytes_per_page() -> usize {
@@ -75,12 +69,17 @@ pub fn manifest_pages(len: usize) -> usize {
     len.div_ceil(manifest_bytes_per_page()).max(1)
 }
 
+fn damaged(e: milvus_core::format::page::PageError) -> ! {
+    let message = format!("milvus index page damaged: {e}");
+    ereport!(ERROR, PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, message, "REINDEX rebuilds the index from the table.");
+}
+
 fn maxalign(n: usize) -> usize {
     let a = pg_sys::MAXIMUM_ALIGNOF as usize;
     n.div_ceil(a) * a
 }
 
-impl Page<'_> {
+impl<'a> Page<'a> {
     /// The special space of a row or manifest page; `None` for any other.
     pub fn chain(self) -> Option<ChainOpaque> {
         // SAFETY: a locked page; its special space is read only when it has
@@ -95,22 +94,19 @@ impl Page<'_> {
     }
 
     /// Calls `f(offset, key, vector)` for every live row of a row page.
-    pub fn for_each_row(self, dims: usize, mut f: impl FnMut(pg_sys::OffsetNumber, u64, &[f32])) {
-        // SAFETY: a locked row page whose items are rows of `dims` floats.
-        unsafe {
-            let max = pg_sys::PageGetMaxOffsetNumber(self.0);
-            for offset in 1..=max {
-                let item_id = pg_sys::PageGetItemId(self.0, offset);
-                if (*item_id).lp_flags() != pg_sys::LP_NORMAL {
-                    continue;
-                }
-                let item = pg_sys::PageGetItem(self.0, item_id).cast::<u8>();
-                let key = u64::from_ne_bytes(std::slice::from_raw_parts(item, 8).try_into().expect("8 bytes"));
-                // Items are MAXALIGNed, so the floats after the 8-byte key are aligned.
-                let vector = std::slice::from_raw_parts(item.add(8).cast::<f32>(), dims);
-                f(offset, key, vector);
-            }
-        }
+    pub fn for_each_row(self, dims: usize, f: impl FnMut(pg_sys::OffsetNumber, u64, &[f32])) {
+        self.rows(dims).for_each_row(f).unwrap_or_else(|e| damaged(e))
+    }
+
+    /// The distances of its live rows to `query`, added to `hits`.
+    pub fn distances(self, dims: usize, metric: Metric, query: &[f32], hits: &mut PageHits) {
+        self.rows(dims).distances(metric, query, hits).unwrap_or_else(|e| damaged(e))
+    }
+
+    fn rows(self, dims: usize) -> RowPage<'a> {
+        // SAFETY: a locked page of BLCKSZ bytes, read while the lock is held.
+        let bytes = unsafe { std::slice::from_raw_parts(self.0.cast::<u8>(), pg_sys::BLCKSZ as usize) };
+        RowPage::new(bytes, dims).unwrap_or_else(|e| damaged(e))
     }
 
     /// Whether a row page holds a live row.
@@ -151,7 +147,7 @@ impl PageMut<'_> {
 
     /// Adds a row; false when it does not fit.
     pub fn add_row(&mut self, key: u64, vector: &[f32]) -> bool {
-        let mut item = Vec::with_capacity(row_item_size(vector.len()));
+        let mut item = Vec::with_capacity(layout::row_item_size(vector.len()));
         item.extend_from_slice(&key.to_ne_bytes());
         for v in vector {
             item.extend_from_slice(&v.to_ne_bytes());
@@ -195,7 +191,6 @@ impl PageMut<'_> {
 #[pgrx::pg_schema]
 mod tests {
     use super::*;
-    use pgrx::prelude::*;
 
     #[pg_test]
     fn tids_pack_and_unpack() {
@@ -226,8 +221,22 @@ mod tests {
             while page.add_row(rows as u64, &vector) {
                 rows += 1;
             }
+            assert!(rows >= 1, "a row of {dims} dimensions fits a page");
             assert_eq!(rows, rows_per_page(dims), "{dims} dimensions");
             assert_eq!(page.as_page().chain().map(|o| (o.next, o.segment)), Some((INVALID_BLOCK, 1)));
+
+            // The core lays out the same page byte for byte (its scan and
+            // benches read pages as Postgres writes them).
+            let opaque = page.as_page().chain().expect("a row page");
+            // SAFETY: ChainOpaque is plain data of SPECIAL_SIZE bytes.
+            let special: [u8; layout::SPECIAL_SIZE] = unsafe { std::mem::transmute(opaque) };
+            let mut built = layout::RowPageBuilder::new(dims, special);
+            for key in 0..rows {
+                assert!(built.add(key as u64, &vector));
+            }
+            // SAFETY: the page above, BLCKSZ bytes.
+            let ours = unsafe { std::slice::from_raw_parts(block.as_ptr().cast::<u8>(), pg_sys::BLCKSZ as usize) };
+            assert!(built.bytes() == ours, "{dims} dimensions: the core's page differs from Postgres'");
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The formats of the objects pg_milvus writes to object storage.
+//! The formats of the objects pg_milvus writes to object storage, and
+//! (`page`) the layout of the index's row pages, read in place.
 //!
 //! Every object starts with a fixed header: an 8-byte magic naming its kind, a
 //! format version, the fields a reader needs before the body, a CRC-32C of the
@@ -14,6 +15,7 @@ pub mod delta;
 pub mod index;
 pub mod insert;
 pub mod manifest;
+pub mod page;
 
 use std::borrow::Cow;
 
