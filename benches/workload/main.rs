@@ -15,12 +15,9 @@
 //! a second while one client searches: QPS, latency, recall against the
 //! rows committed at each query's start, and the lag until all is indexed).
 //!
-//! ```text
-//! milvus-workload --host H --port P [--n 100000] [--dim 128] [--clusters 1000]
-//!     [--seed 42] [--queries 500] [--uniform | --file base.fvecs|base.npy]
-//!     [--clients 4] [--repeats 3] [--out bench-results] [--m 16] [--ef-construction 64]
-//!     [--metric l2|ip|cosine]
-//! ```
+//! `milvus-workload --help` lists its options (host and port of the
+//! cluster, rows, dimensions, dataset, metric, clients, repeats, HNSW
+//! parameters).
 //!
 //! Writes `report.json` (every figure and the machine), `report.md` and
 //! `recall_qps.svg` into `--out`. `scripts/bench.sh` starts a cluster and
@@ -30,10 +27,15 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use clap::builder::RangedU64ValueParser;
+use clap::{Parser, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
 use milvus_core::Metric;
 use milvus_core::synthetic::{Rng, gaussian_mixture};
+use plotters::prelude::*;
 use postgres::{Client, NoTls};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -53,73 +55,74 @@ const STREAM_RATE: usize = 1000;
 const STREAM_RECALL_SAMPLE: usize = 500;
 const DB: &str = "milvus_bench";
 
+/// One run of the life of a collection: pg_milvus beside pgvector's HNSW
+/// and a plain table, on a running cluster (`scripts/bench.sh` starts one).
+#[derive(Parser)]
+#[command(name = "milvus-workload", version)]
 struct Args {
+    /// Host or socket directory of the cluster.
+    #[arg(long, default_value = "/tmp")]
     host: String,
+    #[arg(long, default_value_t = 5432)]
     port: u16,
+    /// Rows of the collection.
+    #[arg(long, default_value_t = 100_000)]
     n: usize,
+    /// Dimensions of a row.
+    #[arg(long, default_value_t = 128)]
     dim: usize,
+    /// Clusters of the Gaussian mixture.
+    #[arg(long, default_value_t = 1000)]
     clusters: usize,
+    #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Held-out queries, recall@10 against exact search.
+    #[arg(long, default_value_t = 500)]
     queries: usize,
+    /// Uniform rows instead of the mixture.
+    #[arg(long, conflicts_with = "file")]
     uniform: bool,
+    /// Rows from a file (.fvecs or .npy of float32) instead of generated ones.
+    #[arg(long)]
     file: Option<PathBuf>,
+    /// Clients of the multi-client query phases.
+    #[arg(long, default_value_t = 4, value_parser = at_least_one())]
     clients: usize,
+    /// Repeats of each query phase (QPS: their median).
+    #[arg(long, default_value_t = 3, value_parser = at_least_one())]
     repeats: usize,
+    /// Where report.json, report.md and recall_qps.svg go.
+    #[arg(long, default_value = "bench-results")]
     out: PathBuf,
+    /// HNSW m (both indexes).
+    #[arg(long, default_value_t = 16)]
     m: usize,
+    /// HNSW ef_construction (both indexes).
+    #[arg(long, default_value_t = 64)]
     ef_construction: usize,
-    metric: Metric,
+    #[arg(long, value_enum, default_value_t = MetricArg::L2)]
+    metric: MetricArg,
 }
 
-fn parse_args() -> Args {
-    let mut a = Args {
-        host: "/tmp".into(),
-        port: 5432,
-        n: 100_000,
-        dim: 128,
-        clusters: 1000,
-        seed: 42,
-        queries: 500,
-        uniform: false,
-        file: None,
-        clients: 4,
-        repeats: 3,
-        out: "bench-results".into(),
-        m: 16,
-        ef_construction: 64,
-        metric: Metric::L2,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().unwrap_or_else(|| die(&format!("{flag} needs a value")));
-        let num = |v: String| v.parse::<usize>().unwrap_or_else(|_| die(&format!("{flag}: not a number: {v}")));
-        match flag.as_str() {
-            "--host" => a.host = value(),
-            "--port" => a.port = num(value()) as u16,
-            "--n" => a.n = num(value()),
-            "--dim" => a.dim = num(value()),
-            "--clusters" => a.clusters = num(value()),
-            "--seed" => a.seed = num(value()) as u64,
-            "--queries" => a.queries = num(value()),
-            "--uniform" => a.uniform = true,
-            "--file" => a.file = Some(value().into()),
-            "--clients" => a.clients = num(value()).max(1),
-            "--repeats" => a.repeats = num(value()).max(1),
-            "--out" => a.out = value().into(),
-            "--m" => a.m = num(value()),
-            "--ef-construction" => a.ef_construction = num(value()),
-            "--metric" => {
-                a.metric = match value().as_str() {
-                    "l2" => Metric::L2,
-                    "ip" => Metric::InnerProduct,
-                    "cosine" => Metric::Cosine,
-                    other => die(&format!("--metric: l2, ip or cosine, not {other}")),
-                }
-            }
-            other => die(&format!("unknown argument {other} (see the header of benches/workload/main.rs)")),
+fn at_least_one() -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::new().range(1..)
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum MetricArg {
+    L2,
+    Ip,
+    Cosine,
+}
+
+impl Args {
+    fn metric(&self) -> Metric {
+        match self.metric {
+            MetricArg::L2 => Metric::L2,
+            MetricArg::Ip => Metric::InnerProduct,
+            MetricArg::Cosine => Metric::Cosine,
         }
     }
-    a
 }
 
 fn die(message: &str) -> ! {
@@ -127,14 +130,38 @@ fn die(message: &str) -> ! {
     std::process::exit(2)
 }
 
-/// Progress on stderr: a phase starts, a phase ends with its figure.
+/// The phase running now, on stderr: a spinner with the time it has taken,
+/// a bar with its ETA once it counts rows or queries ([`counting`]), and a
+/// line with its figure when it ends. Not on a terminal (a log), only the
+/// lines.
+static BAR: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
 fn step(what: &str) {
-    eprint!("  {what} ... ");
-    let _ = std::io::stderr().flush();
+    let style = ProgressStyle::with_template("  {spinner} {msg} {elapsed}").expect("a template");
+    let bar = ProgressBar::new_spinner().with_style(style).with_message(what.to_owned());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    *BAR.lock().expect("not poisoned") = Some(bar);
+}
+
+/// The running phase's bar, now counting to `total` (rows, queries).
+fn counting(total: usize) -> ProgressBar {
+    let bar = BAR.lock().expect("not poisoned").clone().unwrap_or_else(ProgressBar::hidden);
+    let template = "  {msg} [{bar:30}] {human_pos}/{human_len} {elapsed} (eta {eta})";
+    bar.set_style(ProgressStyle::with_template(template).expect("a template").progress_chars("=> "));
+    bar.set_length(total as u64);
+    bar.set_position(0);
+    bar
 }
 
 fn done(figure: &str) {
-    eprintln!("{figure}");
+    let Some(bar) = BAR.lock().expect("not poisoned").take() else { return };
+    let line = format!("{} ... {figure}", bar.message());
+    if bar.is_hidden() {
+        eprintln!("  {line}");
+    } else {
+        bar.set_style(ProgressStyle::with_template("  {msg}").expect("a template"));
+        bar.finish_with_message(line);
+    }
 }
 
 /// A phase measured in rows per second, with its progress line.
@@ -489,7 +516,7 @@ impl Bench<'_> {
 
     fn create_index(&self, c: &mut Client, kind: Kind) {
         let (t, a) = (kind.table(), self.a);
-        let ops = match a.metric {
+        let ops = match a.metric() {
             Metric::L2 => "vector_l2_ops",
             Metric::InnerProduct => "vector_ip_ops",
             Metric::Cosine => "vector_cosine_ops",
@@ -511,9 +538,11 @@ impl Bench<'_> {
     fn copy(&self, c: &mut Client, kind: Kind, rows: std::ops::Range<usize>) -> f64 {
         let count = rows.len();
         let start = Instant::now();
+        let bar = counting(count);
         let mut w = c.copy_in(&format!("COPY {} (id, embedding) FROM STDIN", kind.table())).unwrap();
         for i in rows {
             writeln!(w, "{i}\t{}", text(self.d.row(i))).unwrap();
+            bar.inc(1);
         }
         w.finish().unwrap();
         count as f64 / start.elapsed().as_secs_f64()
@@ -521,6 +550,18 @@ impl Bench<'_> {
 
     /// Multi-row INSERTs of `BATCH` rows; `ids` map row numbers to ids.
     fn insert_batches(&self, c: &mut Client, kind: Kind, rows: std::ops::Range<usize>, id_offset: usize) -> f64 {
+        self.insert_batches_counted(c, kind, rows.clone(), id_offset, &counting(rows.len()))
+    }
+
+    /// [`Self::insert_batches`], counted on `bar`.
+    fn insert_batches_counted(
+        &self,
+        c: &mut Client,
+        kind: Kind,
+        rows: std::ops::Range<usize>,
+        id_offset: usize,
+        bar: &ProgressBar,
+    ) -> f64 {
         let count = rows.len();
         let start = Instant::now();
         let rows: Vec<usize> = rows.collect();
@@ -533,6 +574,7 @@ impl Bench<'_> {
                 write!(sql, "({}, '{}')", i + id_offset, text(self.d.row(*i))).unwrap();
             }
             c.batch_execute(&sql).unwrap();
+            bar.inc(chunk.len() as u64);
         }
         count as f64 / start.elapsed().as_secs_f64()
     }
@@ -547,9 +589,11 @@ impl Bench<'_> {
                 kind.cast()
             ))
             .unwrap();
+        let bar = counting(count);
         let start = Instant::now();
         for i in rows {
             c.execute(&stmt, &[&((i + id_offset) as i64), &text(self.d.row(i))]).unwrap();
+            bar.inc(1);
         }
         count as f64 / start.elapsed().as_secs_f64()
     }
@@ -567,7 +611,7 @@ impl Bench<'_> {
         format!(
             "SELECT id FROM {} {filter}ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}",
             kind.table(),
-            kind.op(self.a.metric),
+            kind.op(self.a.metric()),
             kind.cast()
         )
     }
@@ -592,6 +636,7 @@ impl Bench<'_> {
         let mut qps = Vec::new();
         let mut latencies = Vec::new();
         let mut recall = 0.0;
+        let bar = counting(queries.len() * self.a.repeats);
         for repeat in 0..self.a.repeats {
             let per_client: Vec<Vec<usize>> =
                 (0..clients).map(|c| queries.iter().copied().skip(c).step_by(clients).collect()).collect();
@@ -605,7 +650,7 @@ impl Bench<'_> {
                 let handles: Vec<_> = per_client
                     .iter()
                     .map(|mine| {
-                        let (sql, ready) = (&sql, &ready);
+                        let (sql, ready, bar) = (&sql, &ready, &bar);
                         s.spawn(move || {
                             let mut c = self.connect();
                             if let Some(setting) = kind.ef_setting() {
@@ -626,6 +671,7 @@ impl Bench<'_> {
                                 .map(|&q| {
                                     let t = Instant::now();
                                     let rows = c.query(&stmt, &[&text(self.d.query(q))]).unwrap();
+                                    bar.inc(1);
                                     (
                                         q,
                                         rows.iter().map(|r| r.get::<_, i64>(0)).collect(),
@@ -673,7 +719,7 @@ impl Bench<'_> {
         let sql = format!(
             "SELECT id FROM {} ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}",
             kind.table(),
-            kind.op(self.a.metric),
+            kind.op(self.a.metric()),
             kind.cast()
         );
         let start = Instant::now();
@@ -919,7 +965,7 @@ impl Bench<'_> {
             });
         }
         if kind != Kind::Plain {
-            let truth = ground_truth(self.d, self.a.metric, &|i| i % 10 != 0, None);
+            let truth = ground_truth(self.d, self.a.metric(), &|i| i % 10 != 0, None);
             self.query_sweep(kind, "after deletes", &truth, r);
         }
         self.sizes(c, kind, r);
@@ -945,6 +991,7 @@ impl Bench<'_> {
         }
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
         step(&format!("streaming: {} rows at {STREAM_RATE} rows/s, one client searching", n - before));
+        let bar = counting(n - before);
         let committed = AtomicUsize::new(before);
         let streaming = AtomicBool::new(true);
         type Searched = (usize, usize, Vec<i64>, f64);
@@ -975,7 +1022,7 @@ impl Bench<'_> {
                 if let Some(wait) = due.checked_duration_since(Instant::now()) {
                     std::thread::sleep(wait);
                 }
-                self.insert_batches(&mut c, kind, chunk[0]..chunk[0] + chunk.len(), 0);
+                self.insert_batches_counted(&mut c, kind, chunk[0]..chunk[0] + chunk.len(), 0, &bar);
                 committed.store(chunk[0] + chunk.len(), Ordering::Release);
             }
             let insert_secs = start.elapsed().as_secs_f64();
@@ -998,7 +1045,7 @@ impl Bench<'_> {
             .map(|(q, prefix, ids, _)| {
                 let query = self.d.query(*q);
                 let mut best: Vec<(f32, usize)> =
-                    (0..*prefix).map(|i| (self.a.metric.distance(query, self.d.row(i)), i)).collect();
+                    (0..*prefix).map(|i| (self.a.metric().distance(query, self.d.row(i)), i)).collect();
                 best.select_nth_unstable_by(K, |a, b| a.0.total_cmp(&b.0));
                 let want: HashSet<i64> = best[..K].iter().map(|e| e.1 as i64).collect();
                 ids.iter().filter(|i| want.contains(i)).count() as f64 / K as f64
@@ -1235,10 +1282,11 @@ fn markdown(r: &Report) -> String {
     s
 }
 
+/// A line of the plot: (name, [(recall, QPS, ef_search)]), of a target and phase.
+type Series = (String, Vec<(f64, f64, usize)>);
+
 /// Recall@10 against single-client QPS, one line per target and phase.
 fn svg(r: &Report) -> String {
-    // (name, [(recall, QPS, ef_search)]) per target and phase.
-    type Series = (String, Vec<(f64, f64, usize)>);
     let series: Vec<Series> = r
         .targets
         .iter()
@@ -1260,57 +1308,45 @@ fn svg(r: &Report) -> String {
                 .collect::<Vec<_>>()
         })
         .collect();
-    let (w, h, left, bottom) = (760.0, 460.0, 70.0, 50.0);
     let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().map(|p| (p.0, p.1))).collect();
-    let x_min = all.iter().map(|p| p.0).fold(1.0, f64::min).clamp(0.0, 0.9);
+    let x_min = (all.iter().map(|p| p.0).fold(1.0, f64::min) - 0.01).clamp(0.0, 0.9);
     let y_max = all.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
-    let x = |v: f64| left + (v - x_min) / (1.0 - x_min) * (w - left - 200.0);
-    let y = |v: f64| h - bottom - v / y_max * (h - bottom - 20.0);
-    let colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
-    let mut s = format!(
-        "<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n"
-    );
-    writeln!(s, "<rect width='100%' height='100%' fill='white'/>").unwrap();
-    writeln!(s, "<line x1='{left}' y1='{}' x2='{}' y2='{}' stroke='black'/>", h - bottom, w - 200.0, h - bottom)
-        .unwrap();
-    writeln!(s, "<line x1='{left}' y1='20' x2='{left}' y2='{}' stroke='black'/>", h - bottom).unwrap();
-    for i in 0..=5 {
-        let v = x_min + (1.0 - x_min) * i as f64 / 5.0;
-        writeln!(s, "<text x='{:.1}' y='{}' text-anchor='middle'>{v:.2}</text>", x(v), h - bottom + 18.0).unwrap();
-        let q = y_max * i as f64 / 5.0;
-        writeln!(s, "<text x='{}' y='{:.1}' text-anchor='end'>{q:.0}</text>", left - 6.0, y(q) + 4.0).unwrap();
-    }
-    writeln!(s, "<text x='{}' y='{}' text-anchor='middle'>recall@10</text>", (left + w - 200.0) / 2.0, h - 10.0)
-        .unwrap();
-    writeln!(
-        s,
-        "<text x='16' y='{}' transform='rotate(-90 16 {})' text-anchor='middle'>QPS, 1 client</text>",
-        h / 2.0,
-        h / 2.0
-    )
-    .unwrap();
+    let mut out = String::new();
+    draw(&mut out, &series, x_min, y_max).unwrap_or_else(|e| die(&format!("cannot draw the plot: {e}")));
+    out
+}
+
+/// The recall-QPS plot: a line per series, its `ef_search` points marked.
+fn draw(out: &mut String, series: &[Series], x_min: f64, y_max: f64) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::with_string(out, (760, 460)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("recall@10 and QPS, 1 client, one point per ef_search", ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x_min..1.0, 0.0..y_max)?;
+    chart.configure_mesh().x_desc("recall@10").y_desc("QPS").draw()?;
     for (i, (name, points)) in series.iter().enumerate() {
-        let color = colors[i % colors.len()];
-        let path: Vec<String> = points.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1))).collect();
-        writeln!(s, "<polyline points='{}' fill='none' stroke='{color}' stroke-width='2'/>", path.join(" ")).unwrap();
-        for p in points {
-            writeln!(
-                s,
-                "<circle cx='{:.1}' cy='{:.1}' r='3' fill='{color}'><title>ef_search {}</title></circle>",
-                x(p.0),
-                y(p.1),
-                p.2
-            )
-            .unwrap();
-        }
-        writeln!(s, "<text x='{}' y='{}' fill='{color}'>{name}</text>", w - 190.0, 30.0 + 18.0 * i as f64).unwrap();
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(points.iter().map(|p| (p.0, p.1)), color.stroke_width(2)))?
+            .label(name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart.draw_series(points.iter().map(|p| Circle::new((p.0, p.1), 3, color.filled())))?;
     }
-    s.push_str("</svg>\n");
-    s
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
 }
 
 fn main() {
-    let a = parse_args();
+    let a = Args::parse();
     std::fs::create_dir_all(&a.out).unwrap_or_else(|e| die(&format!("{}: {e}", a.out.display())));
     eprintln!("data");
     let d = dataset(&a);
@@ -1323,12 +1359,12 @@ fn main() {
         a.seed,
         d.query_count(),
         a.uniform as u8,
-        a.metric.code()
+        a.metric().code()
     );
     let cache = if a.file.is_none() { Some(a.out.join(cache_name)) } else { None };
-    let truth = ground_truth(&d, a.metric, &|_| true, cache.as_deref());
+    let truth = ground_truth(&d, a.metric(), &|_| true, cache.as_deref());
     let filtered_truth: Vec<Vec<Vec<u32>>> =
-        FILTER_MODULI.iter().map(|m| ground_truth(&d, a.metric, &|i| i % m == 0, None)).collect();
+        FILTER_MODULI.iter().map(|m| ground_truth(&d, a.metric(), &|i| i % m == 0, None)).collect();
     done("done");
 
     // A fresh database, with pgvector in a schema of its own when installed.
@@ -1367,7 +1403,7 @@ fn main() {
     let report = Report {
         machine,
         dataset: d.description.clone(),
-        metric: format!("{:?} ({})", a.metric, a.metric.operator()),
+        metric: format!("{:?} ({})", a.metric(), a.metric().operator()),
         rows: d.rows(),
         dim: d.dim,
         queries: d.query_count(),
