@@ -123,6 +123,9 @@ def test_small_segments_are_flushed_at_once_and_merged_into_large_ones(cluster, 
     assert all(j[3] == f"full at {cap} rows (limit 2000)" for j in seals if j[3].startswith("full")), seals
     merges = jobs(conn, "compact")
     assert [j[3].split(" [")[0] for j in merges if j[2] == "done"] == ["merge 4 segments of tier 0"], merges
+    tiers = conn.execute(
+        "SELECT rows, tier FROM milvus_segments('items_idx') WHERE state = 'flushed' ORDER BY rows").fetchall()
+    assert tiers == [(cap, 0), (4 * cap, 1)], tiers
     ids = all_index_ids(conn)
     assert len(ids) == len(set(ids)) == 10_000
     conn.execute("ANALYZE items")

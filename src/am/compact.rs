@@ -35,17 +35,23 @@ use crate::pages::{Index, manifest};
 use crate::shared::{JobKind, JobRecord};
 use crate::{catalog, shared, storage};
 
-/// What the compaction policy proposes for `index` now.
-pub fn plans(index: Index) -> Vec<CompactionPlan> {
-    let (meta, manifest) = manifest::snapshot(index);
-    let (o, dims) = (options::of(index), meta.dims());
-    let policy = CompactionPolicy {
+/// The compaction policy of `index` (of `dims` dimensions), from its
+/// reloptions and the settings.
+pub fn policy(index: Index, dims: usize) -> CompactionPolicy {
+    let o = options::of(index);
+    CompactionPolicy {
         delete_ratio: crate::gucs::compaction_delete_ratio(),
         target_rows: o.segment_max_rows as u64,
         // What a growing segment seals at: whole pages of rows.
         min_rows: size_rule(o.growing_rows(), dims).row_capacity(),
         fan_in: compaction::FAN_IN,
-    };
+    }
+}
+
+/// What the compaction policy proposes for `index` now.
+pub fn plans(index: Index) -> Vec<CompactionPlan> {
+    let (meta, manifest) = manifest::snapshot(index);
+    let policy = policy(index, meta.dims());
     let busy: HashSet<SegmentId> =
         shared::compacting(catalog::database(), index.oid().to_u32(), 0).into_iter().map(SegmentId).collect();
     compaction::plan(manifest.segments.iter().map(|e| &e.meta), &busy, &policy)

@@ -7,6 +7,7 @@ use milvus_core::jobs::Phase;
 use milvus_core::segment::{IndexState, SegmentState};
 use pgrx::prelude::*;
 
+use crate::am::compact;
 use crate::catalog::{self, check_milvus_index};
 use crate::pages::{Lock, OpenIndex, chain, free, manifest};
 use crate::{gucs, shared, storage};
@@ -16,7 +17,8 @@ use crate::{gucs, shared, storage};
 #[pg_extern(sql = "
 CREATE FUNCTION milvus_segments(index regclass)
     RETURNS TABLE(segment_id bigint, state text, index_state text, rows bigint, deleted_rows bigint, bytes bigint,
-                  seal_reason text, created_at timestamptz, sealed_at timestamptz, flushed_at timestamptz, error text)
+                  seal_reason text, created_at timestamptz, sealed_at timestamptz, flushed_at timestamptz, error text,
+                  tier integer)
     STABLE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
 COMMENT ON FUNCTION milvus_segments(regclass) IS 'the segments of a milvus index, growing one included';
 ")]
@@ -37,15 +39,16 @@ fn milvus_segments(
         name!(sealed_at, Option<TimestampWithTimeZone>),
         name!(flushed_at, Option<TimestampWithTimeZone>),
         name!(error, Option<String>),
+        name!(tier, Option<i32>),
     ),
 > {
     let rel = OpenIndex::open(index, pg_sys::AccessShareLock);
     check_milvus_index(*rel);
-    let (manifest, page_rows) = {
+    let (manifest, page_rows, policy) = {
         let meta = rel.meta(Lock::Share);
         let page_rows: Vec<(u64, u64)> =
             meta.in_pages().map(|(s, head)| (s.0, chain::count_rows(*rel, head, meta.dims()))).collect();
-        (manifest::read(&meta), page_rows)
+        (manifest::read(&meta), page_rows, compact::policy(*rel, meta.dims()))
     };
     drop(rel);
     let database = catalog::database();
@@ -84,6 +87,8 @@ fn milvus_segments(
             m.sealed_at.map(seconds_to_timestamptz),
             m.flushed_at.map(seconds_to_timestamptz),
             damage.or(failure),
+            // The merge tier of a flushed segment; none for an undersized one.
+            (m.state == SegmentState::Flushed).then(|| policy.tier(m.live_rows())).flatten().map(|t| t as i32),
         )
     });
     TableIterator::new(rows.collect::<Vec<_>>())
