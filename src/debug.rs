@@ -46,6 +46,7 @@ pub fn init() {
 static BUILD_MS: AtomicU64 = AtomicU64::new(0);
 static UPLOAD_MS: AtomicU64 = AtomicU64::new(0);
 static GC_MS: AtomicU64 = AtomicU64::new(0);
+static MERGE_MS: AtomicU64 = AtomicU64::new(0);
 
 /// On the main thread, before a job starts: copies the settings of the
 /// points inside jobs (`storage::run_job`).
@@ -54,6 +55,7 @@ pub fn arm() {
     BUILD_MS.store(ms(PausePoint::Build), Ordering::Relaxed);
     UPLOAD_MS.store(ms(PausePoint::Upload), Ordering::Relaxed);
     GC_MS.store(ms(PausePoint::Gc), Ordering::Relaxed);
+    MERGE_MS.store(ms(PausePoint::Merge), Ordering::Relaxed);
 }
 
 /// The hook, on a job's thread: waits at `point` if armed there, until the
@@ -63,6 +65,7 @@ fn reached(point: hooks::Point, cancel: &AtomicBool) {
         hooks::Point::Build => BUILD_MS.load(Ordering::Relaxed),
         hooks::Point::BinlogUploaded => UPLOAD_MS.load(Ordering::Relaxed),
         hooks::Point::GcDeleted => GC_MS.load(Ordering::Relaxed),
+        hooks::Point::Merge => MERGE_MS.load(Ordering::Relaxed),
     };
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(ms) && !cancel.load(Ordering::Relaxed) {

@@ -407,6 +407,8 @@ pub enum PausePoint {
     Gc,
     #[name = c"build"]
     Build,
+    #[name = c"merge"]
+    Merge,
 }
 
 /// The pause to make at `point`, if the settings ask for one there.

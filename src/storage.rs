@@ -16,7 +16,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use milvus_core::cache::SegmentCache;
 use milvus_core::jobs::{JobControl, Phase};
@@ -208,7 +208,23 @@ pub fn run_job<T: Send + 'static>(name: &str, job: impl FnOnce(&JobControl) -> T
 /// job reports a new phase, e.g. to show it in shared memory.
 pub fn run_job_watched<T: Send + 'static>(
     name: &str,
+    on_phase: impl FnMut(Phase),
+    job: impl FnOnce(&JobControl) -> T + Send + 'static,
+) -> T {
+    run_job_meanwhile(name, on_phase, &mut || {}, job)
+}
+
+/// How often [`run_job_meanwhile`] gives the main thread to other work.
+const MEANWHILE_EVERY: Duration = Duration::from_millis(100);
+
+/// [`run_job_watched`], also calling `meanwhile` on this thread every
+/// [`MEANWHILE_EVERY`] while the job runs: a worker flushes the segments
+/// sealed during a long merge (which holds no segment lock meanwhile)
+/// rather than after it.
+pub fn run_job_meanwhile<T: Send + 'static>(
+    name: &str,
     mut on_phase: impl FnMut(Phase),
+    meanwhile: &mut dyn FnMut(),
     job: impl FnOnce(&JobControl) -> T + Send + 'static,
 ) -> T {
     let control = Arc::new(JobControl::default());
@@ -235,11 +251,16 @@ pub fn run_job_watched<T: Send + 'static>(
     // fixed 10 ms nap was most of a new connection's first query.
     let mut nap = Duration::from_micros(50);
     let mut phase = Phase::Preparing;
+    let mut last_meanwhile = Instant::now();
     while !handle.is_finished() {
         pgrx::check_for_interrupts!();
         if control.phase() != phase {
             phase = control.phase();
             on_phase(phase);
+        }
+        if last_meanwhile.elapsed() >= MEANWHILE_EVERY {
+            meanwhile();
+            last_meanwhile = Instant::now();
         }
         std::thread::sleep(nap);
         nap = (nap * 2).min(Duration::from_millis(10));

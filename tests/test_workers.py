@@ -132,6 +132,35 @@ def test_small_segments_are_flushed_at_once_and_merged_into_large_ones(cluster, 
     check_search_quality(conn, "<->", near(rows, 30))
 
 
+def test_rows_sealed_during_a_merge_are_flushed_before_it_ends(cluster, conn):
+    """A merge takes its inputs' locks only to read and to publish, and a
+    worker flushes what inserts seal while it writes: fresh rows never wait
+    in pages behind a long merge."""
+    db = conn.info.dbname
+    conn.execute(f'ALTER DATABASE "{db}" SET milvus.debug_pause_at = merge')
+    conn.execute(f'ALTER DATABASE "{db}" SET milvus.debug_pause = 15000')  # a merge of 15 s
+    conn.execute(
+        "CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
+        "WITH (growing_max_rows = 2000, segment_max_rows = 20000)")
+    load(conn, 4 * 1980 + 10)
+    merge = wait_for(lambda: [j for j in jobs(conn, "compact") if j[2] == "running"], "a merge of four segments")
+    inputs = merge[0][1]
+    assert len(inputs) == 4, merge
+    load(conn, 1990, seed=2, start_id=10_000)  # seals one more segment
+
+    def flushed_while_merging():
+        merging = [j for j in jobs(conn, "compact") if j[2] == "running"]
+        fresh = [s for s in segments(conn) if s[1] == "flushed" and s[0] not in inputs]
+        assert merging or not fresh, "the merge ended first"
+        return merging and fresh
+
+    wait_for(flushed_while_merging, "the new segment flushed while the merge runs", timeout=12)
+    wait_for(lambda: [j for j in jobs(conn, "compact") if j[2] == "done"], "the merge done", timeout=30)
+    conn.execute(f'ALTER DATABASE "{db}" RESET ALL')
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)) == 4 * 1980 + 10 + 1990
+
+
 def test_deleted_rows_are_compacted_away_while_searches_stay_exact(cluster, conn):
     # Segments below the brute-force threshold: every answer must be exact.
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 20000)")

@@ -77,7 +77,11 @@ pub enum Compacted {
 /// VACUUM and searches go on: the rows VACUUM tombstones in the inputs
 /// meanwhile are carried over as the output's first delta binlog, in the
 /// commit that publishes it.
-pub fn run_plan(index: Index, plan: &CompactionPlan) -> Result<Compacted, String> {
+///
+/// `meanwhile` is called on this thread every 100 ms while the output is
+/// written (a worker flushes what was sealed meanwhile); `&mut || {}` for
+/// nothing.
+pub fn run_plan(index: Index, plan: &CompactionPlan, meanwhile: &mut dyn FnMut()) -> Result<Compacted, String> {
     let ids: Vec<u64> = plan.inputs.iter().map(|s| s.0).collect();
     let what = format!("segments {ids:?} of index \"{}\"", index.name());
     let (oid, database) = (index.oid().to_u32(), catalog::database());
@@ -104,12 +108,18 @@ pub fn run_plan(index: Index, plan: &CompactionPlan) -> Result<Compacted, String
     let store = storage::try_storage_at(url.as_deref());
     let cache = storage::cache();
     let inputs = before.clone();
-    let flushed = storage::run_job("compact", move |control| {
-        let refs: Vec<&LoadedSegment> = inputs.iter().map(|s| &**s).collect();
-        let merge = Merge { inputs: &refs, output, metric, dims, params };
-        let store = store?;
-        jobs::compact(Target { storage: &store, cache: &cache, index: id }, &merge, control).map_err(|e| e.to_string())
-    });
+    let flushed = storage::run_job_meanwhile(
+        "compact",
+        |_| {},
+        meanwhile,
+        move |control| {
+            let refs: Vec<&LoadedSegment> = inputs.iter().map(|s| &**s).collect();
+            let merge = Merge { inputs: &refs, output, metric, dims, params };
+            let store = store?;
+            jobs::compact(Target { storage: &store, cache: &cache, index: id }, &merge, control)
+                .map_err(|e| e.to_string())
+        },
+    );
     let flushed = match flushed {
         Ok(flushed) => flushed,
         Err(cause) => {

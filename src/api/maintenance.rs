@@ -180,7 +180,7 @@ fn compact_index(oid: pg_sys::Oid, mode: CompactMode) -> Vec<CompactRow> {
         };
         match mode {
             CompactMode::DryRun | CompactMode::Run(Run::Workers) => rows.push(row(None)),
-            CompactMode::Run(Run::Here) => match compact::run_plan(*index, &plan) {
+            CompactMode::Run(Run::Here) => match compact::run_plan(*index, &plan, &mut || {}) {
                 Ok(Compacted::Skipped) => {}
                 Ok(Compacted::Dropped) => rows.push(row(None)),
                 Ok(Compacted::Into(output)) => rows.push(row(Some(output))),

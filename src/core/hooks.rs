@@ -18,6 +18,8 @@ pub enum Point {
     BinlogUploaded,
     /// Garbage collection deleted an object, and goes on.
     GcDeleted,
+    /// A compaction read its inputs and is about to write its output.
+    Merge,
 }
 
 /// What a hook is: called at `point` with the job's cancel flag, which it

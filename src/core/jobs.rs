@@ -351,6 +351,7 @@ fn merged_rows<'a>(inputs: impl IntoIterator<Item = &'a LoadedSegment>) -> impl 
 /// Rewrites the live rows of the inputs as the new segment.
 pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Flushed, JobError> {
     let Merge { inputs, output, metric, dims, params } = *merge;
+    crate::hooks::reach(crate::hooks::Point::Merge, control.cancel_flag());
     let mut keys = Vec::new();
     let mut vectors = Vec::new();
     for (i, row) in merged_rows(inputs.iter().copied()) {

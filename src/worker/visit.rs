@@ -2,7 +2,8 @@
 //!
 //! For each milvus index, in a transaction of its own: seal the growing
 //! segment if the seal policy says so, flush every sealed segment, run the
-//! compaction plans; then, every `milvus.gc_interval`, collect garbage. The
+//! compaction plans one by one, flushing what inserts seal while a merge
+//! writes; then, every `milvus.gc_interval`, collect garbage. The
 //! jobs are the ones `milvus_flush()`, `milvus_compact()` and `milvus_gc()`
 //! run, under the same per-segment job locks, so a worker and a user (or two
 //! workers) never do the same job at once.
@@ -162,17 +163,44 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
     // rows; the file's free tail goes back at VACUUM (autovacuum visits
     // insert-only tables too), not here: the lock it takes is logged,
     // and on a standby it would cancel queries after every flush.
-    for sealed in index.meta_copy().sealed() {
-        let segment = milvus_core::segment::SegmentId(sealed.segment);
-        flush::flush_segment(*index, segment, "sealed; background worker").map_err(|m| failed(segment.0, m))?;
-    }
+    let flush_sealed = || -> Result<(), Failure> {
+        for sealed in index.meta_copy().sealed() {
+            let segment = milvus_core::segment::SegmentId(sealed.segment);
+            flush::flush_segment(*index, segment, "sealed; background worker").map_err(|m| failed(segment.0, m))?;
+        }
+        Ok(())
+    };
+    flush_sealed()?;
 
-    // Compact.
-    for plan in compact::plans(*index) {
-        compact::run_plan(*index, &plan).map_err(|m| failed(plan.inputs.first().map_or(0, |s| s.0), m))?;
+    // Compact, one plan at a time, planned again after each. A merge can
+    // take tens of seconds: what inserts seal meanwhile is flushed while it
+    // runs (a merge holds no segment lock while it writes), so fresh rows
+    // never wait behind it in pages. At most `PLANS_PER_VISIT`, so that a
+    // steady stream of merges never keeps the worker from other indexes.
+    let mut done = std::collections::HashSet::new();
+    while done.len() < PLANS_PER_VISIT
+        && let Some(plan) = compact::plans(*index).into_iter().find(|p| !done.contains(&p.inputs))
+    {
+        let mut flush_failure = None;
+        let mut meanwhile = || {
+            if flush_failure.is_none() {
+                flush_failure = flush_sealed().err();
+            }
+        };
+        let ran = compact::run_plan(*index, &plan, &mut meanwhile);
+        ran.map_err(|m| failed(plan.inputs.first().map_or(0, |s| s.0), m))?;
+        if let Some(failure) = flush_failure {
+            return Err(failure);
+        }
+        flush_sealed()?;
+        done.insert(plan.inputs);
     }
     Ok(Visited::Done { name })
 }
+
+/// The most compaction plans one visit runs on an index (a cascade of
+/// merges, tier after tier, continues at the next visit).
+const PLANS_PER_VISIT: usize = 16;
 
 /// Whether a worker's transaction takes a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
