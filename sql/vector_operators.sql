@@ -11,6 +11,10 @@ CREATE OPERATOR <=> (
     LEFTARG = vector, RIGHTARG = vector, PROCEDURE = cosine_distance,
     COMMUTATOR = '<=>'
 );
+CREATE OPERATOR <+> (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = l1_distance,
+    COMMUTATOR = '<+>'
+);
 
 CREATE OPERATOR + (
     LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_add, COMMUTATOR = +
@@ -18,6 +22,24 @@ CREATE OPERATOR + (
 CREATE OPERATOR - (
     LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_sub
 );
+CREATE OPERATOR * (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_mul, COMMUTATOR = *
+);
+CREATE OPERATOR || (
+    LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_concat
+);
+
+-- Aggregates, parallel-safe: sum by vector_add, avg by a float8[] state
+-- (count, then each element's sum), pgvector's.
+CREATE AGGREGATE sum(vector) (
+    SFUNC = vector_add, STYPE = vector, COMBINEFUNC = vector_add, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE sum(vector) IS 'sum as vector across all vector input values';
+CREATE AGGREGATE avg(vector) (
+    SFUNC = vector_accum, STYPE = double precision[], FINALFUNC = vector_avg,
+    COMBINEFUNC = vector_combine, INITCOND = '{0}', PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE avg(vector) IS 'the average (arithmetic mean) as vector of all vector values';
 
 CREATE OPERATOR = (
     LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_eq,

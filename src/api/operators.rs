@@ -1,13 +1,17 @@
-//! Operators and functions on `vector`: distances (`<->`, `<#>`, `<=>`),
-//! arithmetic, comparison (for the btree opclass) and helpers, each checking
-//! that its operands agree in dimensions before calling the core kernels.
+//! Operators, functions and aggregates on `vector`, pgvector's names and
+//! semantics: distances (`<->`, `<#>`, `<=>`, `<+>`), arithmetic (`+`, `-`,
+//! `*`, `||`), comparison (for the btree opclass), `sum` and `avg`, and
+//! helpers (`subvector`, `binary_quantize`, ...), each checking that its
+//! operands agree in dimensions before calling the core.
 
 use milvus_core::distance::{self, Metric};
 use milvus_core::vector as vector_core;
+use pgrx::array::RawArray;
 use pgrx::prelude::*;
 
 use crate::error::OrRaise;
 use crate::vector::PgVector;
+use crate::vector::bit::PgBit;
 
 /// The two operands' elements, after checking they have the same dimensions.
 fn pair<'a>(a: &'a PgVector, b: &'a PgVector) -> (&'a [f32], &'a [f32]) {
@@ -40,6 +44,12 @@ fn cosine_distance(a: PgVector, b: PgVector) -> f64 {
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
+fn l1_distance(a: PgVector, b: PgVector) -> f64 {
+    let (a, b) = pair(&a, &b);
+    distance::l1(a, b) as f64
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_dims(v: PgVector) -> i32 {
     v.dims() as i32
 }
@@ -62,6 +72,57 @@ fn vector_add(a: PgVector, b: PgVector) -> PgVector {
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_sub(a: PgVector, b: PgVector) -> PgVector {
     PgVector::from_slice(&vector_core::sub(a.as_slice(), b.as_slice()).or_raise())
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
+fn vector_mul(a: PgVector, b: PgVector) -> PgVector {
+    PgVector::from_slice(&vector_core::mul(a.as_slice(), b.as_slice()).or_raise())
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
+fn vector_concat(a: PgVector, b: PgVector) -> PgVector {
+    PgVector::from_slice(&vector_core::concat(a.as_slice(), b.as_slice()).or_raise())
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
+fn subvector(v: PgVector, start: i32, count: i32) -> PgVector {
+    PgVector::from_slice(&vector_core::subvector(v.as_slice(), start, count).or_raise())
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
+fn binary_quantize(v: PgVector) -> PgBit {
+    PgBit::new(&vector_core::binary_quantize(v.as_slice()), v.dims())
+}
+
+/// The state of `avg(vector)` (`milvus_core::vector::accumulate`): a
+/// one-dimensional `double precision[]` of one element at least, without
+/// NULLs, as pgvector's (whose message this is).
+fn state(array: Array<f64>, caller: &str) -> Vec<f64> {
+    // SAFETY: a detoasted array argument, read before the call returns.
+    let raw = unsafe { RawArray::from_array(array) };
+    match raw {
+        // SAFETY: a one-dimensional float8 array without NULLs: its data
+        // is `len` f64.
+        Some(mut raw) if raw.dims().len() == 1 && raw.len() >= 1 && !unsafe { raw.any_nulls() } => {
+            unsafe { raw.data::<f64>().as_ref() }.to_vec()
+        }
+        _ => error!("{caller}: expected state array"),
+    }
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
+fn vector_accum(state_array: Array<f64>, v: PgVector) -> Vec<f64> {
+    vector_core::accumulate(&state(state_array, "vector_accum"), v.as_slice()).or_raise()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
+fn vector_combine(a: Array<f64>, b: Array<f64>) -> Vec<f64> {
+    vector_core::combine(&state(a, "vector_combine"), &state(b, "vector_combine")).or_raise()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
+fn vector_avg(state_array: Array<f64>) -> Option<PgVector> {
+    vector_core::average(&state(state_array, "vector_avg")).or_raise().map(|mean| PgVector::from_slice(&mean))
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
@@ -106,8 +167,14 @@ extension_sql_file!(
         l2_distance,
         vector_negative_inner_product,
         cosine_distance,
+        l1_distance,
         vector_add,
         vector_sub,
+        vector_mul,
+        vector_concat,
+        vector_accum,
+        vector_combine,
+        vector_avg,
         vector_cmp,
         vector_eq,
         vector_ne,

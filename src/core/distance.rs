@@ -88,6 +88,13 @@ pub fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
 
 /// Euclidean norm.
 #[inline]
+/// The L1 (taxicab) distance, `sum |a_i - b_i|`, accumulated in f32 as
+/// pgvector does (the compiler vectorises the loop; simsimd has no L1).
+pub fn l1(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
+}
+
 pub fn norm(a: &[f32]) -> f32 {
     inner_product(a, a).sqrt()
 }

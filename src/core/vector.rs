@@ -42,6 +42,8 @@ pub enum VectorError {
     Binary(String),
     #[error("value out of range: overflow (element {index})")]
     Overflow { index: usize },
+    #[error("value out of range: underflow (element {index})")]
+    Underflow { index: usize },
 }
 
 impl VectorError {
@@ -62,7 +64,7 @@ impl VectorError {
             VectorError::TypmodMismatch { .. } | VectorError::DimensionMismatch(..) => SqlState::DataException,
             VectorError::Typmod(_) => SqlState::InvalidParameterValue,
             VectorError::Binary(_) => SqlState::InvalidBinaryRepresentation,
-            VectorError::Overflow { .. } => SqlState::NumericValueOutOfRange,
+            VectorError::Overflow { .. } | VectorError::Underflow { .. } => SqlState::NumericValueOutOfRange,
         }
     }
 }
@@ -259,6 +261,112 @@ fn elementwise(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> Result<Vec<
     }
 }
 
+/// Element-wise `a * b` (pgvector's `*`), refusing an overflow to infinity
+/// and an underflow to zero of two non-zero elements.
+pub fn mul(a: &[f32], b: &[f32]) -> Result<Vec<f32>, VectorError> {
+    let out = elementwise(a, b, |x, y| x * y)?;
+    match out.iter().zip(a.iter().zip(b)).position(|(r, (x, y))| *r == 0.0 && *x != 0.0 && *y != 0.0) {
+        Some(i) => Err(VectorError::Underflow { index: i + 1 }),
+        None => Ok(out),
+    }
+}
+
+/// `a || b`: the elements of `a`, then those of `b`.
+pub fn concat(a: &[f32], b: &[f32]) -> Result<Vec<f32>, VectorError> {
+    check_dims(a.len() + b.len())?;
+    Ok([a, b].concat())
+}
+
+/// `count` elements from the 1-based position `start`, as `substring`
+/// counts (pgvector's `subvector`): a start before the first element
+/// shortens the result, one past the end or a count below 1 is an error.
+pub fn subvector(v: &[f32], start: i32, count: i32) -> Result<Vec<f32>, VectorError> {
+    if count < 1 {
+        return Err(VectorError::Empty);
+    }
+    let (start, count) = (start as i64, count as i64);
+    let end = (start + count).min(v.len() as i64 + 1);
+    if start > v.len() as i64 {
+        return Err(VectorError::Empty);
+    }
+    let start = start.max(1);
+    if end <= start {
+        return Err(VectorError::Empty);
+    }
+    Ok(v[(start - 1) as usize..(end - 1) as usize].to_vec())
+}
+
+/// One bit per element, set where the element is positive, first element
+/// in the most significant bit (Postgres' `bit` order): pgvector's
+/// `binary_quantize`.
+pub fn binary_quantize(v: &[f32]) -> Vec<u8> {
+    let mut bits = vec![0u8; v.len().div_ceil(8)];
+    for (i, x) in v.iter().enumerate() {
+        if *x > 0.0 {
+            bits[i / 8] |= 0x80 >> (i % 8);
+        }
+    }
+    bits
+}
+
+/// The running state of `avg(vector)`, as pgvector keeps it: the count of
+/// rows, then each element's sum in f64 (a `double precision[]`, `{0}`
+/// before the first row). [`accumulate`] adds a row, [`combine`] merges two
+/// parallel workers' states, [`average`] ends the aggregate.
+pub fn accumulate(state: &[f64], v: &[f32]) -> Result<Vec<f64>, VectorError> {
+    let n = state.first().copied().unwrap_or(0.0) + 1.0;
+    let sums = &state[state.len().min(1)..];
+    if sums.is_empty() {
+        return Ok(std::iter::once(n).chain(v.iter().map(|x| *x as f64)).collect());
+    }
+    if sums.len() != v.len() {
+        return Err(VectorError::TypmodMismatch { expected: sums.len(), actual: v.len() });
+    }
+    let mut out = Vec::with_capacity(state.len());
+    out.push(n);
+    for (i, (s, x)) in sums.iter().zip(v).enumerate() {
+        let sum = s + *x as f64;
+        if sum.is_infinite() {
+            return Err(VectorError::Overflow { index: i + 1 });
+        }
+        out.push(sum);
+    }
+    Ok(out)
+}
+
+/// Two states of [`accumulate`] as one.
+pub fn combine(a: &[f64], b: &[f64]) -> Result<Vec<f64>, VectorError> {
+    let (na, nb) = (a.first().copied().unwrap_or(0.0), b.first().copied().unwrap_or(0.0));
+    let (sa, sb) = (&a[a.len().min(1)..], &b[b.len().min(1)..]);
+    let sums: Vec<f64> = match (sa.is_empty(), sb.is_empty()) {
+        (true, _) => sb.to_vec(),
+        (_, true) => sa.to_vec(),
+        _ if sa.len() != sb.len() => {
+            return Err(VectorError::TypmodMismatch { expected: sa.len(), actual: sb.len() });
+        }
+        _ => {
+            let sums: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| x + y).collect();
+            if let Some(i) = sums.iter().position(|s| s.is_infinite()) {
+                return Err(VectorError::Overflow { index: i + 1 });
+            }
+            sums
+        }
+    };
+    Ok(std::iter::once(na + nb).chain(sums).collect())
+}
+
+/// The mean of the rows a state of [`accumulate`] has seen; `None` for no
+/// row (SQL's `avg` of nothing is NULL).
+pub fn average(state: &[f64]) -> Result<Option<Vec<f32>>, VectorError> {
+    let n = state.first().copied().unwrap_or(0.0);
+    if n == 0.0 {
+        return Ok(None);
+    }
+    let mean: Vec<f32> = state[1..].iter().map(|s| (s / n) as f32).collect();
+    check_elements(&mean)?;
+    Ok(Some(mean))
+}
+
 /// `a / |a|`; the zero vector stays zero (pgvector's `l2_normalize`).
 pub fn l2_normalize(a: &[f32]) -> Vec<f32> {
     let norm = crate::distance::norm(a);
@@ -284,6 +392,50 @@ pub fn compare(a: &[f32], b: &[f32]) -> std::cmp::Ordering {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn subvector_counts_as_substring_does() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(subvector(&v, 1, 3).unwrap(), vec![1.0, 2.0, 3.0]);
+        assert_eq!(subvector(&v, 3, 2).unwrap(), vec![3.0, 4.0]);
+        assert_eq!(subvector(&v, 4, 10).unwrap(), vec![4.0, 5.0], "past the end: cut");
+        assert_eq!(subvector(&v, -1, 3).unwrap(), vec![1.0], "before the start: shortened");
+        assert_eq!(subvector(&v, 5, i32::MAX).unwrap(), vec![5.0], "no overflow");
+        for (start, count) in [(6, 1), (1, 0), (-3, 3), (2, -1)] {
+            assert_eq!(subvector(&v, start, count), Err(VectorError::Empty), "{start}, {count}");
+        }
+    }
+
+    #[test]
+    fn mul_concat_and_quantize_as_pgvector() {
+        assert_eq!(mul(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]).unwrap(), vec![4.0, 10.0, 18.0]);
+        assert_eq!(mul(&[1e38], &[1e38]), Err(VectorError::Overflow { index: 1 }));
+        assert_eq!(mul(&[0.0, 1e-30], &[5.0, 1e-30]), Err(VectorError::Underflow { index: 2 }));
+        assert_eq!(mul(&[1.0], &[1.0, 2.0]), Err(VectorError::DimensionMismatch(1, 2)));
+        assert_eq!(concat(&[1.0], &[2.0, 3.0]).unwrap(), vec![1.0, 2.0, 3.0]);
+        assert_eq!(concat(&[0.0; 10_000], &[0.0; 6_001]), Err(VectorError::TooManyDimensions(16_001)));
+        // 1,0,1,1,0,0,0,0 | 1: 0xb0, 0x80
+        assert_eq!(binary_quantize(&[1.0, -1.0, 0.5, 2.0, 0.0, -0.0, -3.0, 0.0, 9.0]), vec![0xb0, 0x80]);
+    }
+
+    #[test]
+    fn avg_state_accumulates_combines_and_averages() {
+        let a = accumulate(&[0.0], &[1.0, 2.0]).unwrap();
+        let a = accumulate(&a, &[3.0, 4.0]).unwrap();
+        assert_eq!(a, vec![2.0, 4.0, 6.0]);
+        let b = accumulate(&[0.0], &[5.0, 6.0]).unwrap();
+        let all = combine(&a, &b).unwrap();
+        assert_eq!(average(&all).unwrap(), Some(vec![3.0, 4.0]));
+        assert_eq!(combine(&[0.0], &b).unwrap(), b, "an empty worker's state");
+        assert_eq!(combine(&a, &[0.0]).unwrap(), a);
+        assert_eq!(average(&[0.0]).unwrap(), None, "no row: NULL");
+        assert_eq!(accumulate(&a, &[1.0]), Err(VectorError::TypmodMismatch { expected: 2, actual: 1 }));
+        assert_eq!(combine(&a, &[1.0, 1.0]), Err(VectorError::TypmodMismatch { expected: 2, actual: 1 }));
+        assert_eq!(accumulate(&[1.0, f64::MAX], &[f32::MAX]).unwrap()[1], f64::MAX, "f64 sums hold");
+        // Float rows whose sum passes f32 still average within it.
+        let big = accumulate(&accumulate(&[0.0], &[3e38]).unwrap(), &[3e38]).unwrap();
+        assert_eq!(average(&big).unwrap(), Some(vec![3e38]));
+    }
 
     #[test]
     fn parses_with_whitespace_and_exponents() {

@@ -12,6 +12,7 @@
 //! takes `as_slice()` and calls the core. `io.rs` holds the type's I/O and
 //! casts; its operators and functions are `crate::api::operators`.
 
+pub mod bit;
 pub mod io;
 
 use std::ptr::NonNull;
