@@ -1,0 +1,42 @@
+-- pg_milvus_pgvector: operator classes of the milvus access method for
+-- pgvector's `vector` type. Both types have one binary layout (int32
+-- varlena header, int16 dimensions, int16 unused, float4 elements), so
+-- pg_milvus reads pgvector's values as its own; the operators and distance
+-- functions are pgvector's, whose names tell the index its metric.
+--
+-- Create it in pgvector's schema (pg_milvus itself must live in another
+-- one: both define a type named vector):
+--     CREATE EXTENSION pg_milvus SCHEMA milvus;
+--     CREATE EXTENSION pg_milvus_pgvector SCHEMA public;  -- where pgvector is
+--     CREATE INDEX ON items USING milvus (embedding vector_l2_ops);
+\echo Use "CREATE EXTENSION pg_milvus_pgvector" to load this file. \quit
+
+DO $$
+DECLARE
+    pgvector name := (SELECT n.nspname FROM pg_catalog.pg_extension e
+                        JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+                       WHERE e.extname = 'vector');
+    milvus name := (SELECT n.nspname FROM pg_catalog.pg_extension e
+                      JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+                     WHERE e.extname = 'pg_milvus');
+    here name := '@extschema@';
+    c record;
+BEGIN
+    IF here = milvus THEN
+        RAISE EXCEPTION 'pg_milvus_pgvector cannot be created in pg_milvus'' schema "%"', here
+            USING HINT = format('Create it where pgvector is: CREATE EXTENSION pg_milvus_pgvector SCHEMA %I;',
+                                pgvector);
+    END IF;
+    FOR c IN SELECT * FROM (VALUES
+            ('vector_l2_ops', 'DEFAULT', '<->', 'l2_distance'),
+            ('vector_ip_ops', '', '<#>', 'vector_negative_inner_product'),
+            ('vector_cosine_ops', '', '<=>', 'cosine_distance')) AS v(name, dflt, op, fn)
+    LOOP
+        EXECUTE format(
+            'CREATE OPERATOR CLASS %1$I.%2$I %3$s FOR TYPE %4$I.vector USING milvus AS '
+            'OPERATOR 1 %4$I.%5$s (%4$I.vector, %4$I.vector) FOR ORDER BY pg_catalog.float_ops, '
+            'FUNCTION 1 %4$I.%6$I(%4$I.vector, %4$I.vector)',
+            here, c.name, c.dflt, pgvector, c.op, c.fn);
+    END LOOP;
+END
+$$;

@@ -1,0 +1,114 @@
+"""A milvus index on pgvector's own `vector` columns (the companion extension
+pg_milvus_pgvector): a pgvector user keeps their tables, adds
+`USING milvus (embedding vector_l2_ops)` with no rewrite, and gets the same
+answers as a sequential scan, for every metric, from flushed and growing
+segments alike.
+
+Run against pgvector itself where it is installed; elsewhere (CI) against
+tests/fixtures/pgvector_standin, an extension named `vector` with pgvector's
+type name, binary layout and distance functions."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+STANDIN = Path(__file__).parent / "fixtures" / "pgvector_standin"
+DIMS = 16
+METRICS = {"vector_l2_ops": "<->", "vector_ip_ops": "<#>", "vector_cosine_ops": "<=>"}
+
+
+def vector_extension(conn) -> str:
+    """Makes `CREATE EXTENSION vector` possible: pgvector if it is
+    installed, else the stand-in. Returns which."""
+    real = conn.execute(
+        "SELECT count(*) FROM pg_available_extension_versions WHERE name = 'vector' AND version <> 'standin'"
+    ).fetchone()[0]
+    if real:
+        return "pgvector"
+    share = Path(subprocess.check_output(["pg_config", "--sharedir"], text=True).strip()) / "extension"
+    for f in STANDIN.iterdir():
+        shutil.copyfile(f, share / f.name)
+    return "stand-in"
+
+
+def text(v) -> str:
+    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
+
+
+@pytest.fixture
+def pgv(cluster):
+    """A database with pgvector (or its stand-in) in public, pg_milvus in a
+    schema of its own, and the companion beside pgvector."""
+    name = "t_pgvector_columns"
+    with cluster.connect() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    conn = cluster.connect(name)
+    which = vector_extension(conn)
+    conn.execute("CREATE EXTENSION vector")
+    conn.execute("CREATE SCHEMA milvus")
+    conn.execute("CREATE EXTENSION pg_milvus SCHEMA milvus")
+    conn.execute("CREATE EXTENSION pg_milvus_pgvector")
+    yield conn, which
+    conn.close()
+    with cluster.connect() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def ids(conn, op, q, scan):
+    with conn.transaction():
+        conn.execute(f"SET LOCAL {scan} = off")
+        conn.execute("SET LOCAL milvus.ef_search = 400")
+        return [r[0] for r in conn.execute(
+            f"SELECT id FROM items ORDER BY embedding {op} %s::vector LIMIT 10", (text(q),))]
+
+
+def test_a_milvus_index_on_pgvector_columns_with_no_rewrite(pgv):
+    conn, which = pgv
+    owner = conn.execute(
+        "SELECT e.extname FROM pg_type t JOIN pg_depend d ON d.objid = t.oid AND d.deptype = 'e' "
+        "JOIN pg_extension e ON e.oid = d.refobjid WHERE t.oid = 'vector'::regtype").fetchone()[0]
+    assert owner == "vector", "the column type is pgvector's, not pg_milvus'"
+    conn.execute(f"CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({DIMS}))")
+    rng = np.random.default_rng(7)
+    rows = rng.standard_normal((3200, DIMS)).astype(np.float32)
+    with conn.cursor().copy("COPY items (id, embedding) FROM STDIN") as copy:
+        for i, v in enumerate(rows[:3000]):
+            copy.write_row((i, text(v)))
+    table = conn.execute("SELECT pg_relation_filenode('items')").fetchone()[0]
+    queries = rows[rng.integers(0, 3000, 20)] + 0.05 * rng.standard_normal((20, DIMS)).astype(np.float32)
+
+    for opclass, op in METRICS.items():
+        conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding {opclass})")
+        assert conn.execute("SELECT pg_relation_filenode('items')").fetchone()[0] == table, "no table rewrite"
+        conn.execute("SELECT * FROM milvus.milvus_flush('items_idx')")
+        for i, v in enumerate(rows[3000:], start=3000):  # growing rows too
+            conn.execute("INSERT INTO items VALUES (%s, %s::vector)", (i, text(v)))
+        states = conn.execute(
+            "SELECT state, rows FROM milvus.milvus_segments('items_idx') ORDER BY segment_id").fetchall()
+        assert states == [("flushed", 3000), ("growing", 200)], states
+        plan = "\n".join(r[0] for r in conn.execute(
+            f"EXPLAIN SELECT id FROM items ORDER BY embedding {op} %s::vector LIMIT 10", (text(queries[0]),)))
+        assert "Index Scan using items_idx" in plan, plan
+        hits = sum(len(set(ids(conn, op, q, "enable_seqscan")) & set(ids(conn, op, q, "enable_indexscan")))
+                   for q in queries)
+        assert hits / (10 * len(queries)) >= 0.98, (which, opclass, hits)
+        conn.execute("DROP INDEX items_idx")
+        conn.execute("DELETE FROM items WHERE id >= 3000")
+
+    # The default opclass is L2, as for pgvector's own index types.
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding)")
+    opclass = conn.execute(
+        "SELECT opcname FROM pg_index i JOIN pg_opclass o ON o.oid = i.indclass[0] "
+        "WHERE i.indexrelid = 'items_idx'::regclass").fetchone()[0]
+    assert opclass == "vector_l2_ops"
+
+
+def test_the_companion_refuses_pg_milvus_schema(pgv):
+    conn, _ = pgv
+    conn.execute("DROP EXTENSION pg_milvus_pgvector")
+    with pytest.raises(Exception, match="cannot be created in pg_milvus' schema"):
+        conn.execute("CREATE EXTENSION pg_milvus_pgvector SCHEMA milvus")
