@@ -12,7 +12,8 @@ CREATE FUNCTION milvus_segments(index regclass)
 COMMENT ON FUNCTION milvus_segments(regclass) IS 'the segments of a milvus index, growing one included';
 
 -- The rest of pgvector's SQL surface for vector: the L1 distance and <+>,
--- element-wise *, ||, subvector, binary_quantize, sum() and avg().
+-- element-wise *, ||, subvector, binary_quantize, sum() and avg(); the
+-- Hamming and Jaccard distances of bit strings, <~> and <%>.
 CREATE FUNCTION l1_distance(a vector, b vector) RETURNS double precision
     IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'l1_distance_wrapper';
 CREATE FUNCTION vector_mul(a vector, b vector) RETURNS vector
@@ -29,6 +30,10 @@ CREATE FUNCTION vector_combine(a double precision[], b double precision[]) RETUR
     IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'vector_combine_wrapper';
 CREATE FUNCTION vector_avg(state_array double precision[]) RETURNS vector
     IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'vector_avg_wrapper';
+CREATE FUNCTION hamming_distance(a bit, b bit) RETURNS double precision
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'hamming_distance_wrapper';
+CREATE FUNCTION jaccard_distance(a bit, b bit) RETURNS double precision
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'jaccard_distance_wrapper';
 
 CREATE OPERATOR <+> (
     LEFTARG = vector, RIGHTARG = vector, PROCEDURE = l1_distance,
@@ -39,6 +44,12 @@ CREATE OPERATOR * (
 );
 CREATE OPERATOR || (
     LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_concat
+);
+CREATE OPERATOR <~> (
+    LEFTARG = bit, RIGHTARG = bit, PROCEDURE = hamming_distance, COMMUTATOR = '<~>'
+);
+CREATE OPERATOR <%> (
+    LEFTARG = bit, RIGHTARG = bit, PROCEDURE = jaccard_distance, COMMUTATOR = '<%>'
 );
 CREATE AGGREGATE sum(vector) (
     SFUNC = vector_add, STYPE = vector, COMBINEFUNC = vector_add, PARALLEL = SAFE

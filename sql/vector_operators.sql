@@ -29,6 +29,14 @@ CREATE OPERATOR || (
     LEFTARG = vector, RIGHTARG = vector, PROCEDURE = vector_concat
 );
 
+-- Distances between bit strings (Postgres' bit), for binary quantization.
+CREATE OPERATOR <~> (
+    LEFTARG = bit, RIGHTARG = bit, PROCEDURE = hamming_distance, COMMUTATOR = '<~>'
+);
+CREATE OPERATOR <%> (
+    LEFTARG = bit, RIGHTARG = bit, PROCEDURE = jaccard_distance, COMMUTATOR = '<%>'
+);
+
 -- Aggregates, parallel-safe: sum by vector_add, avg by a float8[] state
 -- (count, then each element's sum), pgvector's.
 CREATE AGGREGATE sum(vector) (

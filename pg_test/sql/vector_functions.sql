@@ -1,6 +1,7 @@
 -- The rest of pgvector's SQL surface for vector, with its semantics and
 -- errors: L1 distance, element-wise product, concatenation, subvector,
--- binary quantization, and the sum/avg aggregates (parallel-safe).
+-- binary quantization and the distances of bit strings, and the sum/avg
+-- aggregates (parallel-safe).
 CREATE EXTENSION pg_milvus;
 \set VERBOSITY default
 SELECT l1_distance('[0,0]'::vector, '[3,4]'), '[0,0]'::vector <+> '[3,4]';
@@ -19,6 +20,12 @@ SELECT array_fill(0, ARRAY[16000])::vector || '[1]';
 SELECT binary_quantize('[1,0,-1]'::vector);
 SELECT binary_quantize('[0,0.1,-0.2,-0.3,0.4,0.5,0.6,-0.7,0.8,-0.9,1]'::vector);
 SELECT binary_quantize('[1,2,3,-4,5,6,-7,8,1,-2,-3,4,5,-6,7,8,-1,2,3]'::vector)::bit(19) = B'1110110110011011011';
+
+SELECT hamming_distance(B'111', B'101'), B'111' <~> B'000', jaccard_distance(B'1110', B'1010'), B'1' <%> B'0';
+SELECT B'0000' <%> B'0000', hamming_distance(B'1110101011', B'0110101010');
+SELECT hamming_distance(B'111', B'1111');
+SELECT jaccard_distance(B'111', B'11');
+SELECT binary_quantize('[1,-1,2,-2]'::vector) <~> binary_quantize('[1,1,-2,-2]'::vector);
 
 SELECT subvector('[1,2,3,4,5]'::vector, 1, 3);
 SELECT subvector('[1,2,3,4,5]'::vector, 3, 2);

@@ -2,7 +2,8 @@
 //! semantics: distances (`<->`, `<#>`, `<=>`, `<+>`), arithmetic (`+`, `-`,
 //! `*`, `||`), comparison (for the btree opclass), `sum` and `avg`, and
 //! helpers (`subvector`, `binary_quantize`, ...), each checking that its
-//! operands agree in dimensions before calling the core.
+//! operands agree in dimensions before calling the core; and the distances
+//! of Postgres' `bit` (`<~>`, `<%>`) that binary quantization searches by.
 
 use milvus_core::distance::{self, Metric};
 use milvus_core::vector as vector_core;
@@ -47,6 +48,30 @@ fn cosine_distance(a: PgVector, b: PgVector) -> f64 {
 fn l1_distance(a: PgVector, b: PgVector) -> f64 {
     let (a, b) = pair(&a, &b);
     distance::l1(a, b) as f64
+}
+
+/// The two bit strings, after checking they have the same length.
+fn bits<'a>(a: &'a PgBit, b: &'a PgBit) -> (&'a [u8], &'a [u8]) {
+    if a.bit_len() != b.bit_len() {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
+            format!("different bit lengths {} and {}", a.bit_len(), b.bit_len())
+        );
+    }
+    (a.bytes(), b.bytes())
+}
+
+#[pg_extern(immutable, strict, parallel_safe)]
+fn hamming_distance(a: PgBit, b: PgBit) -> f64 {
+    let (a, b) = bits(&a, &b);
+    distance::hamming(a, b) as f64
+}
+
+#[pg_extern(immutable, strict, parallel_safe)]
+fn jaccard_distance(a: PgBit, b: PgBit) -> f64 {
+    let (a, b) = bits(&a, &b);
+    distance::jaccard(a, b)
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
@@ -175,6 +200,8 @@ extension_sql_file!(
         vector_accum,
         vector_combine,
         vector_avg,
+        hamming_distance,
+        jaccard_distance,
         vector_cmp,
         vector_eq,
         vector_ne,

@@ -95,6 +95,26 @@ pub fn l1(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
 }
 
+/// The bits that differ between two bit strings of one length (pgvector's
+/// `hamming_distance` on `bit`).
+pub fn hamming(a: &[u8], b: &[u8]) -> u64 {
+    debug_assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones() as u64).sum()
+}
+
+/// `1 - |a AND b| / |a OR b|` over the set bits; 1 when no bit is set in
+/// both (pgvector's `jaccard_distance` on `bit`).
+pub fn jaccard(a: &[u8], b: &[u8]) -> f64 {
+    debug_assert_eq!(a.len(), b.len());
+    let (mut both, mut ones_a, mut ones_b) = (0u64, 0u64, 0u64);
+    for (x, y) in a.iter().zip(b) {
+        both += (x & y).count_ones() as u64;
+        ones_a += x.count_ones() as u64;
+        ones_b += y.count_ones() as u64;
+    }
+    if both == 0 { 1.0 } else { 1.0 - both as f64 / (ones_a + ones_b - both) as f64 }
+}
+
 pub fn norm(a: &[f32]) -> f32 {
     inner_product(a, a).sqrt()
 }
@@ -174,6 +194,19 @@ mod tests {
         } else {
             Err(format!("{metric:?}: simsimd {fast} vs reference {slow}"))
         }
+    }
+
+    #[test]
+    fn l1_hamming_and_jaccard_as_pgvector() {
+        assert_eq!(l1(&[0.0, 0.0], &[3.0, 4.0]), 7.0);
+        assert_eq!(l1(&[3e38], &[-3e38]), f32::INFINITY, "accumulated in f32, as pgvector");
+        // 111 against 101, 000: one and three bits differ.
+        assert_eq!(hamming(&[0b1110_0000], &[0b1010_0000]), 1);
+        assert_eq!(hamming(&[0xff, 0x0f], &[0x00, 0x0f]), 8);
+        assert_eq!(jaccard(&[0b1110_0000], &[0b1010_0000]), 1.0 - 2.0 / 3.0);
+        assert_eq!(jaccard(&[0b1110_0000], &[0b1110_0000]), 0.0);
+        assert_eq!(jaccard(&[0], &[0]), 1.0, "no bit in both: 1");
+        assert_eq!(jaccard(&[0b1000_0000], &[0b0100_0000]), 1.0);
     }
 
     fn vectors(dim: usize) -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {

@@ -1,6 +1,7 @@
-//! Postgres' own `bit` type as a return value: what `binary_quantize`
-//! builds (pgvector's quantization recipe: `binary_quantize(v)::bit(n)`, a
-//! Hamming-distance search, a re-rank by the full vectors).
+//! Postgres' own `bit` type, read and built: what `binary_quantize` returns
+//! and `hamming_distance`/`jaccard_distance` (`<~>`, `<%>`) take
+//! (pgvector's quantization recipe: `binary_quantize(v)::bit(n)`, a Hamming
+//! search, a re-rank by the full vectors).
 //!
 //! ```text
 //! int32 vl_len_   varlena header
@@ -10,15 +11,16 @@
 
 use std::ptr::NonNull;
 
-use pgrx::IntoDatum;
-use pgrx::callconv::{BoxRet, FcInfo};
+use pgrx::callconv::{ArgAbi, BoxRet, FcInfo};
 use pgrx::datum::Datum;
 use pgrx::pgrx_sql_entity_graph::metadata::{
     ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable, TypeOrigin,
 };
 use pgrx::prelude::*;
+use pgrx::{FromDatum, IntoDatum};
 
-/// A `bit` datum built in the current memory context.
+/// A `bit` datum: detoasted from an argument, or built in the current
+/// memory context.
 pub struct PgBit {
     ptr: NonNull<u8>,
 }
@@ -36,6 +38,38 @@ impl PgBit {
             std::ptr::copy_nonoverlapping(bits.as_ptr(), ptr.add(2 * size_of::<i32>()), bits.len());
             PgBit { ptr: NonNull::new_unchecked(ptr) }
         }
+    }
+
+    /// Its length in bits.
+    pub fn bit_len(&self) -> usize {
+        // SAFETY: a detoasted varbit: its bit length follows the header.
+        unsafe { self.ptr.as_ptr().add(size_of::<i32>()).cast::<i32>().read_unaligned() as usize }
+    }
+
+    /// Its bits, most significant first, in whole bytes (the padding is 0).
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: a detoasted varbit holds `len.div_ceil(8)` bytes of bits
+        // after its two int32 fields.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(2 * size_of::<i32>()), self.bit_len().div_ceil(8)) }
+    }
+}
+
+impl FromDatum for PgBit {
+    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _typoid: pg_sys::Oid) -> Option<Self> {
+        if is_null {
+            return None;
+        }
+        // SAFETY: a non-null bit datum is a varlena; detoasting returns it
+        // as is when it is already plain.
+        let ptr = unsafe { pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) };
+        NonNull::new(ptr.cast()).map(|ptr| PgBit { ptr })
+    }
+}
+
+unsafe impl<'fcx> ArgAbi<'fcx> for PgBit {
+    unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
+        let index = arg.index();
+        unsafe { arg.unbox_arg_using_from_datum().unwrap_or_else(|| panic!("argument {index} must not be null")) }
     }
 }
 
