@@ -15,3 +15,8 @@ CREATE OPERATOR CLASS vector_cosine_ops
     FOR TYPE vector USING milvus AS
     OPERATOR 1 <=> (vector, vector) FOR ORDER BY float_ops,
     FUNCTION 1 cosine_distance(vector, vector);
+
+CREATE OPERATOR CLASS vector_l1_ops
+    FOR TYPE vector USING milvus AS
+    OPERATOR 1 <+> (vector, vector) FOR ORDER BY float_ops,
+    FUNCTION 1 l1_distance(vector, vector);

@@ -11,7 +11,8 @@ CREATE FUNCTION milvus_segments(index regclass)
     STABLE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', 'milvus_segments_wrapper';
 COMMENT ON FUNCTION milvus_segments(regclass) IS 'the segments of a milvus index, growing one included';
 
--- The rest of pgvector's SQL surface for vector: the L1 distance and <+>,
+-- The rest of pgvector's SQL surface for vector: the L1 distance, <+> and
+-- the index's vector_l1_ops,
 -- element-wise *, ||, subvector, binary_quantize, sum() and avg(); the
 -- Hamming and Jaccard distances of bit strings, <~> and <%>.
 CREATE FUNCTION l1_distance(a vector, b vector) RETURNS double precision
@@ -51,6 +52,10 @@ CREATE OPERATOR <~> (
 CREATE OPERATOR <%> (
     LEFTARG = bit, RIGHTARG = bit, PROCEDURE = jaccard_distance, COMMUTATOR = '<%>'
 );
+CREATE OPERATOR CLASS vector_l1_ops
+    FOR TYPE vector USING milvus AS
+    OPERATOR 1 <+> (vector, vector) FOR ORDER BY float_ops,
+    FUNCTION 1 l1_distance(vector, vector);
 CREATE AGGREGATE sum(vector) (
     SFUNC = vector_add, STYPE = vector, COMBINEFUNC = vector_add, PARALLEL = SAFE
 );

@@ -12,7 +12,7 @@ from pgvector.psycopg import register_vector
 
 from conftest import DIMS
 
-METRICS = {"vector_l2_ops": "<->", "vector_ip_ops": "<#>", "vector_cosine_ops": "<=>"}
+METRICS = {"vector_l2_ops": "<->", "vector_ip_ops": "<#>", "vector_cosine_ops": "<=>", "vector_l1_ops": "<+>"}
 
 
 def clustered(n, seed, clusters=50):

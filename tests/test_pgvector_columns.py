@@ -17,7 +17,7 @@ import pytest
 
 STANDIN = Path(__file__).parent / "fixtures" / "pgvector_standin"
 DIMS = 16
-METRICS = {"vector_l2_ops": "<->", "vector_ip_ops": "<#>", "vector_cosine_ops": "<=>"}
+METRICS = {"vector_l2_ops": "<->", "vector_ip_ops": "<#>", "vector_cosine_ops": "<=>", "vector_l1_ops": "<+>"}
 
 
 def vector_extension(conn) -> str:

@@ -113,6 +113,7 @@ enum MetricArg {
     L2,
     Ip,
     Cosine,
+    L1,
 }
 
 impl Args {
@@ -121,6 +122,7 @@ impl Args {
             MetricArg::L2 => Metric::L2,
             MetricArg::Ip => Metric::InnerProduct,
             MetricArg::Cosine => Metric::Cosine,
+            MetricArg::L1 => Metric::L1,
         }
     }
 }
@@ -520,6 +522,7 @@ impl Bench<'_> {
             Metric::L2 => "vector_l2_ops",
             Metric::InnerProduct => "vector_ip_ops",
             Metric::Cosine => "vector_cosine_ops",
+            Metric::L1 => "vector_l1_ops",
         };
         let sql = match kind {
             Kind::Milvus => format!(

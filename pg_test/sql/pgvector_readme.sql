@@ -2,7 +2,7 @@
 -- README gives it, with USING milvus for USING hnsw and milvus.* for
 -- hnsw.* settings (the only changes; and an alias on each subquery in FROM,
 -- which PostgreSQL 15 asks for). Its halfvec and sparsevec examples
--- and its vector_l1_ops, bit_hamming_ops and bit_jaccard_ops indexes are
+-- and its bit_hamming_ops and bit_jaccard_ops indexes are
 -- not here: those types and opclasses are not in pg_milvus yet.
 CREATE EXTENSION pg_milvus;
 
@@ -38,13 +38,14 @@ ALTER TABLE items ADD COLUMN category_id int DEFAULT 1;
 SELECT category_id, AVG(embedding) FROM items GROUP BY category_id;
 DROP TABLE items;
 
--- Indexing: the three metrics, with pgvector's options
+-- Indexing: the four metrics, with pgvector's options
 CREATE TABLE items (id bigserial PRIMARY KEY, embedding vector(3), category_id int, location_id int);
 INSERT INTO items (embedding, category_id, location_id)
     SELECT ARRAY[i % 7, i % 11, i % 13]::real[], i % 200, i % 3 FROM generate_series(1, 1000) i;
 CREATE INDEX ON items USING milvus (embedding vector_l2_ops);
 CREATE INDEX ON items USING milvus (embedding vector_ip_ops);
 CREATE INDEX ON items USING milvus (embedding vector_cosine_ops);
+CREATE INDEX ON items USING milvus (embedding vector_l1_ops);
 CREATE INDEX ON items USING milvus (embedding vector_l2_ops) WITH (m = 16, ef_construction = 64);
 SET milvus.ef_search = 100;
 BEGIN;

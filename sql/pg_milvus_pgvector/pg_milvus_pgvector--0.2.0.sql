@@ -30,7 +30,8 @@ BEGIN
     FOR c IN SELECT * FROM (VALUES
             ('vector_l2_ops', 'DEFAULT', '<->', 'l2_distance'),
             ('vector_ip_ops', '', '<#>', 'vector_negative_inner_product'),
-            ('vector_cosine_ops', '', '<=>', 'cosine_distance')) AS v(name, dflt, op, fn)
+            ('vector_cosine_ops', '', '<=>', 'cosine_distance'),
+            ('vector_l1_ops', '', '<+>', 'l1_distance')) AS v(name, dflt, op, fn)
     LOOP
         EXECUTE format(
             'CREATE OPERATOR CLASS %1$I.%2$I %3$s FOR TYPE %4$I.vector USING milvus AS '

@@ -231,6 +231,7 @@ fn metric_of(index: Index) -> Metric {
         "l2_distance" => Metric::L2,
         "vector_negative_inner_product" => Metric::InnerProduct,
         "cosine_distance" => Metric::Cosine,
+        "l1_distance" => Metric::L1,
         other => error!("milvus index opclass has an unknown distance function \"{other}\""),
     }
 }

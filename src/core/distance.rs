@@ -13,17 +13,18 @@
 
 use simsimd::SpatialSimilarity;
 
-/// The three metrics of the opclasses `vector_l2_ops`, `vector_ip_ops`,
-/// `vector_cosine_ops`.
+/// The four metrics of the opclasses `vector_l2_ops`, `vector_ip_ops`,
+/// `vector_cosine_ops` and `vector_l1_ops`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
     L2,
     InnerProduct,
     Cosine,
+    L1,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 3] = [Metric::L2, Metric::InnerProduct, Metric::Cosine];
+    pub const ALL: [Metric; 4] = [Metric::L2, Metric::InnerProduct, Metric::Cosine, Metric::L1];
 
     /// The distance between `a` and `b` under this metric. Both must have the
     /// same length; callers check dimensions before they get here.
@@ -33,6 +34,7 @@ impl Metric {
             Metric::L2 => l2_squared(a, b).sqrt(),
             Metric::InnerProduct => -inner_product(a, b),
             Metric::Cosine => cosine_distance(a, b),
+            Metric::L1 => l1(a, b),
         }
     }
 
@@ -42,6 +44,7 @@ impl Metric {
             Metric::L2 => 1,
             Metric::InnerProduct => 2,
             Metric::Cosine => 3,
+            Metric::L1 => 4,
         }
     }
 
@@ -55,6 +58,7 @@ impl Metric {
             Metric::L2 => "<->",
             Metric::InnerProduct => "<#>",
             Metric::Cosine => "<=>",
+            Metric::L1 => "<+>",
         }
     }
 }
@@ -167,6 +171,7 @@ pub mod reference {
             super::Metric::L2 => l2_squared(a, b).sqrt(),
             super::Metric::InnerProduct => -inner_product(a, b),
             super::Metric::Cosine => cosine_distance(a, b),
+            super::Metric::L1 => a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).abs()).sum(),
         }
     }
 }
@@ -186,6 +191,7 @@ mod tests {
             Metric::L2 => (reference::l2_squared(a, b)).sqrt(),
             Metric::InnerProduct => (reference::inner_product(a, a) * reference::inner_product(b, b)).sqrt(),
             Metric::Cosine => 1.0,
+            Metric::L1 => slow,
         }
         .max(slow.abs())
         .max(f64::MIN_POSITIVE);

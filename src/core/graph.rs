@@ -539,7 +539,7 @@ mod tests {
 
     #[test]
     fn the_flat_search_finds_what_hnsw_rs_finds() {
-        for metric in [Metric::L2, Metric::InnerProduct, Metric::Cosine] {
+        for metric in Metric::ALL {
             let (ours, theirs) = recalls(metric, &|_| false);
             assert!(ours >= 0.95 && ours >= theirs - 0.02, "{metric:?}: recall {ours} against hnsw_rs' {theirs}");
         }
@@ -547,7 +547,7 @@ mod tests {
 
     #[test]
     fn the_refinement_pass_raises_recall_and_keeps_lists_sound() {
-        for metric in [Metric::L2, Metric::InnerProduct, Metric::Cosine] {
+        for metric in Metric::ALL {
             let b = binlog(8000, 16, metric, 5);
             let index = SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(false)).unwrap();
             let (built, refined) = (index.builder_graph(), index.to_flat());

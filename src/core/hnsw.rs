@@ -40,7 +40,7 @@ use crate::segment::SegmentId;
 
 /// The graph's distance, by metric code in the type (hnsw_rs only
 /// memory-maps a reloaded graph's data for a distance that is `Default`):
-/// 1 = L2, 3 = cosine; inner product graphs use L2 (see the module doc).
+/// 1 = L2, 3 = cosine, 4 = L1; inner product graphs use L2 (see the module doc).
 /// A NaN (cosine with a zero vector) would break the graph's ordering, so it
 /// counts as the farthest possible.
 #[derive(Debug, Clone, Copy, Default)]
@@ -49,6 +49,7 @@ pub struct SimdDistance<const CODE: u8>;
 const fn metric_of(code: u8) -> Metric {
     match code {
         1 => Metric::L2,
+        4 => Metric::L1,
         _ => Metric::Cosine,
     }
 }
@@ -74,6 +75,7 @@ enum Graph {
     /// Over the augmented vectors `[x, sqrt(M² - |x|²)]`, under L2.
     InnerProduct(Hnsw<'static, f32, SimdDistance<1>>),
     Cosine(Hnsw<'static, f32, SimdDistance<3>>),
+    L1(Hnsw<'static, f32, SimdDistance<4>>),
 }
 
 /// Runs `$body` with `$h` bound to the graph, whatever its metric.
@@ -83,6 +85,7 @@ macro_rules! with_graph {
             Graph::L2($h) => $body,
             Graph::InnerProduct($h) => $body,
             Graph::Cosine($h) => $body,
+            Graph::L1($h) => $body,
         }
     };
 }
@@ -184,6 +187,7 @@ impl SegmentIndex {
             Metric::L2 => Graph::L2(build_graph(dims, vectors, params, cancel)?),
             Metric::InnerProduct => Graph::InnerProduct(build_graph(dims, vectors, params, cancel)?),
             Metric::Cosine => Graph::Cosine(build_graph(dims, vectors, params, cancel)?),
+            Metric::L1 => Graph::L1(build_graph(dims, vectors, params, cancel)?),
         };
         let mut index = SegmentIndex {
             hnsw: ManuallyDrop::new(graph),
@@ -307,6 +311,7 @@ impl SegmentIndex {
             Metric::L2 => load_graph(&mut io).map(Graph::L2),
             Metric::InnerProduct => load_graph(&mut io).map(Graph::InnerProduct),
             Metric::Cosine => load_graph(&mut io).map(Graph::Cosine),
+            Metric::L1 => load_graph(&mut io).map(Graph::L1),
         };
         let hnsw = ManuallyDrop::new(graph.map_err(|e| io_err(format!("hnsw_rs could not reload it: {e}")))?);
         let rows = with_graph!(&*hnsw, h => h.get_nb_point());
