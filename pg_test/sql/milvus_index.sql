@@ -26,18 +26,33 @@ CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (nonsense 
 CREATE INDEX bad ON items USING milvus (id);
 CREATE TABLE nodims (v vector);
 CREATE INDEX bad ON nodims USING milvus (v vector_l2_ops);
-CREATE TABLE huge (v vector(4000));
-CREATE INDEX bad ON huge USING milvus (v vector_l2_ops);
--- The largest row that fits a page, and one dimension more.
-CREATE TABLE edge (id int, v vector(2034));
-CREATE INDEX edge_idx ON edge USING milvus (v vector_l2_ops);
-INSERT INTO edge SELECT i, array_fill(i::real, ARRAY[2034])::vector FROM generate_series(1, 3) i;
+-- The largest row that fits a page as one item, one dimension more (two
+-- chunks of a page each), and the type's limit (eight chunks): inserted,
+-- flushed, searched, growing and flushed alike.
+CREATE TABLE edge (id int, v vector(2034), w vector(2035), x vector(16000));
+CREATE INDEX edge_v ON edge USING milvus (v vector_l2_ops);
+CREATE INDEX edge_w ON edge USING milvus (w vector_l2_ops);
+CREATE INDEX edge_x ON edge USING milvus (x vector_l2_ops);
+INSERT INTO edge SELECT i, array_fill(i::real, ARRAY[2034]), array_fill(i::real, ARRAY[2035]),
+    array_fill(i::real, ARRAY[16000]) FROM generate_series(1, 3) i;
+SELECT count(*) FROM milvus_flush('edge_x');
+INSERT INTO edge SELECT i, array_fill(i::real, ARRAY[2034]), array_fill(i::real, ARRAY[2035]),
+    array_fill(i::real, ARRAY[16000]) FROM generate_series(4, 5) i;
+SELECT state, rows FROM milvus_segments('edge_x') ORDER BY segment_id;
 SET enable_seqscan = off;
 SELECT id FROM edge ORDER BY v <-> array_fill(2.9::real, ARRAY[2034])::vector LIMIT 2;
+SELECT id FROM edge ORDER BY w <-> array_fill(4.2::real, ARRAY[2035])::vector LIMIT 2;
+SELECT id FROM edge ORDER BY x <-> array_fill(2.9::real, ARRAY[16000])::vector LIMIT 5;
 RESET enable_seqscan;
-CREATE TABLE edge2 (v vector(2035));
-CREATE INDEX bad ON edge2 USING milvus (v vector_l2_ops);
-DROP TABLE nodims, huge, edge, edge2;
+DELETE FROM edge WHERE id IN (2, 4);
+VACUUM edge;
+SELECT state, rows, deleted_rows FROM milvus_segments('edge_x') ORDER BY segment_id;
+SELECT kind, pages FROM milvus_index_pages('edge_x') WHERE kind IN ('growing', 'unreferenced') ORDER BY kind;
+SET enable_seqscan = off;
+SELECT id FROM edge ORDER BY x <-> array_fill(2.9::real, ARRAY[16000])::vector LIMIT 5;
+RESET enable_seqscan;
+CREATE TABLE huge (v vector(16001));
+DROP TABLE nodims, edge;
 
 -- Inserts after creation; NULLs are not indexed; bad vectors are refused.
 INSERT INTO items VALUES (302, 1, '[0.5,0.5,0.5]'), (303, 2, NULL);

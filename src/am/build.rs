@@ -33,7 +33,7 @@ use pgrx::prelude::*;
 use super::flush::{self, SealRequest};
 use super::insert::{self, Row};
 use super::options;
-use crate::pages::rows::{manifest_pages, max_dims_per_page, pack_tid};
+use crate::pages::rows::{manifest_pages, pack_tid};
 use crate::pages::{Buffer, Index, META_BLOCK, Record, free, manifest};
 use crate::shared;
 use crate::vector::PgVector;
@@ -248,14 +248,16 @@ fn dims_of(index: Index) -> usize {
             "A milvus index needs a column of type vector(n), e.g. embedding vector(128)."
         );
     }
+    // Up to the type's limit: growing rows wider than a page are stored in
+    // chunks of a page each (pages::rows), segment files have no limit.
     let dims = typmod as usize;
-    let max = max_dims_per_page();
+    let max = milvus_core::vector::MAX_DIM;
     if dims > max {
         ereport!(
             ERROR,
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             format!("column cannot have more than {max} dimensions for milvus index"),
-            format!("The column has {dims}; a row of the growing segment must fit one index page.")
+            format!("The column has {dims}.")
         );
     }
     dims

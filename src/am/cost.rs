@@ -25,9 +25,9 @@
 use milvus_core::policy::cost::{IndexShape, scan_work};
 use pgrx::prelude::*;
 
+use super::insert::size_rule;
 use super::options;
 use crate::pages::OpenIndex;
-use crate::pages::rows::rows_per_page;
 
 // The signature is Postgres' (amapi.h).
 #[allow(clippy::too_many_arguments)]
@@ -60,7 +60,7 @@ pub unsafe extern "C-unwind" fn amcostestimate(
         let growing_pages = meta.growing_pages.max(1) as f64;
         let shape = IndexShape {
             rows: (*info).tuples.max(0.0),
-            page_rows: growing_pages * rows_per_page(meta.dims()) as f64,
+            page_rows: size_rule(1, meta.dims()).rows_in_pages(meta.growing_pages.max(1) as u64) as f64,
             segment_rows: o.segment_max_rows as f64,
             m: o.m as usize,
         };

@@ -35,6 +35,7 @@ use crate::gucs::PausePoint;
 use crate::pages::rows::{pack_tid, rows_per_page};
 use crate::pages::{Index, Lock, Record};
 use crate::vector::PgVector;
+use milvus_core::format::page::Chunks;
 
 // The signature is Postgres' (amapi.h).
 #[allow(clippy::too_many_arguments)]
@@ -83,13 +84,11 @@ pub struct Row<'a> {
 /// The size rule of a growing segment: `max_rows`, in whole pages (the
 /// workers add the time rules, `gucs::seal_policy`).
 pub fn size_rule(max_rows: u64, dims: usize) -> SealPolicy {
-    SealPolicy {
-        max_rows,
-        rows_per_page: rows_per_page(dims) as u64,
-        max_bytes: u64::MAX,
-        idle_secs: None,
-        lifetime_secs: None,
-    }
+    let (rows_per_page, pages_per_row) = match Chunks::of(dims) {
+        Some(chunks) => (1, chunks.count as u64),
+        None => (rows_per_page(dims) as u64, 1),
+    };
+    SealPolicy { max_rows, rows_per_page, pages_per_row, max_bytes: u64::MAX, idle_secs: None, lifetime_secs: None }
 }
 
 /// Appends one row to the growing segment; if that segment is at its size
@@ -111,6 +110,20 @@ pub fn insert_row(
     loop {
         let meta = index.meta(Lock::Share);
         milvus_core::vector::check_typmod(Some(meta.dims()), row.vector.len()).or_raise();
+        if let Some(chunks) = Chunks::of(meta.dims()) {
+            drop(meta);
+            match insert_chunks(index, row, &chunks, max_rows, seal_at_limit) {
+                Ok(()) => return sealed,
+                Err((full, segment)) => {
+                    match seal_full(index, segment, reason.clone().unwrap_or(full), &mut make_room) {
+                        Some(Some(segment)) => sealed = Some(segment),
+                        Some(None) => {}
+                        None => seal_at_limit = false,
+                    }
+                    continue;
+                }
+            }
+        }
 
         // Fast path: the tail has room.
         let tail = meta.growing_tail;
@@ -133,16 +146,10 @@ pub fn insert_row(
         if let Some(full) = meta.needs_seal(&rule).filter(|_| seal_at_limit) {
             let segment = meta.growing();
             drop(meta);
-            let reason = reason.clone().unwrap_or(full);
-            let request = SealRequest { reason, only: Some(segment), when_full: WhenFull::GrowOn };
-            match flush::seal(index, request) {
-                Sealed::Sealed(segment) => sealed = Some(segment),
-                // No room: flush what waits and try again, or grow on.
-                Sealed::NoRoom => match make_room.take() {
-                    Some(flush) => flush(),
-                    None => seal_at_limit = false,
-                },
-                Sealed::Empty | Sealed::AlreadySealed => {}
+            match seal_full(index, segment, reason.clone().unwrap_or(full), &mut make_room) {
+                Some(Some(segment)) => sealed = Some(segment),
+                Some(None) => {}
+                None => seal_at_limit = false,
             }
             continue;
         }
@@ -160,4 +167,71 @@ pub fn insert_row(
         record.finish();
         return sealed;
     }
+}
+
+/// Seals `segment`, the growing segment found full, for `reason` (unless
+/// another session sealed it meanwhile): `Some(sealed segment, if any)` to
+/// try the insert again, `None` when there is no room to seal and nothing
+/// to make it (the segment grows on).
+fn seal_full(
+    index: Index,
+    segment: SegmentId,
+    reason: SealReason,
+    make_room: &mut Option<&mut dyn FnMut()>,
+) -> Option<Option<SegmentId>> {
+    let request = SealRequest { reason, only: Some(segment), when_full: WhenFull::GrowOn };
+    match flush::seal(index, request) {
+        Sealed::Sealed(segment) => Some(Some(segment)),
+        // No room: flush what waits and try again, or grow on.
+        Sealed::NoRoom => make_room.take().map(|flush| {
+            flush();
+            None
+        }),
+        Sealed::Empty | Sealed::AlreadySealed => Some(None),
+    }
+}
+
+/// Appends a row of more dimensions than a page holds, in chunks of a page
+/// each (`milvus_core::format::page::Chunks`): the first into the tail if
+/// it is empty (a segment's first page), each other one into a new page
+/// linked after it, one WAL record each, under the exclusive meta lock so
+/// the chunks of two rows never interleave. A crash between two records
+/// leaves an unfinished row of a transaction that never committed: readers
+/// leave it out, VACUUM removes it. `Err(reason)` when the segment is full
+/// (and `seal_at_limit`), with the segment: seal it, then try again.
+fn insert_chunks(
+    index: Index,
+    row: Row,
+    chunks: &Chunks,
+    max_rows: u64,
+    seal_at_limit: bool,
+) -> Result<(), (SealReason, SegmentId)> {
+    let mut meta = index.meta(Lock::Exclusive);
+    if let Some(full) = meta.needs_seal(&size_rule(max_rows, meta.dims())).filter(|_| seal_at_limit) {
+        return Err((full, meta.growing()));
+    }
+    let segment = meta.growing_segment;
+    let mut tail = index.read(meta.growing_tail, Lock::Exclusive);
+    let mut first = 0;
+    if !tail.page().has_rows(meta.dims()) {
+        let mut record = Record::start(index);
+        let added = record.page(&mut tail).add_item(&chunks.item(row.key, 0, row.vector));
+        assert!(added, "a chunk fits an empty page");
+        record.finish();
+        first = 1;
+    }
+    for seq in first..chunks.count {
+        let mut new_page = index.new_page();
+        let new_block = new_page.block();
+        let mut record = Record::start(index);
+        record.meta(&mut meta).extend(new_block);
+        record.page(&mut tail).set_next(new_block);
+        let mut page = record.fresh_page(&mut new_page);
+        page.init_rows(segment);
+        let added = page.add_item(&chunks.item(row.key, seq, row.vector));
+        assert!(added, "a chunk fits an empty page");
+        record.finish();
+        tail = new_page;
+    }
+    Ok(())
 }

@@ -115,7 +115,13 @@ fn delete_from_chain(index: Index, head: Block, dims: usize, is_dead: &dyn Fn(u6
         let mut buffer = index.read(block, Lock::Exclusive);
         let mut dead: Vec<pg_sys::OffsetNumber> = Vec::new();
         let page = buffer.page();
-        page.for_each_row(dims, |offset, key, _| if is_dead(key) { dead.push(offset) } else { kept += 1 });
+        page.for_each_key(dims, |offset, key, first| {
+            if is_dead(key) {
+                dead.push(offset)
+            } else if first {
+                kept += 1
+            }
+        });
         block = page.chain().map_or(INVALID_BLOCK, |o| o.next);
         if !dead.is_empty() {
             let mut record = Record::start(index);

@@ -204,15 +204,15 @@ impl MetaPage {
     /// The rows of the growing segment as the page count knows them: every
     /// page but the tail is full, so when the tail is full too this is
     /// exact. `None` for a meta page older than the count.
-    pub fn growing_rows(&self, rows_per_page: u64) -> Option<u64> {
-        (self.growing_pages > 0).then(|| self.growing_pages as u64 * rows_per_page)
+    pub fn growing_rows(&self, policy: &SealPolicy) -> Option<u64> {
+        (self.growing_pages > 0).then(|| policy.rows_in_pages(self.growing_pages as u64))
     }
 
     /// The size rule, asked when the growing tail is full and a row needs a
     /// new page: `Some(reason)` to seal instead, the rule the workers apply
     /// too ([`seal_by_rows`]). `None` when the page count is unknown.
     pub fn needs_seal(&self, policy: &SealPolicy) -> Option<SealReason> {
-        let rows = self.growing_rows(policy.rows_per_page)?;
+        let rows = self.growing_rows(policy)?;
         seal_by_rows(&GrowingStats { rows, bytes: 0, created_at: 0, last_insert_at: 0 }, policy)
     }
 
@@ -319,8 +319,14 @@ mod tests {
         MetaPage::new(128, Metric::L2, SegmentId(1), 1, 2, 100)
     }
 
-    const POLICY: SealPolicy =
-        SealPolicy { max_rows: 1000, rows_per_page: 30, max_bytes: u64::MAX, idle_secs: None, lifetime_secs: None };
+    const POLICY: SealPolicy = SealPolicy {
+        max_rows: 1000,
+        rows_per_page: 30,
+        pages_per_row: 1,
+        max_bytes: u64::MAX,
+        idle_secs: None,
+        lifetime_secs: None,
+    };
 
     /// Meta pages on disk keep their layout: every field where format 1
     /// put it, `released` and `growing_pages` after.

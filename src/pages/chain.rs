@@ -2,6 +2,7 @@
 //! the rows in them add up to.
 
 use milvus_core::Metric;
+use milvus_core::format::page::{Chunks, RowAssembler};
 use milvus_core::search::{PageHits, PageRows};
 
 use super::{Block, INVALID_BLOCK, Index, Lock, Meta, Page};
@@ -32,10 +33,30 @@ pub fn blocks(index: Index, head: Block) -> Vec<Block> {
     blocks
 }
 
+/// Calls `f(key, vector)` for every live row of a chain of row pages, in
+/// chain order: rows of more dimensions than a page holds put together from
+/// their chunks (an unfinished one, of an insert a crash cut short, left
+/// out).
+pub fn for_each_row(index: Index, head: Block, dims: usize, mut f: impl FnMut(u64, &[f32])) {
+    match Chunks::of(dims) {
+        None => walk(index, head, |_, p| p.for_each_row(dims, |_, key, v| f(key, v))),
+        Some(chunks) => {
+            let mut rows = RowAssembler::new(chunks);
+            walk(index, head, |_, p| {
+                p.for_each_chunk(dims, &chunks, |_, chunk| {
+                    if let Some((key, v)) = rows.push(chunk) {
+                        f(key, v)
+                    }
+                })
+            });
+        }
+    }
+}
+
 /// Live rows in a chain of row pages.
 pub fn count_rows(index: Index, head: Block, dims: usize) -> u64 {
     let mut rows = 0;
-    walk(index, head, |_, p| p.for_each_row(dims, |_, _, _| rows += 1));
+    for_each_row(index, head, dims, |_, _| rows += 1);
     rows
 }
 
@@ -52,7 +73,7 @@ pub fn growing_is_empty(index: Index, meta: &Meta) -> bool {
 /// The rows of a chain, copied out (what a flush hands to its job).
 pub fn read_rows(index: Index, head: Block, dims: usize) -> PageRows {
     let mut rows = PageRows::new(dims);
-    walk(index, head, |_, p| p.for_each_row(dims, |_, key, v| rows.push(key, v)));
+    for_each_row(index, head, dims, |key, v| rows.push(key, v));
     rows
 }
 
@@ -63,7 +84,10 @@ pub fn page_hits(index: Index, meta: &Meta, metric: Metric, query: &[f32]) -> Pa
     let dims = meta.dims();
     let mut hits = PageHits::default();
     for (_, head) in meta.in_pages() {
-        walk(index, head, |_, p| p.distances(dims, metric, query, &mut hits));
+        match Chunks::of(dims) {
+            None => walk(index, head, |_, p| p.distances(dims, metric, query, &mut hits)),
+            Some(_) => for_each_row(index, head, dims, |key, v| hits.push(key, metric.distance(query, v))),
+        }
     }
     hits
 }

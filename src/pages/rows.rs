@@ -12,7 +12,7 @@
 use std::mem::size_of;
 
 use milvus_core::Metric;
-use milvus_core::format::page::{self as layout, RowPage};
+use milvus_core::format::page::{self as layout, Chunk, Chunks, RowPage};
 pub use milvus_core::format::page::{max_dims_per_page, rows_per_page};
 use milvus_core::search::PageHits;
 use pgrx::pg_sys;
@@ -109,10 +109,25 @@ impl<'a> Page<'a> {
         RowPage::new(bytes, dims).unwrap_or_else(|e| damaged(e))
     }
 
-    /// Whether a row page holds a live row.
+    /// Calls `f(offset, chunk)` for every live chunk of a page of rows cut
+    /// in chunks.
+    pub fn for_each_chunk(self, dims: usize, chunks: &Chunks, f: impl FnMut(pg_sys::OffsetNumber, Chunk<'a>)) {
+        self.rows(dims).for_each_chunk(chunks, f).unwrap_or_else(|e| damaged(e))
+    }
+
+    /// Calls `f(offset, key, first)` for every live item of a row page,
+    /// row or chunk (`first`: a row, or the first chunk of one).
+    pub fn for_each_key(self, dims: usize, mut f: impl FnMut(pg_sys::OffsetNumber, u64, bool)) {
+        match Chunks::of(dims) {
+            Some(chunks) => self.for_each_chunk(dims, &chunks, |o, c| f(o, c.key, c.seq == 0)),
+            None => self.for_each_row(dims, |o, key, _| f(o, key, true)),
+        }
+    }
+
+    /// Whether a row page holds a live row (or chunk of one).
     pub fn has_rows(self, dims: usize) -> bool {
         let mut any = false;
-        self.for_each_row(dims, |_, _, _| any = true);
+        self.for_each_key(dims, |_, _, _| any = true);
         any
     }
 
@@ -152,6 +167,13 @@ impl PageMut<'_> {
         for v in vector {
             item.extend_from_slice(&v.to_ne_bytes());
         }
+        self.add_item(&item)
+    }
+
+    /// Adds an item, a row or a chunk of one
+    /// ([`milvus_core::format::page::Chunks::item`]); false when it does
+    /// not fit.
+    pub fn add_item(&mut self, item: &[u8]) -> bool {
         // SAFETY: a registered row page; the item is copied in.
         let offset = unsafe {
             pg_sys::PageAddItemExtended(

@@ -12,6 +12,14 @@
 //! bit-field layout of GCC on little-endian hosts); a live row has
 //! `lp_flags` 1 (`LP_NORMAL`).
 //!
+//! A row of more dimensions than one page holds ([`max_dims_per_page`], up
+//! to the type's 16,000) is stored in [`Chunks`]: `count` items of about
+//! equal size, each the only item of its page, on consecutive pages of the
+//! chain, each `[key u64][seq u16][count u16][unused u32][f32 × n]`. An
+//! insert writes them in several WAL records; a crash between two leaves an
+//! incomplete row of a transaction that never committed, which
+//! [`RowAssembler`] drops (and VACUUM removes: its TID is dead).
+//!
 //! [`RowPage::new`] checks what it reads (a damaged page is an error, never
 //! a read out of bounds); [`RowPageBuilder`] lays out a page exactly as
 //! `PageInit` and `PageAddItem` do (a `#[pg_test]` compares the two), for
@@ -43,10 +51,104 @@ pub fn rows_per_page(dims: usize) -> usize {
     (PAGE_SIZE - HEADER_SIZE - SPECIAL_SIZE) / (maxalign(row_item_size(dims)) + LINE_POINTER_SIZE)
 }
 
-/// The largest vector a row page holds: one row, its item MAXALIGNed.
+/// The largest item a page holds: one item, MAXALIGNed.
+fn item_room() -> usize {
+    (PAGE_SIZE - HEADER_SIZE - SPECIAL_SIZE - LINE_POINTER_SIZE) / MAXALIGN * MAXALIGN
+}
+
+/// The largest vector a row page holds as one item.
 pub fn max_dims_per_page() -> usize {
-    let room = (PAGE_SIZE - HEADER_SIZE - SPECIAL_SIZE - LINE_POINTER_SIZE) / MAXALIGN * MAXALIGN;
-    (room - 8) / 4
+    (item_room() - 8) / 4
+}
+
+/// Bytes before a chunk's floats: key, seq, count, unused.
+pub const CHUNK_HEADER: usize = 16;
+
+/// How rows of `dims` dimensions that do not fit a page are cut: `count`
+/// chunks of `per_chunk` floats (the last one shorter), each more than half
+/// a page, so one a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunks {
+    pub dims: usize,
+    pub count: usize,
+    pub per_chunk: usize,
+}
+
+impl Chunks {
+    /// `None` when a row of `dims` fits one item.
+    pub fn of(dims: usize) -> Option<Chunks> {
+        if dims <= max_dims_per_page() {
+            return None;
+        }
+        let most = (item_room() - CHUNK_HEADER) / 4;
+        let count = dims.div_ceil(most);
+        Some(Chunks { dims, count, per_chunk: dims.div_ceil(count) })
+    }
+
+    /// The floats of chunk `seq`.
+    pub fn range(&self, seq: usize) -> std::ops::Range<usize> {
+        (seq * self.per_chunk).min(self.dims)..((seq + 1) * self.per_chunk).min(self.dims)
+    }
+
+    /// The item of chunk `seq` of the row `key`.
+    pub fn item(&self, key: u64, seq: usize, vector: &[f32]) -> Vec<u8> {
+        let floats = &vector[self.range(seq)];
+        let mut item = Vec::with_capacity(CHUNK_HEADER + 4 * floats.len());
+        item.extend_from_slice(&key.to_le_bytes());
+        item.extend_from_slice(&(seq as u16).to_le_bytes());
+        item.extend_from_slice(&(self.count as u16).to_le_bytes());
+        item.extend_from_slice(&0u32.to_le_bytes());
+        for f in floats {
+            item.extend_from_slice(&f.to_le_bytes());
+        }
+        item
+    }
+}
+
+/// One chunk of a row, as read from a page.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Chunk<'a> {
+    pub key: u64,
+    pub seq: usize,
+    pub count: usize,
+    pub floats: &'a [f32],
+}
+
+/// Puts rows together from their chunks, read in chain order: a row is
+/// complete when chunks `0..count` of one key came one after the other. A
+/// chunk out of that order (the rest of a row an insert never finished)
+/// drops the row it would have continued.
+#[derive(Debug)]
+pub struct RowAssembler {
+    chunks: Chunks,
+    key: Option<u64>,
+    next: usize,
+    row: Vec<f32>,
+}
+
+impl RowAssembler {
+    pub fn new(chunks: Chunks) -> Self {
+        RowAssembler { chunks, key: None, next: 0, row: Vec::with_capacity(chunks.dims) }
+    }
+
+    /// Takes the next chunk of the chain; returns the row it completes.
+    pub fn push(&mut self, chunk: Chunk) -> Option<(u64, &[f32])> {
+        let continues = self.key == Some(chunk.key) && chunk.seq == self.next;
+        if chunk.seq == 0 {
+            self.key = Some(chunk.key);
+            self.row.clear();
+        } else if !continues || chunk.count != self.chunks.count {
+            self.key = None;
+            return None;
+        }
+        self.row.extend_from_slice(chunk.floats);
+        self.next = chunk.seq + 1;
+        if self.next == self.chunks.count {
+            let key = self.key.take().expect("a row being put together");
+            return Some((key, &self.row));
+        }
+        None
+    }
 }
 
 fn maxalign(n: usize) -> usize {
@@ -117,6 +219,44 @@ impl<'a> RowPage<'a> {
         Ok(Some((key, vector)))
     }
 
+    /// The chunk at line pointer `offset` (1-based) of a page of rows cut
+    /// as `chunks` says: `None` if it is not live; an error if the pointer
+    /// leads outside the page or its size or numbers do not fit `chunks`.
+    pub fn chunk(&self, offset: usize, chunks: &Chunks) -> Result<Option<Chunk<'a>>, PageError> {
+        let at = HEADER_SIZE + (offset - 1) * LINE_POINTER_SIZE;
+        let lp = u32::from_le_bytes(self.bytes[at..at + 4].try_into().expect("4 bytes"));
+        if (lp >> 15) & 0b11 != LP_NORMAL {
+            return Ok(None);
+        }
+        let (off, len) = ((lp & 0x7fff) as usize, (lp >> 17) as usize);
+        let bad = |what: String| Err(PageError { dims: self.dims, what: format!("chunk {offset}: {what}") });
+        if len < CHUNK_HEADER || !off.is_multiple_of(MAXALIGN) || off + len > PAGE_SIZE {
+            return bad(format!("{len} bytes at {off}"));
+        }
+        let item = &self.bytes[off..off + len];
+        let key = u64::from_le_bytes(item[..8].try_into().expect("8 bytes"));
+        let seq = u16::from_le_bytes([item[8], item[9]]) as usize;
+        let count = u16::from_le_bytes([item[10], item[11]]) as usize;
+        if count != chunks.count || seq >= count || len - CHUNK_HEADER != 4 * chunks.range(seq).len() {
+            return bad(format!("chunk {seq} of {count}, {len} bytes"));
+        }
+        // SAFETY: as in `row`: an 8-aligned item in a 4-aligned page, its
+        // floats after a 16-byte header, within the page.
+        let floats = unsafe { std::slice::from_raw_parts(item[CHUNK_HEADER..].as_ptr().cast::<f32>(), (len - 16) / 4) };
+        Ok(Some(Chunk { key, seq, count, floats }))
+    }
+
+    /// Calls `f(offset, chunk)` for every live chunk of a page of rows cut
+    /// as `chunks` says.
+    pub fn for_each_chunk(&self, chunks: &Chunks, mut f: impl FnMut(u16, Chunk<'a>)) -> Result<(), PageError> {
+        for offset in 1..=self.items {
+            if let Some(chunk) = self.chunk(offset, chunks)? {
+                f(offset as u16, chunk);
+            }
+        }
+        Ok(())
+    }
+
     /// Calls `f(offset, key, vector)` for every live row.
     pub fn for_each_row(&self, mut f: impl FnMut(u16, u64, &'a [f32])) -> Result<(), PageError> {
         for offset in 1..=self.items {
@@ -161,18 +301,22 @@ impl RowPageBuilder {
     /// Adds a row; false when the page is full.
     pub fn add(&mut self, key: u64, vector: &[f32]) -> bool {
         assert_eq!(vector.len(), self.dims);
+        let mut item = key.to_le_bytes().to_vec();
+        vector.iter().for_each(|v| item.extend_from_slice(&v.to_le_bytes()));
+        self.add_item(&item)
+    }
+
+    /// Adds an item (a row, or a chunk of one); false when the page is full.
+    pub fn add_item(&mut self, item: &[u8]) -> bool {
         let b = &mut self.bytes.0;
         let field = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]) as usize;
         let (lower, upper) = (field(b, 12), field(b, 14));
-        let len = row_item_size(self.dims);
+        let len = item.len();
         if lower + LINE_POINTER_SIZE + maxalign(len) > upper {
             return false;
         }
         let off = upper - maxalign(len);
-        b[off..off + 8].copy_from_slice(&key.to_le_bytes());
-        for (i, v) in vector.iter().enumerate() {
-            b[off + 8 + 4 * i..off + 12 + 4 * i].copy_from_slice(&v.to_le_bytes());
-        }
+        b[off..off + len].copy_from_slice(item);
         let lp = off as u32 | LP_NORMAL << 15 | (len as u32) << 17;
         b[lower..lower + 4].copy_from_slice(&lp.to_le_bytes());
         b[12..14].copy_from_slice(&((lower + LINE_POINTER_SIZE) as u16).to_le_bytes());
@@ -233,6 +377,49 @@ mod tests {
         assert_eq!((max, rows_per_page(max), rows_per_page(max + 1)), (2034, 1, 0));
         assert!(RowPageBuilder::new(max, [0; SPECIAL_SIZE]).add(1, &vec![0.5; max]));
         assert!(!RowPageBuilder::new(max + 1, [0; SPECIAL_SIZE]).add(1, &vec![0.5; max + 1]));
+    }
+
+    /// Rows too wide for a page: cut in chunks of a page each, put together
+    /// again in chain order; an unfinished row (a crash between the WAL
+    /// records of its insert) is dropped, and the next row is whole.
+    #[test]
+    fn wide_rows_go_in_chunks_and_come_back_whole() {
+        assert_eq!(Chunks::of(max_dims_per_page()), None);
+        for (dims, count) in [(max_dims_per_page() + 1, 2), (3072, 2), (4096, 3), (16_000, 8)] {
+            let chunks = Chunks::of(dims).unwrap();
+            assert_eq!(chunks.count, count, "{dims} dims");
+            let rng_rows = Rng::new(dims as u64).vector(3 * dims);
+            let rows: Vec<&[f32]> = rng_rows.chunks_exact(dims).collect();
+            // Row 0 whole, row 1 cut short after its first chunk, row 2 whole.
+            let mut pages = Vec::new();
+            for (key, row) in rows.iter().enumerate() {
+                let written = if key == 1 { 1 } else { chunks.count };
+                for seq in 0..written {
+                    let mut page = RowPageBuilder::new(dims, [0; SPECIAL_SIZE]);
+                    assert!(page.add_item(&chunks.item(key as u64, seq, row)), "a chunk fits an empty page");
+                    assert!(!page.add_item(&chunks.item(key as u64, seq, row)), "and only one");
+                    pages.push(page);
+                }
+            }
+            let mut assembler = RowAssembler::new(chunks);
+            let mut read = Vec::new();
+            for p in &pages {
+                RowPage::new(p.bytes(), dims)
+                    .unwrap()
+                    .for_each_chunk(&chunks, |_, c| {
+                        if let Some((k, v)) = assembler.push(c) {
+                            read.push((k, v.to_vec()));
+                        }
+                    })
+                    .unwrap();
+            }
+            assert_eq!(read, vec![(0, rows[0].to_vec()), (2, rows[2].to_vec())], "{dims} dims");
+        }
+        // A chunk of another cut is damage, not a row.
+        let (a, b) = (Chunks::of(3072).unwrap(), Chunks::of(16_000).unwrap());
+        let mut page = RowPageBuilder::new(3072, [0; SPECIAL_SIZE]);
+        page.add_item(&b.item(1, 0, &vec![0.5; 16_000]));
+        assert!(RowPage::new(page.bytes(), 3072).unwrap().for_each_chunk(&a, |_, _| ()).is_err());
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub struct SealPolicy {
     /// insert applies before linking a page (`meta::MetaPage::needs_seal`)
     /// and the workers apply to counted rows are one.
     pub rows_per_page: u64,
+    /// Pages one row takes (1, but for rows of more dimensions than a page
+    /// holds, stored in chunks of a page each: `format::page::Chunks`).
+    pub pages_per_row: u64,
     /// Byte budget of a segment's vectors.
     pub max_bytes: u64,
     /// `milvus.seal_idle_time`; `None` disables the rule.
@@ -40,6 +43,7 @@ impl Default for SealPolicy {
         SealPolicy {
             max_rows: 100_000,
             rows_per_page: 1,
+            pages_per_row: 1,
             max_bytes: 512 << 20,
             idle_secs: Some(60),
             lifetime_secs: Some(3600),
@@ -73,6 +77,11 @@ impl SealPolicy {
         (self.max_rows / per_page).max(1) * per_page
     }
 
+    /// The rows `pages` full pages of the growing chain hold.
+    pub fn rows_in_pages(&self, pages: u64) -> u64 {
+        pages * self.rows_per_page / self.pages_per_row.max(1)
+    }
+
     /// The first rule that fires, size rules before time rules.
     pub fn check(&self, s: &GrowingStats, now: u64) -> Option<SealReason> {
         if s.rows == 0 {
@@ -93,8 +102,14 @@ mod tests {
         GrowingStats { rows, bytes, created_at, last_insert_at }
     }
 
-    const P: SealPolicy =
-        SealPolicy { max_rows: 100, rows_per_page: 1, max_bytes: 1000, idle_secs: Some(10), lifetime_secs: Some(60) };
+    const P: SealPolicy = SealPolicy {
+        max_rows: 100,
+        rows_per_page: 1,
+        pages_per_row: 1,
+        max_bytes: 1000,
+        idle_secs: Some(10),
+        lifetime_secs: Some(60),
+    };
 
     #[test]
     fn each_rule_fires_with_its_reason() {
