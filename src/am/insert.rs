@@ -23,6 +23,7 @@
 //! a barrier: a seal takes it exclusively, so no insert is half in the old
 //! growing segment.
 
+use milvus_core::format::page::Chunks;
 use milvus_core::policy::seal::SealPolicy;
 use milvus_core::segment::{SealReason, SegmentId};
 use pgrx::FromDatum;
@@ -32,10 +33,9 @@ use super::flush::{self, SealRequest, Sealed, WhenFull};
 use super::options;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
-use crate::pages::rows::{pack_tid, rows_per_page};
-use crate::pages::{Index, Lock, Record};
+use crate::pages::rows::{pack_tid, row_item, rows_per_page};
+use crate::pages::{Index, Lock, MetaGuard, Record};
 use crate::vector::PgVector;
-use milvus_core::format::page::Chunks;
 
 // The signature is Postgres' (amapi.h).
 #[allow(clippy::too_many_arguments)]
@@ -153,20 +153,26 @@ pub fn insert_row(
             }
             continue;
         }
-        let segment = meta.growing_segment;
-        let mut new_page = index.new_page();
-        let mut tail_page = index.read(tail, Lock::Exclusive);
-        let new_block = new_page.block();
-        let mut record = Record::start(index);
-        record.meta(&mut meta).extend(new_block);
-        record.page(&mut tail_page).set_next(new_block);
-        let mut page = record.fresh_page(&mut new_page);
-        page.init_rows(segment);
-        let added = page.add_row(row.key, row.vector);
-        assert!(added, "a row always fits an empty page (dims checked at CREATE INDEX)");
-        record.finish();
+        append_page(index, &mut meta, &row_item(row.key, row.vector));
         return sealed;
     }
+}
+
+/// Links a new page holding `item` after the growing chain's tail, in one
+/// WAL record with the meta page (held exclusively). An item always fits
+/// an empty page: dimensions are checked at CREATE INDEX, wider rows cut.
+fn append_page(index: Index, meta: &mut MetaGuard, item: &[u8]) {
+    let segment = meta.growing_segment;
+    let mut new_page = index.new_page();
+    let mut tail_page = index.read(meta.growing_tail, Lock::Exclusive);
+    let new_block = new_page.block();
+    let mut record = Record::start(index);
+    record.meta(meta).extend(new_block);
+    record.page(&mut tail_page).set_next(new_block);
+    let mut page = record.fresh_page(&mut new_page);
+    page.init_rows(segment);
+    assert!(page.add_item(item), "an item fits an empty page");
+    record.finish();
 }
 
 /// Seals `segment`, the growing segment found full, for `reason` (unless
@@ -210,9 +216,8 @@ fn insert_chunks(
     if let Some(full) = meta.needs_seal(&size_rule(max_rows, meta.dims())).filter(|_| seal_at_limit) {
         return Err((full, meta.growing()));
     }
-    let segment = meta.growing_segment;
-    let mut tail = index.read(meta.growing_tail, Lock::Exclusive);
     let mut first = 0;
+    let mut tail = index.read(meta.growing_tail, Lock::Exclusive);
     if !tail.page().has_rows(meta.dims()) {
         let mut record = Record::start(index);
         let added = record.page(&mut tail).add_item(&chunks.item(row.key, 0, row.vector));
@@ -220,18 +225,9 @@ fn insert_chunks(
         record.finish();
         first = 1;
     }
+    drop(tail);
     for seq in first..chunks.count {
-        let mut new_page = index.new_page();
-        let new_block = new_page.block();
-        let mut record = Record::start(index);
-        record.meta(&mut meta).extend(new_block);
-        record.page(&mut tail).set_next(new_block);
-        let mut page = record.fresh_page(&mut new_page);
-        page.init_rows(segment);
-        let added = page.add_item(&chunks.item(row.key, seq, row.vector));
-        assert!(added, "a chunk fits an empty page");
-        record.finish();
-        tail = new_page;
+        append_page(index, &mut meta, &chunks.item(row.key, seq, row.vector));
     }
     Ok(())
 }

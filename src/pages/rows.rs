@@ -12,8 +12,8 @@
 use std::mem::size_of;
 
 use milvus_core::Metric;
+pub use milvus_core::format::page::rows_per_page;
 use milvus_core::format::page::{self as layout, Chunk, Chunks, RowPage};
-pub use milvus_core::format::page::{max_dims_per_page, rows_per_page};
 use milvus_core::search::PageHits;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -67,6 +67,16 @@ pub fn manifest_bytes_per_page() -> usize {
 /// Pages a manifest of `len` bytes needs.
 pub fn manifest_pages(len: usize) -> usize {
     len.div_ceil(manifest_bytes_per_page()).max(1)
+}
+
+/// The item of one row: its key, then its elements.
+pub fn row_item(key: u64, vector: &[f32]) -> Vec<u8> {
+    let mut item = Vec::with_capacity(layout::row_item_size(vector.len()));
+    item.extend_from_slice(&key.to_ne_bytes());
+    for v in vector {
+        item.extend_from_slice(&v.to_ne_bytes());
+    }
+    item
 }
 
 fn damaged(e: milvus_core::format::page::PageError) -> ! {
@@ -162,12 +172,7 @@ impl PageMut<'_> {
 
     /// Adds a row; false when it does not fit.
     pub fn add_row(&mut self, key: u64, vector: &[f32]) -> bool {
-        let mut item = Vec::with_capacity(layout::row_item_size(vector.len()));
-        item.extend_from_slice(&key.to_ne_bytes());
-        for v in vector {
-            item.extend_from_slice(&v.to_ne_bytes());
-        }
-        self.add_item(&item)
+        self.add_item(&row_item(key, vector))
     }
 
     /// Adds an item, a row or a chunk of one
@@ -227,14 +232,14 @@ mod tests {
                 (tid.ip_blkid.bi_hi, tid.ip_blkid.bi_lo, offset)
             );
         }
-        assert!(max_dims_per_page() >= 2000, "a 2000-d vector fits a page: {}", max_dims_per_page());
+        assert!(layout::max_dims_per_page() >= 2000, "a 2000-d vector fits a page: {}", layout::max_dims_per_page());
     }
 
     /// Inserts seal a segment by counting its pages: a page must take
     /// exactly `rows_per_page` rows.
     #[pg_test]
     fn rows_per_page_is_what_a_page_takes() {
-        for dims in [1, 4, 64, 128, 768, max_dims_per_page()] {
+        for dims in [1, 4, 64, 128, 768, layout::max_dims_per_page()] {
             let mut block = vec![0u64; pg_sys::BLCKSZ as usize / 8]; // MAXALIGNed
             let mut page = PageMut(block.as_mut_ptr().cast(), std::marker::PhantomData);
             let vector = vec![0.5f32; dims];
