@@ -65,3 +65,401 @@ CREATE AGGREGATE avg(vector) (
     COMBINEFUNC = vector_combine, INITCOND = '{0}', PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE avg(vector) IS 'the average (arithmetic mean) as vector of all vector values';
+
+
+-- halfvec, pgvector's half-precision vector: the type, its I/O and casts,
+-- its operators, functions, btree opclass and aggregates (as the install
+-- script pgrx generates declares them; tests/test_upgrade.py compares).
+CREATE TYPE halfvec; -- shell, completed in halfvec_type.sql
+
+CREATE  FUNCTION "halfvec_typmod_in"(
+	"list" cstring[] /* Array < & CStr > */
+) RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_typmod_in_wrapper';
+
+CREATE  FUNCTION "array_to_halfvec"(
+	"array" double precision[], /* Array < f64 > */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'array_to_halfvec_double_wrapper';
+
+CREATE  FUNCTION "array_to_halfvec"(
+	"array" INT[], /* Array < i32 > */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'array_to_halfvec_integer_wrapper';
+
+CREATE  FUNCTION "array_to_halfvec"(
+	"array" NUMERIC[], /* Array < AnyNumeric > */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'array_to_halfvec_numeric_wrapper';
+
+CREATE  FUNCTION "array_to_halfvec"(
+	"array" real[], /* Array < f32 > */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'array_to_halfvec_real_wrapper';
+
+CREATE  FUNCTION "halfvec"(
+	"halfvec" halfvec, /* PgHalfvec */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_wrapper';
+
+CREATE  FUNCTION "halfvec_in"(
+	"input" cstring, /* & CStr */
+	"_typioparam" oid, /* pg_sys :: Oid */
+	"typmod" INT /* i32 */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_in_wrapper';
+
+CREATE  FUNCTION "halfvec_out"(
+	"halfvec" halfvec /* PgHalfvec */
+) RETURNS cstring /* CString */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_out_wrapper';
+
+CREATE  FUNCTION "halfvec_recv"(
+	"buf" internal, /* Internal */
+	"_typioparam" oid, /* pg_sys :: Oid */
+	"typmod" INT /* i32 */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_recv_wrapper';
+
+CREATE  FUNCTION "halfvec_send"(
+	"halfvec" halfvec /* PgHalfvec */
+) RETURNS bytea /* Vec < u8 > */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_send_wrapper';
+
+CREATE  FUNCTION "halfvec_to_float4"(
+	"halfvec" halfvec, /* PgHalfvec */
+	"_typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS real[] /* Vec < f32 > */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_to_float4_wrapper';
+
+CREATE  FUNCTION "halfvec_to_vector"(
+	"halfvec" halfvec, /* PgHalfvec */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS vector /* PgVector */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_to_vector_wrapper';
+
+CREATE  FUNCTION "vector_to_halfvec"(
+	"vector" vector, /* PgVector */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'vector_to_halfvec_wrapper';
+
+CREATE TYPE halfvec (
+    INPUT     = halfvec_in,
+    OUTPUT    = halfvec_out,
+    TYPMOD_IN = halfvec_typmod_in,
+    RECEIVE   = halfvec_recv,
+    SEND      = halfvec_send,
+    STORAGE   = external
+);
+
+CREATE CAST (halfvec AS halfvec)
+    WITH FUNCTION halfvec(halfvec, integer, boolean) AS IMPLICIT;
+CREATE CAST (halfvec AS vector)
+    WITH FUNCTION halfvec_to_vector(halfvec, integer, boolean) AS ASSIGNMENT;
+CREATE CAST (vector AS halfvec)
+    WITH FUNCTION vector_to_halfvec(vector, integer, boolean) AS IMPLICIT;
+CREATE CAST (halfvec AS real[])
+    WITH FUNCTION halfvec_to_float4(halfvec, integer, boolean) AS ASSIGNMENT;
+CREATE CAST (integer[] AS halfvec)
+    WITH FUNCTION array_to_halfvec(integer[], integer, boolean) AS ASSIGNMENT;
+CREATE CAST (real[] AS halfvec)
+    WITH FUNCTION array_to_halfvec(real[], integer, boolean) AS ASSIGNMENT;
+CREATE CAST (double precision[] AS halfvec)
+    WITH FUNCTION array_to_halfvec(double precision[], integer, boolean) AS ASSIGNMENT;
+CREATE CAST (numeric[] AS halfvec)
+    WITH FUNCTION array_to_halfvec(numeric[], integer, boolean) AS ASSIGNMENT;
+
+CREATE  FUNCTION "halfvec_cmp"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_cmp_wrapper';
+
+CREATE  FUNCTION "halfvec_ge"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_ge_wrapper';
+
+CREATE  FUNCTION "halfvec_avg"(
+	"state" double precision[] /* Array < f64 > */
+) RETURNS halfvec /* Option < PgHalfvec > */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_avg_wrapper';
+
+CREATE  FUNCTION "l1_distance"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_l1_distance_wrapper';
+
+CREATE  FUNCTION "halfvec_add"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_add_wrapper';
+
+CREATE  FUNCTION "halfvec_combine"(
+	"a" double precision[], /* Array < f64 > */
+	"b" double precision[] /* Array < f64 > */
+) RETURNS double precision[] /* Vec < f64 > */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_combine_wrapper';
+
+CREATE  FUNCTION "halfvec_le"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_le_wrapper';
+
+CREATE  FUNCTION "binary_quantize"(
+	"v" halfvec /* PgHalfvec */
+) RETURNS bit /* PgBit */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_binary_quantize_wrapper';
+
+CREATE  FUNCTION "halfvec_sub"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_sub_wrapper';
+
+CREATE  FUNCTION "halfvec_concat"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_concat_wrapper';
+
+CREATE  FUNCTION "halfvec_gt"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_gt_wrapper';
+
+CREATE  FUNCTION "halfvec_accum"(
+	"state" double precision[], /* Array < f64 > */
+	"v" halfvec /* PgHalfvec */
+) RETURNS double precision[] /* Vec < f64 > */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_accum_wrapper';
+
+CREATE  FUNCTION "l2_normalize"(
+	"v" halfvec /* PgHalfvec */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_l2_normalize_wrapper';
+
+CREATE  FUNCTION "halfvec_negative_inner_product"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_negative_inner_product_wrapper';
+
+CREATE  FUNCTION "l2_norm"(
+	"v" halfvec /* PgHalfvec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_l2_norm_wrapper';
+
+CREATE  FUNCTION "halfvec_eq"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_eq_wrapper';
+
+CREATE  FUNCTION "halfvec_mul"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_mul_wrapper';
+
+CREATE  FUNCTION "cosine_distance"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_cosine_distance_wrapper';
+
+CREATE  FUNCTION "vector_dims"(
+	"v" halfvec /* PgHalfvec */
+) RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_vector_dims_wrapper';
+
+CREATE  FUNCTION "l2_distance"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_l2_distance_wrapper';
+
+CREATE  FUNCTION "subvector"(
+	"v" halfvec, /* PgHalfvec */
+	"start" INT, /* i32 */
+	"count" INT /* i32 */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_subvector_wrapper';
+
+CREATE  FUNCTION "halfvec_lt"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_lt_wrapper';
+
+CREATE  FUNCTION "halfvec_ne"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_ne_wrapper';
+
+CREATE OPERATOR <-> (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = l2_distance, COMMUTATOR = '<->'
+);
+CREATE OPERATOR <#> (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = halfvec_negative_inner_product, COMMUTATOR = '<#>'
+);
+CREATE OPERATOR <=> (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = cosine_distance, COMMUTATOR = '<=>'
+);
+CREATE OPERATOR <+> (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = l1_distance, COMMUTATOR = '<+>'
+);
+CREATE OPERATOR + (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = halfvec_add, COMMUTATOR = +
+);
+CREATE OPERATOR - (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = halfvec_sub
+);
+CREATE OPERATOR * (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = halfvec_mul, COMMUTATOR = *
+);
+CREATE OPERATOR || (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = halfvec_concat
+);
+CREATE OPERATOR = (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = halfvec_eq,
+    COMMUTATOR = = , NEGATOR = <> , RESTRICT = eqsel, JOIN = eqjoinsel
+);
+CREATE OPERATOR <> (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = halfvec_ne,
+    COMMUTATOR = <> , NEGATOR = = , RESTRICT = neqsel, JOIN = neqjoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = halfvec_lt,
+    COMMUTATOR = > , NEGATOR = >= , RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR <= (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = halfvec_le,
+    COMMUTATOR = >= , NEGATOR = > , RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = halfvec_gt,
+    COMMUTATOR = < , NEGATOR = <= , RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = halfvec, RIGHTARG = halfvec, PROCEDURE = halfvec_ge,
+    COMMUTATOR = <= , NEGATOR = < , RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+CREATE OPERATOR CLASS halfvec_ops
+    DEFAULT FOR TYPE halfvec USING btree AS
+    OPERATOR 1 < ,
+    OPERATOR 2 <= ,
+    OPERATOR 3 = ,
+    OPERATOR 4 >= ,
+    OPERATOR 5 > ,
+    FUNCTION 1 halfvec_cmp(halfvec, halfvec);
+
+CREATE AGGREGATE sum(halfvec) (
+    SFUNC = halfvec_add, STYPE = halfvec, COMBINEFUNC = halfvec_add, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE sum(halfvec) IS 'sum as halfvec across all halfvec input values';
+CREATE AGGREGATE avg(halfvec) (
+    SFUNC = halfvec_accum, STYPE = double precision[], FINALFUNC = halfvec_avg,
+    COMBINEFUNC = halfvec_combine, INITCOND = '{0}', PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE avg(halfvec) IS 'the average (arithmetic mean) as halfvec of all halfvec input values';
+
+CREATE  FUNCTION "inner_product"(
+	"a" halfvec, /* PgHalfvec */
+	"b" halfvec /* PgHalfvec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_inner_product_wrapper';

@@ -10,6 +10,11 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 
 /// Raises `err` as an `ERROR`; never returns.
 pub fn raise_vector_error(err: VectorError) -> ! {
+    raise_vector_error_for("vector", err)
+}
+
+/// Raises `err`, about a value of `type_name`, as an `ERROR`.
+fn raise_vector_error_for(type_name: &str, err: VectorError) -> ! {
     let code = match err.sqlstate() {
         SqlState::InvalidTextRepresentation => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
         SqlState::ProgramLimitExceeded => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
@@ -18,7 +23,7 @@ pub fn raise_vector_error(err: VectorError) -> ! {
         SqlState::NumericValueOutOfRange => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         SqlState::InvalidParameterValue => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
     };
-    let mut report = ErrorReport::new(code, err.to_string(), "pg_milvus");
+    let mut report = ErrorReport::new(code, err.message_for(type_name), "pg_milvus");
     if let Some(detail) = err.detail() {
         report = report.set_detail(detail);
     }
@@ -29,12 +34,19 @@ pub fn raise_vector_error(err: VectorError) -> ! {
 /// Unwraps a core result, raising its error in Postgres.
 pub trait OrRaise<T> {
     fn or_raise(self) -> T;
+    /// The same, the error naming the type `halfvec`.
+    fn or_raise_half(self) -> T;
 }
 
 impl<T> OrRaise<T> for Result<T, VectorError> {
     #[inline]
     fn or_raise(self) -> T {
         self.unwrap_or_else(|e| raise_vector_error(e))
+    }
+
+    #[inline]
+    fn or_raise_half(self) -> T {
+        self.unwrap_or_else(|e| raise_vector_error_for("halfvec", e))
     }
 }
 

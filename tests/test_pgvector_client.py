@@ -92,3 +92,24 @@ def test_errors_reach_the_client_with_detail(conn):
         )
     # Nothing of the failed statements was written.
     assert conn.execute("SELECT count(*) FROM items").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_halfvec_round_trip(conn, binary):
+    """pgvector-python's HalfVector, in text and binary: every half value
+    comes back bit for bit, and a vector column reads the same numbers."""
+    from pgvector import HalfVector
+
+    rng = np.random.default_rng(11)
+    data = rng.standard_normal((50, 8)).astype(np.float16)
+    data[0] = [np.finfo(np.float16).max, np.finfo(np.float16).tiny, -0.0, 6e-8, -65504, 0.1, 1.5, 0]
+    conn.execute("CREATE TABLE h (id bigint PRIMARY KEY, embedding halfvec(8))")
+    with conn.cursor(binary=binary) as cur:
+        cur.executemany("INSERT INTO h VALUES (%s, %s)", [(i, HalfVector(v)) for i, v in enumerate(data)])
+        cur.execute("SELECT id, embedding, embedding::vector FROM h ORDER BY id")
+        rows = cur.fetchall()
+    assert len(rows) == len(data)
+    for (i, got, widened), want in zip(rows, data):
+        assert isinstance(got, HalfVector)
+        assert got.to_numpy().astype(np.float16).tobytes() == want.tobytes(), f"row {i}"
+        assert widened.tobytes() == want.astype(np.float32).tobytes(), f"row {i} as vector"

@@ -1,11 +1,17 @@
-//! The `vector` binary (send/recv) decoder: never panics, and accepts only
-//! finite elements.
+//! The binary (send/recv) decoders of `vector` and `halfvec`: never panic,
+//! accept only finite elements, and a halfvec read back encodes to the same
+//! bytes.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use milvus_core::vector::decode_binary;
+use milvus_core::vector::{decode_binary, decode_half_binary, encode_half_binary, to_half};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(values) = decode_binary(data) {
         assert!(values.iter().all(|v| v.is_finite()));
+    }
+    if let Ok(values) = decode_half_binary(data) {
+        assert!(values.iter().all(|v| v.is_finite()));
+        let half = to_half(&values).expect("a half value widened narrows back");
+        assert_eq!(encode_half_binary(&half), data, "round trip");
     }
 });

@@ -86,7 +86,8 @@ DROP TABLE items;
 -- Binary quantization (its expression index needs bit_hamming_ops: not yet)
 CREATE TABLE items (id bigserial PRIMARY KEY, embedding vector(3));
 INSERT INTO items (embedding) VALUES ('[1,-2,3]'), ('[-1,2,-3]'), ('[1,2,3]');
-SELECT id FROM items ORDER BY binary_quantize(embedding)::bit(3) <~> binary_quantize('[1,-2,3]'), id LIMIT 5;
+-- (the literal is cast: binary_quantize takes halfvec too, as pgvector's does)
+SELECT id FROM items ORDER BY binary_quantize(embedding)::bit(3) <~> binary_quantize('[1,-2,3]'::vector), id LIMIT 5;
 CREATE TABLE bits (id bigserial PRIMARY KEY, embedding bit(3));
 INSERT INTO bits (embedding) VALUES ('000'), ('111');
 SELECT * FROM bits ORDER BY embedding <~> '101' LIMIT 5;

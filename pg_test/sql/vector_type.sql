@@ -39,9 +39,11 @@ SELECT id, embedding <-> '[1,1,1]' AS l2,
        embedding <#> '[1,1,1]' AS neg_ip,
        round((embedding <=> '[1,1,1]')::numeric, 6) AS cosine
   FROM items WHERE embedding IS NOT NULL ORDER BY id;
-SELECT l2_distance('[0,0]', '[3,4]'), inner_product('[1,2]', '[3,4]'),
-       cosine_distance('[1,0]', '[0,1]'), cosine_distance('[0,0]', '[1,1]');
-SELECT vector_dims('[1,2,3]'), vector_norm('[3,4]'), l2_normalize('[3,4]');
+-- Literals name their type: these functions take halfvec too (as pgvector's).
+SELECT l2_distance('[0,0]'::vector, '[3,4]'), inner_product('[1,2]'::vector, '[3,4]'),
+       cosine_distance('[1,0]'::vector, '[0,1]'), cosine_distance('[0,0]'::vector, '[1,1]');
+SELECT vector_dims('[1,2,3]'::vector), vector_norm('[3,4]'), l2_normalize('[3,4]'::vector);
+SELECT l2_distance('[0,0]', '[3,4]');
 SELECT '[1,2]'::vector <-> '[1,2,3]';
 SELECT id FROM items WHERE embedding IS NOT NULL ORDER BY embedding <-> '[4,4,4]' LIMIT 1;
 

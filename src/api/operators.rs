@@ -119,10 +119,11 @@ fn binary_quantize(v: PgVector) -> PgBit {
     PgBit::new(&vector_core::binary_quantize(v.as_slice()), v.dims())
 }
 
-/// The state of `avg(vector)` (`milvus_core::vector::accumulate`): a
-/// one-dimensional `double precision[]` of one element at least, without
-/// NULLs, as pgvector's (whose message this is).
-fn state(array: Array<f64>, caller: &str) -> Vec<f64> {
+/// The state of `avg(vector)` and `avg(halfvec)`
+/// (`milvus_core::vector::accumulate`): a one-dimensional `double
+/// precision[]` of one element at least, without NULLs, as pgvector's
+/// (whose message this is).
+pub(super) fn avg_state(array: Array<f64>, caller: &str) -> Vec<f64> {
     // SAFETY: a detoasted array argument, read before the call returns.
     let raw = unsafe { RawArray::from_array(array) };
     match raw {
@@ -137,17 +138,17 @@ fn state(array: Array<f64>, caller: &str) -> Vec<f64> {
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_accum(state_array: Array<f64>, v: PgVector) -> Vec<f64> {
-    vector_core::accumulate(&state(state_array, "vector_accum"), v.as_slice()).or_raise()
+    vector_core::accumulate(&avg_state(state_array, "vector_accum"), v.as_slice()).or_raise()
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_combine(a: Array<f64>, b: Array<f64>) -> Vec<f64> {
-    vector_core::combine(&state(a, "vector_combine"), &state(b, "vector_combine")).or_raise()
+    vector_core::combine(&avg_state(a, "vector_combine"), &avg_state(b, "vector_combine")).or_raise()
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_avg(state_array: Array<f64>) -> Option<PgVector> {
-    vector_core::average(&state(state_array, "vector_avg")).or_raise().map(|mean| PgVector::from_slice(&mean))
+    vector_core::average(&avg_state(state_array, "vector_avg")).or_raise().map(|mean| PgVector::from_slice(&mean))
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]

@@ -10,6 +10,8 @@
 
 use std::fmt::Write as _;
 
+pub use half::f16;
+
 /// Most dimensions a vector may have (pgvector's limit, so values move freely
 /// between the two extensions).
 pub const MAX_DIM: usize = 16_000;
@@ -18,8 +20,10 @@ pub const MAX_DIM: usize = 16_000;
 /// turns these into Postgres errors with the matching SQLSTATE.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum VectorError {
-    #[error("invalid input syntax for type vector: \"{input}\"")]
+    #[error("invalid input syntax for type {type_name}: \"{input}\"")]
     Syntax {
+        /// `vector` or `halfvec`.
+        type_name: &'static str,
         input: String,
         /// What is wrong and where, for the error's DETAIL.
         detail: String,
@@ -44,9 +48,22 @@ pub enum VectorError {
     Overflow { index: usize },
     #[error("value out of range: underflow (element {index})")]
     Underflow { index: usize },
+    #[error("\"{value}\" is out of range for type halfvec")]
+    HalfOutOfRange { value: f32 },
 }
 
 impl VectorError {
+    /// The message as it reads for a value of `type_name` (`halfvec`):
+    /// pgvector names the type an error concerns ("NaN not allowed in
+    /// halfvec", "different halfvec dimensions 2 and 1").
+    pub fn message_for(&self, type_name: &str) -> String {
+        let message = self.to_string();
+        match self {
+            VectorError::Syntax { .. } | VectorError::Typmod(_) | VectorError::HalfOutOfRange { .. } => message,
+            _ => message.replacen("vector", type_name, 1),
+        }
+    }
+
     /// The DETAIL line of the error, where there is more to say than the message.
     pub fn detail(&self) -> Option<&str> {
         match self {
@@ -64,7 +81,9 @@ impl VectorError {
             VectorError::TypmodMismatch { .. } | VectorError::DimensionMismatch(..) => SqlState::DataException,
             VectorError::Typmod(_) => SqlState::InvalidParameterValue,
             VectorError::Binary(_) => SqlState::InvalidBinaryRepresentation,
-            VectorError::Overflow { .. } | VectorError::Underflow { .. } => SqlState::NumericValueOutOfRange,
+            VectorError::Overflow { .. } | VectorError::Underflow { .. } | VectorError::HalfOutOfRange { .. } => {
+                SqlState::NumericValueOutOfRange
+            }
         }
     }
 }
@@ -105,19 +124,67 @@ pub fn check_dims(dims: usize) -> Result<(), VectorError> {
     }
 }
 
-/// Reads the type modifier of `vector(n)`: exactly one integer, 1..=MAX_DIM.
-pub fn typmod_in(list: &[&str]) -> Result<usize, VectorError> {
+/// Reads the type modifier of `vector(n)` (or `halfvec(n)`: `type_name`
+/// says which, for the messages): exactly one integer, 1..=MAX_DIM.
+pub fn typmod_in(type_name: &str, list: &[&str]) -> Result<usize, VectorError> {
     let [one] = list else {
-        return Err(VectorError::Typmod("invalid type modifier: vector takes one dimension count".into()));
+        return Err(VectorError::Typmod(format!("invalid type modifier: {type_name} takes one dimension count")));
     };
     let dims: i64 = one.trim().parse().map_err(|_| VectorError::Typmod(format!("invalid type modifier \"{one}\"")))?;
     if dims < 1 {
-        return Err(VectorError::Typmod("dimensions for type vector must be at least 1".into()));
+        return Err(VectorError::Typmod(format!("dimensions for type {type_name} must be at least 1")));
     }
     if dims > MAX_DIM as i64 {
-        return Err(VectorError::Typmod(format!("dimensions for type vector cannot exceed {MAX_DIM}")));
+        return Err(VectorError::Typmod(format!("dimensions for type {type_name} cannot exceed {MAX_DIM}")));
     }
     Ok(dims as usize)
+}
+
+/// Elements as `halfvec` stores them (IEEE 754 binary16, rounded to
+/// nearest), after [`check_elements`]; a finite value beyond half's range
+/// (65,504) is an error, as in pgvector.
+pub fn to_half(values: &[f32]) -> Result<Vec<f16>, VectorError> {
+    check_elements(values)?;
+    values
+        .iter()
+        .map(|v| {
+            let h = f16::from_f32(*v);
+            if h.is_infinite() { Err(VectorError::HalfOutOfRange { value: *v }) } else { Ok(h) }
+        })
+        .collect()
+}
+
+/// Half elements widened to f32 (exactly: every half is an f32).
+pub fn from_half(values: &[f16]) -> Vec<f32> {
+    values.iter().map(|h| h.to_f32()).collect()
+}
+
+/// Decodes pgvector's binary `halfvec` (int16 dimensions, int16 unused,
+/// each element's 16 bits, all big-endian), refusing NaN and infinities.
+pub fn decode_half_binary(bytes: &[u8]) -> Result<Vec<f32>, VectorError> {
+    let (dims, body) = binary_header(bytes)?;
+    if body.len() != dims * 2 {
+        return Err(VectorError::Binary(format!(
+            "{dims} dimensions need {} bytes of elements, got {}",
+            dims * 2,
+            body.len()
+        )));
+    }
+    let values: Vec<f32> =
+        body.chunks_exact(2).map(|b| f16::from_bits(u16::from_be_bytes([b[0], b[1]])).to_f32()).collect();
+    check_elements(&values)?;
+    Ok(values)
+}
+
+/// The binary form [`decode_half_binary`] reads.
+pub fn encode_half_binary(values: &[f16]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + 2 * values.len());
+    out.extend_from_slice(&(values.len() as i16).to_be_bytes());
+    out.extend_from_slice(&0i16.to_be_bytes());
+    for v in values {
+        out.extend_from_slice(&v.to_bits().to_be_bytes());
+    }
+    out
 }
 
 /// Checks a vector against the dimensions a column declares (`vector(n)`);
@@ -136,7 +203,12 @@ pub fn check_same_dims(a: usize, b: usize) -> Result<(), VectorError> {
 
 /// Parses the text form `[1, 2.5, -3e-2]` into checked elements.
 pub fn parse(input: &str) -> Result<Vec<f32>, VectorError> {
-    let syntax = |detail: String| VectorError::Syntax { input: input.to_owned(), detail };
+    parse_as("vector", input)
+}
+
+/// [`parse`], its errors naming the type `type_name` (`halfvec`).
+pub fn parse_as(type_name: &'static str, input: &str) -> Result<Vec<f32>, VectorError> {
+    let syntax = |detail: String| VectorError::Syntax { type_name, input: input.to_owned(), detail };
     let trimmed = input.trim_matches(is_pg_space);
     let body = trimmed.strip_prefix('[').ok_or_else(|| syntax("Vector contents must start with \"[\".".into()))?;
     let body = body.strip_suffix(']').ok_or_else(|| syntax("Vector contents must end with \"]\".".into()))?;
@@ -205,6 +277,21 @@ fn write_float(out: &mut String, v: f32) {
 /// Decodes pgvector's binary form (`vector_recv`): int16 dimensions, int16
 /// unused (must be 0), then the float4 elements, all in network byte order.
 pub fn decode_binary(bytes: &[u8]) -> Result<Vec<f32>, VectorError> {
+    let (dims, body) = binary_header(bytes)?;
+    if body.len() != dims * 4 {
+        return Err(VectorError::Binary(format!(
+            "{dims} dimensions need {} bytes of elements, got {}",
+            dims * 4,
+            body.len()
+        )));
+    }
+    let values: Vec<f32> = body.chunks_exact(4).map(|c| f32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect();
+    check_elements(&values)?;
+    Ok(values)
+}
+
+/// The dimensions of a binary vector or halfvec, checked, and its elements' bytes.
+fn binary_header(bytes: &[u8]) -> Result<(usize, &[u8]), VectorError> {
     let header: [u8; 4] = bytes
         .get(..4)
         .and_then(|h| h.try_into().ok())
@@ -218,17 +305,7 @@ pub fn decode_binary(bytes: &[u8]) -> Result<Vec<f32>, VectorError> {
     if unused != 0 {
         return Err(VectorError::Binary(format!("expected unused to be 0, not {unused}")));
     }
-    let body = &bytes[4..];
-    if body.len() != dims as usize * 4 {
-        return Err(VectorError::Binary(format!(
-            "{dims} dimensions need {} bytes of elements, got {}",
-            dims as usize * 4,
-            body.len()
-        )));
-    }
-    let values: Vec<f32> = body.chunks_exact(4).map(|c| f32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect();
-    check_elements(&values)?;
-    Ok(values)
+    Ok((dims as usize, &bytes[4..]))
 }
 
 /// Encodes pgvector's binary form (`vector_send`).
@@ -394,6 +471,30 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn half_elements_round_to_nearest_and_refuse_what_half_cannot_hold() {
+        let h = to_half(&[1.0, 0.1, -65504.0, 1e-8]).unwrap();
+        assert_eq!(from_half(&h), vec![1.0, 0.099975586, -65504.0, 0.0]);
+        assert_eq!(to_half(&[1.0, 70000.0]), Err(VectorError::HalfOutOfRange { value: 70000.0 }));
+        assert_eq!(to_half(&[1.0, 70000.0]).unwrap_err().to_string(), "\"70000\" is out of range for type halfvec");
+        assert_eq!(to_half(&[f32::NAN]), Err(VectorError::NaN { index: 1 }));
+        let bytes = encode_half_binary(&h);
+        assert_eq!(bytes.len(), 4 + 2 * 4);
+        assert_eq!(decode_half_binary(&bytes).unwrap(), from_half(&h));
+        let inf = encode_half_binary(&[f16::INFINITY]);
+        assert_eq!(decode_half_binary(&inf), Err(VectorError::Infinite { index: 1 }));
+        assert!(decode_half_binary(&bytes[..7]).is_err());
+        assert_eq!(
+            typmod_in("halfvec", &["0"]).unwrap_err().to_string(),
+            "dimensions for type halfvec must be at least 1"
+        );
+        assert_eq!(VectorError::NaN { index: 2 }.message_for("halfvec"), "NaN not allowed in halfvec (element 2)");
+        assert_eq!(VectorError::DimensionMismatch(2, 1).message_for("halfvec"), "different halfvec dimensions 2 and 1");
+        assert_eq!(VectorError::Empty.message_for("halfvec"), "halfvec must have at least 1 dimension");
+        let syntax = parse_as("halfvec", "[1,a]").unwrap_err();
+        assert_eq!(syntax.message_for("halfvec"), "invalid input syntax for type halfvec: \"[1,a]\"");
+    }
+
+    #[test]
     fn subvector_counts_as_substring_does() {
         let v = [1.0, 2.0, 3.0, 4.0, 5.0];
         assert_eq!(subvector(&v, 1, 3).unwrap(), vec![1.0, 2.0, 3.0]);
@@ -472,8 +573,8 @@ mod tests {
 
     #[test]
     fn typmod_in_accepts_one_dimension_count() {
-        assert_eq!(typmod_in(&["3"]), Ok(3));
-        let msg = |l: &[&str]| typmod_in(l).unwrap_err().to_string();
+        assert_eq!(typmod_in("vector", &["3"]), Ok(3));
+        let msg = |l: &[&str]| typmod_in("vector", l).unwrap_err().to_string();
         assert_eq!(msg(&["0"]), "dimensions for type vector must be at least 1");
         assert_eq!(msg(&["16001"]), "dimensions for type vector cannot exceed 16000");
         assert_eq!(msg(&["x"]), "invalid type modifier \"x\"");

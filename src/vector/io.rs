@@ -1,5 +1,6 @@
-//! The `vector` type's I/O: text in/out, the `vector(n)` modifier, binary
-//! send/recv (pgvector's wire format) and the casts to and from arrays.
+//! The `vector` and `halfvec` types' I/O: text in/out, the `vector(n)` and
+//! `halfvec(n)` modifiers, binary send/recv (pgvector's wire formats) and
+//! the casts between them and from and to arrays.
 //!
 //! Parsing and checking live in `milvus_core::vector`; these functions only
 //! move values between Postgres and the core, and apply the column's typmod.
@@ -11,7 +12,7 @@ use pgrx::AnyNumeric;
 use pgrx::datum::Internal;
 use pgrx::prelude::*;
 
-use super::PgVector;
+use super::{PgHalfvec, PgVector};
 use crate::error::{OrRaise, raise_vector_error};
 
 /// The declared dimensions of a typmod, `None` for a bare `vector`.
@@ -26,15 +27,34 @@ fn build(values: &[f32], typmod: i32) -> PgVector {
     PgVector::from_slice(values)
 }
 
-#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
-fn vector_in(input: &CStr, _typioparam: pg_sys::Oid, typmod: i32) -> PgVector {
-    let text = input.to_str().unwrap_or_else(|_| {
+/// The text of an input function's argument.
+fn input_text<'a>(type_name: &'static str, input: &'a CStr) -> &'a str {
+    input.to_str().unwrap_or_else(|_| {
         raise_vector_error(vector_core::VectorError::Syntax {
+            type_name,
             input: input.to_string_lossy().into_owned(),
             detail: "Input is not valid UTF-8.".into(),
         })
-    });
-    build(&vector_core::parse(text).or_raise(), typmod)
+    })
+}
+
+/// The bytes a receive function reads: the rest of the buffer, consumed.
+fn received(buf: Internal) -> &'static [u8] {
+    // SAFETY: Postgres passes a StringInfo positioned at this value's
+    // bytes, which live for the call.
+    unsafe {
+        let buf = buf.unwrap().expect("recv gets a buffer").cast_mut_ptr::<pg_sys::StringInfoData>();
+        let start = (*buf).cursor as usize;
+        let len = (*buf).len as usize - start;
+        let bytes = std::slice::from_raw_parts((*buf).data.add(start).cast::<u8>(), len);
+        (*buf).cursor = (*buf).len;
+        bytes
+    }
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
+fn vector_in(input: &CStr, _typioparam: pg_sys::Oid, typmod: i32) -> PgVector {
+    build(&vector_core::parse(input_text("vector", input)).or_raise(), typmod)
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
@@ -44,23 +64,12 @@ fn vector_out(vector: PgVector) -> CString {
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn vector_typmod_in(list: Array<&CStr>) -> i32 {
-    let items: Vec<&str> = list.iter().map(|item| item.and_then(|c| c.to_str().ok()).unwrap_or("")).collect();
-    vector_core::typmod_in(&items).or_raise() as i32
+    vector_core::typmod_in("vector", &typmod_items(&list)).or_raise() as i32
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
 fn vector_recv(buf: Internal, _typioparam: pg_sys::Oid, typmod: i32) -> PgVector {
-    // SAFETY: Postgres passes a StringInfo positioned at this value's bytes.
-    let values = unsafe {
-        let buf = buf.unwrap().expect("recv gets a buffer").cast_mut_ptr::<pg_sys::StringInfoData>();
-        let start = (*buf).cursor as usize;
-        let len = (*buf).len as usize - start;
-        let bytes = std::slice::from_raw_parts((*buf).data.add(start).cast::<u8>(), len);
-        let values = vector_core::decode_binary(bytes).or_raise();
-        (*buf).cursor = (*buf).len;
-        values
-    };
-    build(&values, typmod)
+    build(&vector_core::decode_binary(received(buf)).or_raise(), typmod)
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
@@ -119,6 +128,110 @@ fn array_to_vector_numeric(array: Array<AnyNumeric>, typmod: i32, _explicit: boo
 fn vector_to_float4(vector: PgVector, _typmod: i32, _explicit: bool) -> Vec<f32> {
     vector.as_slice().to_vec()
 }
+
+/// The items of a type modifier list (`vector(3)`: `["3"]`).
+fn typmod_items<'a>(list: &'a Array<&CStr>) -> Vec<&'a str> {
+    list.iter().map(|item| item.and_then(|c| c.to_str().ok()).unwrap_or("")).collect()
+}
+
+// ----------------------------------------------------------------- halfvec
+
+/// Checks `values` for a halfvec (finite, within half's range) and builds
+/// the datum, enforcing the typmod.
+fn build_half(values: &[f32], typmod: i32) -> PgHalfvec {
+    let half = vector_core::to_half(values).or_raise_half();
+    vector_core::check_typmod(declared_dims(typmod), values.len()).or_raise_half();
+    PgHalfvec::from_slice(&half)
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
+fn halfvec_in(input: &CStr, _typioparam: pg_sys::Oid, typmod: i32) -> PgHalfvec {
+    build_half(&vector_core::parse_as("halfvec", input_text("halfvec", input)).or_raise_half(), typmod)
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
+fn halfvec_out(halfvec: PgHalfvec) -> CString {
+    CString::new(vector_core::format(&halfvec.to_f32())).expect("vector text has no NUL")
+}
+
+#[pg_extern(immutable, strict, parallel_safe)]
+fn halfvec_typmod_in(list: Array<&CStr>) -> i32 {
+    vector_core::typmod_in("halfvec", &typmod_items(&list)).or_raise_half() as i32
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
+fn halfvec_recv(buf: Internal, _typioparam: pg_sys::Oid, typmod: i32) -> PgHalfvec {
+    build_half(&vector_core::decode_half_binary(received(buf)).or_raise_half(), typmod)
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
+fn halfvec_send(halfvec: PgHalfvec) -> Vec<u8> {
+    vector_core::encode_half_binary(halfvec.as_slice())
+}
+
+/// The typmod coercion, `'[1,2]'::halfvec(2)` and assignment to `halfvec(n)`.
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
+fn halfvec(halfvec: PgHalfvec, typmod: i32, _explicit: bool) -> PgHalfvec {
+    vector_core::check_typmod(declared_dims(typmod), halfvec.dims()).or_raise_half();
+    halfvec
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell", "vector_shell"])]
+fn halfvec_to_vector(halfvec: PgHalfvec, typmod: i32, _explicit: bool) -> PgVector {
+    build(&halfvec.to_f32(), typmod)
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell", "vector_shell"])]
+fn vector_to_halfvec(vector: PgVector, typmod: i32, _explicit: bool) -> PgHalfvec {
+    build_half(vector.as_slice(), typmod)
+}
+
+#[pg_extern(name = "array_to_halfvec", immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
+fn array_to_halfvec_real(array: Array<f32>, typmod: i32, _explicit: bool) -> PgHalfvec {
+    build_half(&collect_array(array.iter()), typmod)
+}
+
+#[pg_extern(name = "array_to_halfvec", immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
+fn array_to_halfvec_double(array: Array<f64>, typmod: i32, _explicit: bool) -> PgHalfvec {
+    build_half(&collect_array(array.iter().map(|v| v.map(|v| v as f32))), typmod)
+}
+
+#[pg_extern(name = "array_to_halfvec", immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
+fn array_to_halfvec_integer(array: Array<i32>, typmod: i32, _explicit: bool) -> PgHalfvec {
+    build_half(&collect_array(array.iter().map(|v| v.map(|v| v as f32))), typmod)
+}
+
+#[pg_extern(name = "array_to_halfvec", immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
+fn array_to_halfvec_numeric(array: Array<AnyNumeric>, typmod: i32, _explicit: bool) -> PgHalfvec {
+    let items = array.iter().map(|v| v.map(|v| f32::try_from(v).unwrap_or(f32::INFINITY)));
+    build_half(&collect_array(items), typmod)
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
+fn halfvec_to_float4(halfvec: PgHalfvec, _typmod: i32, _explicit: bool) -> Vec<f32> {
+    halfvec.to_f32()
+}
+
+extension_sql_file!(
+    "../../sql/halfvec_type.sql",
+    name = "halfvec_type",
+    requires = [
+        "vector_type",
+        halfvec_in,
+        halfvec_out,
+        halfvec_typmod_in,
+        halfvec_recv,
+        halfvec_send,
+        halfvec,
+        halfvec_to_vector,
+        vector_to_halfvec,
+        array_to_halfvec_real,
+        array_to_halfvec_double,
+        array_to_halfvec_integer,
+        array_to_halfvec_numeric,
+        halfvec_to_float4
+    ]
+);
 
 extension_sql_file!(
     "../../sql/vector_type.sql",

@@ -1,0 +1,192 @@
+//! Operators, functions and aggregates on `halfvec`, pgvector's names and
+//! semantics: each widens its operands to f32 (exactly), computes as for
+//! `vector` in the core, and narrows a vector result back to half, refusing
+//! what half cannot hold.
+
+use milvus_core::distance::{self, Metric};
+use milvus_core::vector as vector_core;
+use pgrx::prelude::*;
+
+use super::operators::avg_state;
+use crate::error::OrRaise;
+use crate::vector::PgHalfvec;
+use crate::vector::bit::PgBit;
+
+/// The two operands widened to f32, after checking their dimensions.
+fn pair(a: &PgHalfvec, b: &PgHalfvec) -> (Vec<f32>, Vec<f32>) {
+    vector_core::check_same_dims(a.dims(), b.dims()).or_raise_half();
+    (a.to_f32(), b.to_f32())
+}
+
+/// A halfvec of `values` (computed in f32).
+fn half(values: &[f32]) -> PgHalfvec {
+    PgHalfvec::from_slice(&vector_core::to_half(values).or_raise_half())
+}
+
+#[pg_extern(name = "l2_distance", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_l2_distance(a: PgHalfvec, b: PgHalfvec) -> f64 {
+    let (a, b) = pair(&a, &b);
+    Metric::L2.distance(&a, &b) as f64
+}
+
+#[pg_extern(name = "inner_product", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_inner_product(a: PgHalfvec, b: PgHalfvec) -> f64 {
+    let (a, b) = pair(&a, &b);
+    distance::inner_product(&a, &b) as f64
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_negative_inner_product(a: PgHalfvec, b: PgHalfvec) -> f64 {
+    let (a, b) = pair(&a, &b);
+    Metric::InnerProduct.distance(&a, &b) as f64
+}
+
+#[pg_extern(name = "cosine_distance", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_cosine_distance(a: PgHalfvec, b: PgHalfvec) -> f64 {
+    let (a, b) = pair(&a, &b);
+    Metric::Cosine.distance(&a, &b) as f64
+}
+
+#[pg_extern(name = "l1_distance", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_l1_distance(a: PgHalfvec, b: PgHalfvec) -> f64 {
+    let (a, b) = pair(&a, &b);
+    distance::l1(&a, &b) as f64
+}
+
+#[pg_extern(name = "vector_dims", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_vector_dims(v: PgHalfvec) -> i32 {
+    v.dims() as i32
+}
+
+#[pg_extern(name = "l2_norm", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_l2_norm(v: PgHalfvec) -> f64 {
+    distance::norm(&v.to_f32()) as f64
+}
+
+#[pg_extern(name = "l2_normalize", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_l2_normalize(v: PgHalfvec) -> PgHalfvec {
+    half(&vector_core::l2_normalize(&v.to_f32()))
+}
+
+#[pg_extern(name = "binary_quantize", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_binary_quantize(v: PgHalfvec) -> PgBit {
+    PgBit::new(&vector_core::binary_quantize(&v.to_f32()), v.dims())
+}
+
+#[pg_extern(name = "subvector", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_subvector(v: PgHalfvec, start: i32, count: i32) -> PgHalfvec {
+    half(&vector_core::subvector(&v.to_f32(), start, count).or_raise_half())
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_add(a: PgHalfvec, b: PgHalfvec) -> PgHalfvec {
+    half(&vector_core::add(&a.to_f32(), &b.to_f32()).or_raise_half())
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_sub(a: PgHalfvec, b: PgHalfvec) -> PgHalfvec {
+    half(&vector_core::sub(&a.to_f32(), &b.to_f32()).or_raise_half())
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_mul(a: PgHalfvec, b: PgHalfvec) -> PgHalfvec {
+    let product = half(&vector_core::mul(&a.to_f32(), &b.to_f32()).or_raise_half());
+    // A product of two non-zero elements that half rounds to zero.
+    let zeroed = product
+        .to_f32()
+        .iter()
+        .zip(a.to_f32().iter().zip(b.to_f32()))
+        .position(|(p, (x, y))| *p == 0.0 && *x != 0.0 && y != 0.0);
+    if let Some(i) = zeroed {
+        Err::<(), _>(vector_core::VectorError::Underflow { index: i + 1 }).or_raise_half();
+    }
+    product
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_concat(a: PgHalfvec, b: PgHalfvec) -> PgHalfvec {
+    let mut both = a.as_slice().to_vec();
+    both.extend_from_slice(b.as_slice());
+    vector_core::check_dims(both.len()).or_raise_half();
+    PgHalfvec::from_slice(&both)
+}
+
+/// Element-wise order, then length: the btree opclass `halfvec_ops`.
+fn compare(a: &PgHalfvec, b: &PgHalfvec) -> std::cmp::Ordering {
+    vector_core::compare(&a.to_f32(), &b.to_f32())
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_cmp(a: PgHalfvec, b: PgHalfvec) -> i32 {
+    compare(&a, &b) as i32
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_eq(a: PgHalfvec, b: PgHalfvec) -> bool {
+    compare(&a, &b).is_eq()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_ne(a: PgHalfvec, b: PgHalfvec) -> bool {
+    compare(&a, &b).is_ne()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_lt(a: PgHalfvec, b: PgHalfvec) -> bool {
+    compare(&a, &b).is_lt()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_le(a: PgHalfvec, b: PgHalfvec) -> bool {
+    compare(&a, &b).is_le()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_gt(a: PgHalfvec, b: PgHalfvec) -> bool {
+    compare(&a, &b).is_gt()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_ge(a: PgHalfvec, b: PgHalfvec) -> bool {
+    compare(&a, &b).is_ge()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_accum(state: Array<f64>, v: PgHalfvec) -> Vec<f64> {
+    vector_core::accumulate(&avg_state(state, "halfvec_accum"), &v.to_f32()).or_raise_half()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_combine(a: Array<f64>, b: Array<f64>) -> Vec<f64> {
+    vector_core::combine(&avg_state(a, "halfvec_combine"), &avg_state(b, "halfvec_combine")).or_raise_half()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
+fn halfvec_avg(state: Array<f64>) -> Option<PgHalfvec> {
+    vector_core::average(&avg_state(state, "halfvec_avg")).or_raise_half().map(|mean| half(&mean))
+}
+
+extension_sql_file!(
+    "../../sql/halfvec_operators.sql",
+    name = "halfvec_operators",
+    requires = [
+        halfvec_l2_distance,
+        halfvec_negative_inner_product,
+        halfvec_cosine_distance,
+        halfvec_l1_distance,
+        halfvec_add,
+        halfvec_sub,
+        halfvec_mul,
+        halfvec_concat,
+        halfvec_cmp,
+        halfvec_eq,
+        halfvec_ne,
+        halfvec_lt,
+        halfvec_le,
+        halfvec_gt,
+        halfvec_ge,
+        halfvec_accum,
+        halfvec_combine,
+        halfvec_avg
+    ]
+);
