@@ -13,7 +13,7 @@ mod tests {
     fn text_round_trip_and_whitespace() {
         assert_eq!(one::<String>("SELECT ' [ 1 , 2.5,-3e-2 ] '::vector::text"), "[1,2.5,-0.03]");
         assert_eq!(one::<String>("SELECT '[1e30,1.5e-7]'::vector::text"), "[1e+30,1.5e-07]");
-        assert_eq!(one::<i32>("SELECT vector_dims('[1,2,3]')"), 3);
+        assert_eq!(one::<i32>("SELECT vector_dims('[1,2,3]'::vector)"), 3);
     }
 
     #[pg_test]
@@ -83,19 +83,19 @@ mod tests {
             assert!((got - want).abs() < 1e-5, "{sql}: {got} != {want}");
         };
         close("SELECT '[1,2,3]'::vector <-> '[4,5,6]'", 27f64.sqrt());
-        close("SELECT l2_distance('[1,2,3]', '[4,5,6]')", 27f64.sqrt());
+        close("SELECT l2_distance('[1,2,3]'::vector, '[4,5,6]')", 27f64.sqrt());
         close("SELECT '[1,2,3]'::vector <#> '[4,5,6]'", -32.0);
-        close("SELECT inner_product('[1,2,3]', '[4,5,6]')", 32.0);
+        close("SELECT inner_product('[1,2,3]'::vector, '[4,5,6]')", 32.0);
         close("SELECT '[1,2,3]'::vector <=> '[4,5,6]'", 0.025368153802923787);
         close("SELECT vector_norm('[3,4]')", 5.0);
-        assert!(one::<f64>("SELECT cosine_distance('[0,0]', '[1,1]')").is_nan());
+        assert!(one::<f64>("SELECT cosine_distance('[0,0]'::vector, '[1,1]')").is_nan());
     }
 
     #[pg_test]
     fn arithmetic_comparison_and_casts() {
         assert_eq!(one::<String>("SELECT ('[1,2]'::vector + '[3,4]')::text"), "[4,6]");
         assert_eq!(one::<String>("SELECT ('[1,2]'::vector - '[3,4]')::text"), "[-2,-2]");
-        assert_eq!(one::<String>("SELECT l2_normalize('[3,4]')::text"), "[0.6,0.8]");
+        assert_eq!(one::<String>("SELECT l2_normalize('[3,4]'::vector)::text"), "[0.6,0.8]");
         assert!(one::<bool>("SELECT '[1,2]'::vector = '[1,2]'"));
         assert!(one::<bool>("SELECT '[1,2]'::vector <> '[1,3]'"));
         assert!(one::<bool>("SELECT '[1,2]'::vector < '[1,3]'"));
