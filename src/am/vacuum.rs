@@ -16,9 +16,9 @@
 //! carries the tombstones this pass writes in between over to its output,
 //! and the pass goes on until it has seen every flushed segment of the
 //! manifest, an output published meanwhile included. Searches skip
-//! tombstoned positions; compaction drops them. If storage is unreachable, VACUUM fails
-//! with the cause and the heap keeps its dead tuples (nothing is reused, so
-//! nothing is wrong); the next VACUUM tries again.
+//! tombstoned positions; compaction drops them. If storage is unreachable,
+//! VACUUM fails with the cause and the heap keeps its dead tuples (nothing
+//! is reused, so nothing is wrong); the next VACUUM tries again.
 //!
 //! `amvacuumcleanup` empties the page chains commits released (after a crash
 //! some may wait here), offers every free page to the free space map again,
