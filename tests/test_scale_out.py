@@ -82,11 +82,17 @@ def top10(c, table, op, q, where=""):
             f"SELECT id FROM {table} {where} ORDER BY embedding {op} %s::vector LIMIT 10", (text(q),))]
 
 
-def per_shard(c, op, q):
-    """The shape of docs/scale-out.md that pushes LIMIT to every shard."""
+def per_shard_sql(op):
+    """The shape of docs/scale-out.md that pushes LIMIT to every shard and
+    asks them all at once (a materialized CTE: an Append, whose foreign
+    scans run asynchronously, where a Merge Append's would not)."""
     parts = " UNION ALL ".join(
         f"(SELECT id, embedding {op} %(q)s::vector AS d FROM items_{i} ORDER BY d LIMIT 10)" for i in range(SHARDS))
-    return [r[0] for r in c.execute(f"SELECT id FROM ({parts}) t ORDER BY d LIMIT 10", {"q": text(q)})]
+    return f"WITH near AS MATERIALIZED ({parts}) SELECT id FROM near ORDER BY d LIMIT 10"
+
+
+def per_shard(c, op, q):
+    return [r[0] for r in c.execute(per_shard_sql(op), {"q": text(q)})]
 
 
 @pytest.mark.parametrize("opclass", METRICS)
@@ -109,6 +115,8 @@ def test_sharded_answers_are_one_servers(servers, opclass):
         f"EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM items ORDER BY embedding {op} %s::vector LIMIT 10",
         (text(queries[0]),)))
     assert plan.count("Foreign Scan") == SHARDS and "ORDER BY (embedding OPERATOR(public." in plan, plan
+    plan = "\n".join(r[0] for r in c.execute(f"EXPLAIN (VERBOSE, COSTS OFF) {per_shard_sql(op)}", {"q": text(queries[0])}))
+    assert plan.count("Async Foreign Scan") == SHARDS and plan.count("LIMIT 10::bigint") == SHARDS, plan
     c.close()
 
 
