@@ -162,14 +162,7 @@ pub fn from_half(values: &[f16]) -> Vec<f32> {
 /// Decodes pgvector's binary `halfvec` (int16 dimensions, int16 unused,
 /// each element's 16 bits, all big-endian), refusing NaN and infinities.
 pub fn decode_half_binary(bytes: &[u8]) -> Result<Vec<f32>, VectorError> {
-    let (dims, body) = binary_header(bytes)?;
-    if body.len() != dims * 2 {
-        return Err(VectorError::Binary(format!(
-            "{dims} dimensions need {} bytes of elements, got {}",
-            dims * 2,
-            body.len()
-        )));
-    }
+    let body = binary_elements(bytes, 2)?;
     let values: Vec<f32> =
         body.chunks_exact(2).map(|b| f16::from_bits(u16::from_be_bytes([b[0], b[1]])).to_f32()).collect();
     check_elements(&values)?;
@@ -277,21 +270,15 @@ fn write_float(out: &mut String, v: f32) {
 /// Decodes pgvector's binary form (`vector_recv`): int16 dimensions, int16
 /// unused (must be 0), then the float4 elements, all in network byte order.
 pub fn decode_binary(bytes: &[u8]) -> Result<Vec<f32>, VectorError> {
-    let (dims, body) = binary_header(bytes)?;
-    if body.len() != dims * 4 {
-        return Err(VectorError::Binary(format!(
-            "{dims} dimensions need {} bytes of elements, got {}",
-            dims * 4,
-            body.len()
-        )));
-    }
+    let body = binary_elements(bytes, 4)?;
     let values: Vec<f32> = body.chunks_exact(4).map(|c| f32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect();
     check_elements(&values)?;
     Ok(values)
 }
 
-/// The dimensions of a binary vector or halfvec, checked, and its elements' bytes.
-fn binary_header(bytes: &[u8]) -> Result<(usize, &[u8]), VectorError> {
+/// The elements' bytes of a binary vector or halfvec (`size` bytes each),
+/// after checking its header and its length.
+fn binary_elements(bytes: &[u8], size: usize) -> Result<&[u8], VectorError> {
     let header: [u8; 4] = bytes
         .get(..4)
         .and_then(|h| h.try_into().ok())
@@ -305,7 +292,15 @@ fn binary_header(bytes: &[u8]) -> Result<(usize, &[u8]), VectorError> {
     if unused != 0 {
         return Err(VectorError::Binary(format!("expected unused to be 0, not {unused}")));
     }
-    Ok((dims as usize, &bytes[4..]))
+    let (dims, body) = (dims as usize, &bytes[4..]);
+    if body.len() != dims * size {
+        return Err(VectorError::Binary(format!(
+            "{dims} dimensions need {} bytes of elements, got {}",
+            dims * size,
+            body.len()
+        )));
+    }
+    Ok(body)
 }
 
 /// Encodes pgvector's binary form (`vector_send`).
