@@ -12,6 +12,7 @@ exactly and any difference is a real one."""
 
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -19,6 +20,7 @@ import pytest
 
 from conftest import CLUSTER, Cluster
 
+HELPER = Path(__file__).resolve().parent.parent / "docs" / "scale-out" / "sharded_search.sql"
 SHARDS = 3
 DIMS = 16
 ROWS = 900
@@ -32,6 +34,8 @@ def servers():
     with coordinator.connect() as c:
         c.execute("CREATE EXTENSION pg_milvus")
         c.execute("CREATE EXTENSION postgres_fdw")
+        c.execute("CREATE EXTENSION dblink")
+        c.execute(HELPER.read_text())
         for i, s in enumerate(shards):
             c.execute(
                 f"CREATE SERVER shard{i} FOREIGN DATA WRAPPER postgres_fdw OPTIONS "
@@ -95,6 +99,13 @@ def per_shard(c, op, q):
     return [r[0] for r in c.execute(per_shard_sql(op), {"q": text(q)})]
 
 
+def helper(c, op, q):
+    """docs/scale-out/sharded_search.sql: each shard's (id, distance) only."""
+    remote = f"SELECT id, embedding {op} %1$s::vector AS distance FROM items ORDER BY distance LIMIT %2$s"
+    shards = [f"shard{i}" for i in range(SHARDS)]
+    return [r[0] for r in c.execute("SELECT id FROM sharded_search(%s::vector, 10, %s, %s)", (text(q), shards, remote))]
+
+
 @pytest.mark.parametrize("opclass", METRICS)
 def test_sharded_answers_are_one_servers(servers, opclass):
     coordinator, shards = servers
@@ -111,6 +122,7 @@ def test_sharded_answers_are_one_servers(servers, opclass):
         want = top10(c, "single", op, q)
         assert top10(c, "items", op, q) == want
         assert per_shard(c, op, q) == want
+        assert helper(c, op, q) == want
     plan = "\n".join(r[0] for r in c.execute(
         f"EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM items ORDER BY embedding {op} %s::vector LIMIT 10",
         (text(queries[0]),)))
@@ -158,9 +170,12 @@ def test_deletes_filters_a_shard_down_and_a_standby(servers):
     try:
         with pytest.raises(psycopg.OperationalError, match="shard2|connect"):
             top10(c, "items", "<->", queries[0])
+        with pytest.raises(psycopg.Error, match="shard2|connect"):
+            helper(c, "<->", queries[0])
     finally:
         shards[2].restart()
     c.close()
     c = coordinator.connect()
     assert top10(c, "items", "<->", queries[0]) == top10(c, "single", "<->", queries[0])
+    assert helper(c, "<->", queries[0]) == top10(c, "single", "<->", queries[0]), "the helper reconnects"
     c.close()
