@@ -144,6 +144,14 @@ def test_deletes_filters_a_shard_down_and_a_standby(servers):
     for s in shards:
         with s.connect() as sc:
             sc.execute("VACUUM items")
+    # Maintenance from the coordinator, each shard's through dblink.
+    flushed = c.execute("SELECT s, n FROM unnest(ARRAY['shard0', 'shard1', 'shard2']) AS s, "
+                        "LATERAL dblink(s, 'SELECT count(*) FROM milvus_flush(''items_idx'')') AS t(n bigint)").fetchall()
+    assert [n for _, n in flushed] == [1, 1, 1], flushed
+    for s in shards:
+        with s.connect() as sc:
+            assert [r[0] for r in sc.execute("SELECT state FROM milvus_segments('items_idx') ORDER BY 1")] == [
+                "flushed", "growing"]
     for q in queries:
         got = top10(c, "items", "<->", q)
         assert got == top10(c, "single", "<->", q) and not any(i % 5 == 1 for i in got)
