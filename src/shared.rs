@@ -607,12 +607,11 @@ pub fn flushing(database: u32, index: u32) -> Vec<(u64, Phase)> {
         .collect()
 }
 
-/// The segments of an index that running compactions other than `except`
-/// (a job id; 0 for none) are rewriting: no other plan may take them.
-pub fn compacting(database: u32, index: u32, except: u64) -> HashSet<u64> {
+/// The segments of an index that running compactions are rewriting: no
+/// other plan may take them.
+pub fn compacting(database: u32, index: u32) -> HashSet<u64> {
     running(JobKind::Compact, database, index)
         .into_iter()
-        .filter(|j| j.id != except)
         .flat_map(|j| j.segments[..j.segment_count as usize].to_vec())
         .collect()
 }

@@ -53,7 +53,7 @@ pub fn plans(index: Index) -> Vec<CompactionPlan> {
     let (meta, manifest) = manifest::snapshot(index);
     let policy = policy(index, meta.dims());
     let busy: HashSet<SegmentId> =
-        shared::compacting(catalog::database(), index.oid().to_u32(), 0).into_iter().map(SegmentId).collect();
+        shared::compacting(catalog::database(), index.oid().to_u32()).into_iter().map(SegmentId).collect();
     compaction::plan(manifest.segments.iter().map(|e| &e.meta), &busy, &policy)
 }
 
@@ -87,7 +87,7 @@ pub fn run_plan(index: Index, plan: &CompactionPlan, meanwhile: &mut dyn FnMut()
     let (oid, database) = (index.oid().to_u32(), catalog::database());
     let locks = SegmentLock::acquire_all(index, &ids);
     let (meta, manifest) = manifest::snapshot(index);
-    let busy = shared::compacting(database, oid, 0);
+    let busy = shared::compacting(database, oid);
     if !inputs_flushed(&manifest, plan) || ids.iter().any(|s| busy.contains(s)) {
         return Ok(Compacted::Skipped);
     }
