@@ -23,7 +23,7 @@
 //! a barrier: a seal takes it exclusively, so no insert is half in the old
 //! growing segment.
 
-use milvus_core::format::page::Chunks;
+use milvus_core::format::page::{Chunks, row_item};
 use milvus_core::policy::seal::SealPolicy;
 use milvus_core::segment::{SealReason, SegmentId};
 use pgrx::FromDatum;
@@ -33,7 +33,7 @@ use super::flush::{self, SealRequest, Sealed, WhenFull};
 use super::options;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
-use crate::pages::rows::{pack_tid, row_item, rows_per_page};
+use crate::pages::rows::{pack_tid, rows_per_page};
 use crate::pages::{Index, Lock, MetaGuard, Record};
 use crate::vector::PgVector;
 

@@ -69,16 +69,6 @@ pub fn manifest_pages(len: usize) -> usize {
     len.div_ceil(manifest_bytes_per_page()).max(1)
 }
 
-/// The item of one row: its key, then its elements.
-pub fn row_item(key: u64, vector: &[f32]) -> Vec<u8> {
-    let mut item = Vec::with_capacity(layout::row_item_size(vector.len()));
-    item.extend_from_slice(&key.to_ne_bytes());
-    for v in vector {
-        item.extend_from_slice(&v.to_ne_bytes());
-    }
-    item
-}
-
 fn damaged(e: milvus_core::format::page::PageError) -> ! {
     let message = format!("milvus index page damaged: {e}");
     ereport!(ERROR, PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, message, "REINDEX rebuilds the index from the table.");
@@ -172,7 +162,7 @@ impl PageMut<'_> {
 
     /// Adds a row; false when it does not fit.
     pub fn add_row(&mut self, key: u64, vector: &[f32]) -> bool {
-        self.add_item(&row_item(key, vector))
+        self.add_item(&layout::row_item(key, vector))
     }
 
     /// Adds an item, a row or a chunk of one

@@ -197,53 +197,43 @@ impl<'a> RowPage<'a> {
         self.items
     }
 
-    /// The row at line pointer `offset` (1-based): `None` if it is not a
-    /// live row; an error if the pointer leads outside the page or to an
-    /// item of another size.
-    pub fn row(&self, offset: usize) -> Result<Option<(u64, &'a [f32])>, PageError> {
+    /// The item at line pointer `offset` (1-based), `what` naming it in
+    /// errors: `None` if it is not live; an error if the pointer leads
+    /// outside the page or to an item that is not `fits` its length.
+    fn item(&self, offset: usize, what: &str, fits: impl Fn(usize) -> bool) -> Result<Option<&'a [u8]>, PageError> {
         let at = HEADER_SIZE + (offset - 1) * LINE_POINTER_SIZE;
         let lp = u32::from_le_bytes(self.bytes[at..at + 4].try_into().expect("4 bytes"));
         if (lp >> 15) & 0b11 != LP_NORMAL {
             return Ok(None);
         }
         let (off, len) = ((lp & 0x7fff) as usize, (lp >> 17) as usize);
-        if len != row_item_size(self.dims) || !off.is_multiple_of(MAXALIGN) || off + len > PAGE_SIZE {
-            return Err(PageError { dims: self.dims, what: format!("item {offset}: {len} bytes at {off}") });
+        if !fits(len) || !off.is_multiple_of(MAXALIGN) || off + len > PAGE_SIZE {
+            return Err(PageError { dims: self.dims, what: format!("{what} {offset}: {len} bytes at {off}") });
         }
-        let item = &self.bytes[off..off + len];
-        let key = u64::from_le_bytes(item[..8].try_into().expect("8 bytes"));
-        // SAFETY: the page is 4-byte aligned (checked in `new`) and the item
-        // starts 8-byte aligned within it, so its floats after the key are
-        // aligned; the slice lies within the page; every bit pattern is an f32.
-        let vector = unsafe { std::slice::from_raw_parts(item[8..].as_ptr().cast::<f32>(), self.dims) };
-        Ok(Some((key, vector)))
+        Ok(Some(&self.bytes[off..off + len]))
+    }
+
+    /// The row at line pointer `offset` (1-based): `None` if it is not a
+    /// live row; an error if the pointer leads outside the page or to an
+    /// item of another size.
+    pub fn row(&self, offset: usize) -> Result<Option<(u64, &'a [f32])>, PageError> {
+        let Some(item) = self.item(offset, "item", |len| len == row_item_size(self.dims))? else { return Ok(None) };
+        Ok(Some((item_key(item), item_floats(&item[8..]))))
     }
 
     /// The chunk at line pointer `offset` (1-based) of a page of rows cut
     /// as `chunks` says: `None` if it is not live; an error if the pointer
     /// leads outside the page or its size or numbers do not fit `chunks`.
     pub fn chunk(&self, offset: usize, chunks: &Chunks) -> Result<Option<Chunk<'a>>, PageError> {
-        let at = HEADER_SIZE + (offset - 1) * LINE_POINTER_SIZE;
-        let lp = u32::from_le_bytes(self.bytes[at..at + 4].try_into().expect("4 bytes"));
-        if (lp >> 15) & 0b11 != LP_NORMAL {
-            return Ok(None);
-        }
-        let (off, len) = ((lp & 0x7fff) as usize, (lp >> 17) as usize);
-        let bad = |what: String| Err(PageError { dims: self.dims, what: format!("chunk {offset}: {what}") });
-        if len < CHUNK_HEADER || !off.is_multiple_of(MAXALIGN) || off + len > PAGE_SIZE {
-            return bad(format!("{len} bytes at {off}"));
-        }
-        let item = &self.bytes[off..off + len];
-        let key = u64::from_le_bytes(item[..8].try_into().expect("8 bytes"));
+        let Some(item) = self.item(offset, "chunk", |len| len >= CHUNK_HEADER)? else { return Ok(None) };
         let seq = u16::from_le_bytes([item[8], item[9]]) as usize;
         let count = u16::from_le_bytes([item[10], item[11]]) as usize;
+        let len = item.len();
         if count != chunks.count || seq >= count || len - CHUNK_HEADER != 4 * chunks.range(seq).len() {
-            return bad(format!("chunk {seq} of {count}, {len} bytes"));
+            let what = format!("chunk {offset}: chunk {seq} of {count}, {len} bytes");
+            return Err(PageError { dims: self.dims, what });
         }
-        // SAFETY: as in `row`: an 8-aligned item in a 4-aligned page, its
-        // floats after a 16-byte header, within the page.
-        let floats = unsafe { std::slice::from_raw_parts(item[CHUNK_HEADER..].as_ptr().cast::<f32>(), (len - 16) / 4) };
-        Ok(Some(Chunk { key, seq, count, floats }))
+        Ok(Some(Chunk { key: item_key(item), seq, count, floats: item_floats(&item[CHUNK_HEADER..]) }))
     }
 
     /// Calls `f(offset, chunk)` for every live chunk of a page of rows cut
@@ -274,6 +264,28 @@ impl<'a> RowPage<'a> {
     }
 }
 
+/// The heap TID an item (row or chunk) starts with.
+fn item_key(item: &[u8]) -> u64 {
+    u64::from_le_bytes(item[..8].try_into().expect("8 bytes"))
+}
+
+/// The floats that fill the rest of an item, from an 8-byte boundary.
+fn item_floats(bytes: &[u8]) -> &[f32] {
+    // SAFETY: the page is 4-byte aligned (checked in `RowPage::new`) and an
+    // item starts 8-byte aligned within it, its floats after an 8- or
+    // 16-byte header, so they are aligned; the slice lies within the page;
+    // every bit pattern is an f32.
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), bytes.len() / 4) }
+}
+
+/// The item of one row: its key (the heap TID), then its elements.
+pub fn row_item(key: u64, vector: &[f32]) -> Vec<u8> {
+    let mut item = Vec::with_capacity(row_item_size(vector.len()));
+    item.extend_from_slice(&key.to_le_bytes());
+    vector.iter().for_each(|v| item.extend_from_slice(&v.to_le_bytes()));
+    item
+}
+
 /// Lays out a row page as Postgres does (`PageInit`, then `PageAddItem` of
 /// each row): for tests and benches.
 pub struct RowPageBuilder {
@@ -301,9 +313,7 @@ impl RowPageBuilder {
     /// Adds a row; false when the page is full.
     pub fn add(&mut self, key: u64, vector: &[f32]) -> bool {
         assert_eq!(vector.len(), self.dims);
-        let mut item = key.to_le_bytes().to_vec();
-        vector.iter().for_each(|v| item.extend_from_slice(&v.to_le_bytes()));
-        self.add_item(&item)
+        self.add_item(&row_item(key, vector))
     }
 
     /// Adds an item (a row, or a chunk of one); false when the page is full.
