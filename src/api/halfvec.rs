@@ -90,25 +90,12 @@ fn halfvec_sub(a: PgHalfvec, b: PgHalfvec) -> PgHalfvec {
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_mul(a: PgHalfvec, b: PgHalfvec) -> PgHalfvec {
-    let product = half(&vector_core::mul(&a.to_f32(), &b.to_f32()).or_raise_half());
-    // A product of two non-zero elements that half rounds to zero.
-    let zeroed = product
-        .to_f32()
-        .iter()
-        .zip(a.to_f32().iter().zip(b.to_f32()))
-        .position(|(p, (x, y))| *p == 0.0 && *x != 0.0 && y != 0.0);
-    if let Some(i) = zeroed {
-        Err::<(), _>(vector_core::VectorError::Underflow { index: i + 1 }).or_raise_half();
-    }
-    product
+    PgHalfvec::from_slice(&vector_core::mul_half(&a.to_f32(), &b.to_f32()).or_raise_half())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_concat(a: PgHalfvec, b: PgHalfvec) -> PgHalfvec {
-    let mut both = a.as_slice().to_vec();
-    both.extend_from_slice(b.as_slice());
-    vector_core::check_dims(both.len()).or_raise_half();
-    PgHalfvec::from_slice(&both)
+    PgHalfvec::from_slice(&vector_core::concat(a.as_slice(), b.as_slice()).or_raise_half())
 }
 
 /// Element-wise order, then length: the btree opclass `halfvec_ops`.

@@ -337,14 +337,28 @@ fn elementwise(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> Result<Vec<
 /// and an underflow to zero of two non-zero elements.
 pub fn mul(a: &[f32], b: &[f32]) -> Result<Vec<f32>, VectorError> {
     let out = elementwise(a, b, |x, y| x * y)?;
-    match out.iter().zip(a.iter().zip(b)).position(|(r, (x, y))| *r == 0.0 && *x != 0.0 && *y != 0.0) {
+    check_underflow(a, b, out.iter().copied())?;
+    Ok(out)
+}
+
+/// [`mul`] for `halfvec`: the product in half, where a product half rounds
+/// to zero is an underflow too.
+pub fn mul_half(a: &[f32], b: &[f32]) -> Result<Vec<f16>, VectorError> {
+    let out = to_half(&mul(a, b)?)?;
+    check_underflow(a, b, out.iter().map(|h| h.to_f32()))?;
+    Ok(out)
+}
+
+/// Refuses a zero `product` of two non-zero elements.
+fn check_underflow(a: &[f32], b: &[f32], product: impl Iterator<Item = f32>) -> Result<(), VectorError> {
+    match product.zip(a.iter().zip(b)).position(|(r, (x, y))| r == 0.0 && *x != 0.0 && *y != 0.0) {
         Some(i) => Err(VectorError::Underflow { index: i + 1 }),
-        None => Ok(out),
+        None => Ok(()),
     }
 }
 
 /// `a || b`: the elements of `a`, then those of `b`.
-pub fn concat(a: &[f32], b: &[f32]) -> Result<Vec<f32>, VectorError> {
+pub fn concat<T: Copy>(a: &[T], b: &[T]) -> Result<Vec<T>, VectorError> {
     check_dims(a.len() + b.len())?;
     Ok([a, b].concat())
 }
@@ -508,6 +522,9 @@ mod tests {
         assert_eq!(mul(&[1e38], &[1e38]), Err(VectorError::Overflow { index: 1 }));
         assert_eq!(mul(&[0.0, 1e-30], &[5.0, 1e-30]), Err(VectorError::Underflow { index: 2 }));
         assert_eq!(mul(&[1.0], &[1.0, 2.0]), Err(VectorError::DimensionMismatch(1, 2)));
+        assert_eq!(mul_half(&[1e-4, 2.0], &[1.0, 3.0]).unwrap(), to_half(&[1e-4, 6.0]).unwrap());
+        assert_eq!(mul_half(&[2.0, 1e-4], &[3.0, 1e-4]), Err(VectorError::Underflow { index: 2 }), "zero in half");
+        assert_eq!(mul_half(&[300.0], &[300.0]), Err(VectorError::HalfOutOfRange { value: 90000.0 }));
         assert_eq!(concat(&[1.0], &[2.0, 3.0]).unwrap(), vec![1.0, 2.0, 3.0]);
         assert_eq!(concat(&[0.0; 10_000], &[0.0; 6_001]), Err(VectorError::TooManyDimensions(16_001)));
         // 1,0,1,1,0,0,0,0 | 1: 0xb0, 0x80
