@@ -101,27 +101,43 @@ fn collect_array(items: impl Iterator<Item = Option<f32>>) -> Vec<f32> {
         .collect()
 }
 
+/// The elements of the arrays the casts take, as f32. A numeric beyond
+/// f32's range becomes an infinity, which `build` and `build_half` refuse
+/// with the element named.
+fn reals(array: Array<f32>) -> Vec<f32> {
+    collect_array(array.iter())
+}
+
+fn doubles(array: Array<f64>) -> Vec<f32> {
+    collect_array(array.iter().map(|v| v.map(|v| v as f32)))
+}
+
+fn integers(array: Array<i32>) -> Vec<f32> {
+    collect_array(array.iter().map(|v| v.map(|v| v as f32)))
+}
+
+fn numerics(array: Array<AnyNumeric>) -> Vec<f32> {
+    collect_array(array.iter().map(|v| v.map(|v| f32::try_from(v).unwrap_or(f32::INFINITY))))
+}
+
 #[pg_extern(name = "array_to_vector", immutable, strict, parallel_safe, requires = ["vector_shell"])]
 fn array_to_vector_real(array: Array<f32>, typmod: i32, _explicit: bool) -> PgVector {
-    build(&collect_array(array.iter()), typmod)
+    build(&reals(array), typmod)
 }
 
 #[pg_extern(name = "array_to_vector", immutable, strict, parallel_safe, requires = ["vector_shell"])]
 fn array_to_vector_double(array: Array<f64>, typmod: i32, _explicit: bool) -> PgVector {
-    build(&collect_array(array.iter().map(|v| v.map(|v| v as f32))), typmod)
+    build(&doubles(array), typmod)
 }
 
 #[pg_extern(name = "array_to_vector", immutable, strict, parallel_safe, requires = ["vector_shell"])]
 fn array_to_vector_integer(array: Array<i32>, typmod: i32, _explicit: bool) -> PgVector {
-    build(&collect_array(array.iter().map(|v| v.map(|v| v as f32))), typmod)
+    build(&integers(array), typmod)
 }
 
 #[pg_extern(name = "array_to_vector", immutable, strict, parallel_safe, requires = ["vector_shell"])]
 fn array_to_vector_numeric(array: Array<AnyNumeric>, typmod: i32, _explicit: bool) -> PgVector {
-    // A numeric beyond f32's range becomes an infinity, which `build` refuses
-    // with the element named.
-    let items = array.iter().map(|v| v.map(|v| f32::try_from(v).unwrap_or(f32::INFINITY)));
-    build(&collect_array(items), typmod)
+    build(&numerics(array), typmod)
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
@@ -188,23 +204,22 @@ fn vector_to_halfvec(vector: PgVector, typmod: i32, _explicit: bool) -> PgHalfve
 
 #[pg_extern(name = "array_to_halfvec", immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
 fn array_to_halfvec_real(array: Array<f32>, typmod: i32, _explicit: bool) -> PgHalfvec {
-    build_half(&collect_array(array.iter()), typmod)
+    build_half(&reals(array), typmod)
 }
 
 #[pg_extern(name = "array_to_halfvec", immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
 fn array_to_halfvec_double(array: Array<f64>, typmod: i32, _explicit: bool) -> PgHalfvec {
-    build_half(&collect_array(array.iter().map(|v| v.map(|v| v as f32))), typmod)
+    build_half(&doubles(array), typmod)
 }
 
 #[pg_extern(name = "array_to_halfvec", immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
 fn array_to_halfvec_integer(array: Array<i32>, typmod: i32, _explicit: bool) -> PgHalfvec {
-    build_half(&collect_array(array.iter().map(|v| v.map(|v| v as f32))), typmod)
+    build_half(&integers(array), typmod)
 }
 
 #[pg_extern(name = "array_to_halfvec", immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
 fn array_to_halfvec_numeric(array: Array<AnyNumeric>, typmod: i32, _explicit: bool) -> PgHalfvec {
-    let items = array.iter().map(|v| v.map(|v| f32::try_from(v).unwrap_or(f32::INFINITY)));
-    build_half(&collect_array(items), typmod)
+    build_half(&numerics(array), typmod)
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
