@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use milvus_core::Metric;
+use milvus_core::element::Row;
 use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
 use milvus_core::search::{self, IterativeScan, LoadedSegment, PageHits, Search, SearchOptions};
@@ -66,13 +67,13 @@ fn main() {
                 iterative: IterativeScan::Relaxed,
             };
             let shared = |q: &[f32]| {
-                Search::new(q.to_vec(), PageHits::default(), segments.clone(), options)
+                Search::new(q.to_vec().into(), PageHits::default(), segments.clone(), options)
                     .take(10)
                     .map(|h| h.key)
                     .collect()
             };
             let independent = |q: &[f32]| {
-                let lists = segments.iter().map(|s| s.search(q, ef, ef, &|_| false)).collect();
+                let lists = segments.iter().map(|s| s.search(Row::F32(q), ef, ef, &|_| false)).collect();
                 search::merge(lists, 10).into_iter().map(|h| h.key).collect()
             };
             type Run<'a> = (&'a str, &'a dyn Fn(&[f32]) -> Vec<u64>);

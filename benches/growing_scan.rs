@@ -2,13 +2,15 @@
 //! growing segment and sealed segments not yet flushed) and computing their
 //! distances to the query, over pages in Postgres' layout
 //! (`milvus_core::format::page`), against the distance kernel alone over the
-//! same rows held contiguously. Throughput is in rows, so Criterion's
-//! time per element is the ns/row docs/benchmarks.md records.
+//! same rows held contiguously; for `vector` rows (f32) and `halfvec` rows
+//! (f16, `half/` in the names). Throughput is in rows, so Criterion's time
+//! per element is the ns/row docs/benchmarks.md records.
 //!
 //! Run with `make bench-core`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use milvus_core::Metric;
+use milvus_core::element::{Element, Row, Shape, Vectors, f16};
 use milvus_core::format::page::{RowPage, row_pages};
 use milvus_core::search::PageHits;
 use milvus_core::synthetic::Rng;
@@ -19,26 +21,35 @@ const ROWS: usize = 2048;
 fn growing_scan(c: &mut Criterion) {
     let mut group = c.benchmark_group("growing_scan");
     group.throughput(Throughput::Elements(ROWS as u64));
-    for dims in [128usize, 768] {
+    for (element, dims) in [(Element::F32, 128usize), (Element::F32, 768), (Element::F16, 128), (Element::F16, 768)] {
+        let shape = Shape::new(dims, element);
         let mut rng = Rng::new(dims as u64);
-        let vectors = rng.vector(ROWS * dims);
-        let query = rng.vector(dims);
-        let pages = row_pages(dims, &vectors);
+        let as_stored = |v: Vec<f32>| -> Vectors<'static> {
+            match element {
+                Element::F32 => v.into(),
+                Element::F16 => v.iter().map(|x| f16::from_f32(*x)).collect::<Vec<_>>().into(),
+            }
+        };
+        let vectors = as_stored(rng.vector(ROWS * dims));
+        let query = as_stored(rng.vector(dims));
+        let pages = row_pages(shape, vectors.all());
         let metric = Metric::L2;
-        group.bench_with_input(BenchmarkId::new("kernel", dims), &dims, |b, _| {
+        let name = |what: &str| if element == Element::F16 { format!("half/{what}") } else { what.to_owned() };
+        group.bench_with_input(BenchmarkId::new(name("kernel"), dims), &dims, |b, _| {
             b.iter(|| {
                 let mut hits = PageHits::default();
-                for (key, v) in vectors.chunks_exact(dims).enumerate() {
-                    hits.push(key as u64, metric.distance(black_box(&query), v));
+                for key in 0..ROWS {
+                    hits.push(key as u64, metric.between(black_box(query.all()), vectors.row(key, dims)));
                 }
                 hits
             })
         });
-        group.bench_with_input(BenchmarkId::new("pages", dims), &dims, |b, _| {
+        group.bench_with_input(BenchmarkId::new(name("pages"), dims), &dims, |b, _| {
             b.iter(|| {
                 let mut hits = PageHits::default();
+                let query: Row = black_box(query.all());
                 for page in &pages {
-                    RowPage::new(page.bytes(), dims).unwrap().distances(metric, black_box(&query), &mut hits).unwrap();
+                    RowPage::new(page.bytes(), shape).unwrap().distances(metric, query, &mut hits).unwrap();
                 }
                 hits
             })

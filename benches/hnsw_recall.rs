@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use milvus_core::Metric;
 use milvus_core::cache::{CacheError, SegmentCache};
+use milvus_core::element::Row;
 use milvus_core::format::Check;
 use milvus_core::format::index::IndexFile;
 use milvus_core::format::insert::{self, InsertBinlog};
@@ -82,14 +83,16 @@ fn main() {
         .chunks_exact(dims)
         .map(|q| {
             let mut d: Vec<(f32, u32)> =
-                (0..rows).map(|i| (Metric::L2.distance(q, binlog.vector(i)), i as u32)).collect();
+                (0..rows).map(|i| (Metric::L2.between(Row::F32(q), binlog.vector(i)), i as u32)).collect();
             d.select_nth_unstable_by(10, |a, b| a.0.total_cmp(&b.0));
             d[..10].iter().map(|e| e.1).collect()
         })
         .collect();
     let t = Instant::now();
     for q in held_out.chunks_exact(dims) {
-        std::hint::black_box((0..rows).map(|i| Metric::L2.distance(q, binlog.vector(i))).fold(f32::MAX, f32::min));
+        std::hint::black_box(
+            (0..rows).map(|i| Metric::L2.between(Row::F32(q), binlog.vector(i))).fold(f32::MAX, f32::min),
+        );
     }
     let brute_qps = queries as f64 / t.elapsed().as_secs_f64();
 
@@ -101,7 +104,7 @@ fn main() {
     // dump holds), searched the same way.
     let built = index.to_flat();
     let flat_search = |g: &FlatGraph, q: &[f32], ef| {
-        g.search(Metric::L2, q, &|r| binlog.vector(r as usize), 10, ef, &|_| false)
+        g.search(Metric::L2, Row::F32(q), &|r| binlog.vector(r as usize), 10, ef, &|_| false)
             .into_iter()
             .map(|(_, r)| r)
             .collect()

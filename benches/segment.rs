@@ -11,6 +11,7 @@ use std::sync::atomic::AtomicBool;
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use milvus_core::Metric;
 use milvus_core::cache::SegmentCache;
+use milvus_core::element::Row;
 use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::format::manifest::Manifest;
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
@@ -73,12 +74,14 @@ fn crossover(c: &mut Criterion) {
         let brute = LoadedSegment::new(b.clone(), None, vec![]);
         let query = Rng::new(9).vector(DIMS);
         g.bench_with_input(BenchmarkId::new("brute_force", rows), &rows, |bench, _| {
-            bench.iter(|| brute.search(black_box(&query), 10, 40, &|_| false))
+            bench.iter(|| brute.search(Row::F32(black_box(&query)), 10, 40, &|_| false))
         });
         // What queries search (the flat graph), and hnsw_rs' own search.
         let flat = index.to_flat();
         g.bench_with_input(BenchmarkId::new("graph_ef40", rows), &rows, |bench, _| {
-            bench.iter(|| flat.search(Metric::L2, black_box(&query), &|r| b.vector(r as usize), 10, 40, &|_| false))
+            bench.iter(|| {
+                flat.search(Metric::L2, Row::F32(black_box(&query)), &|r| b.vector(r as usize), 10, 40, &|_| false)
+            })
         });
         g.bench_with_input(BenchmarkId::new("hnsw_ef40", rows), &rows, |bench, _| {
             bench.iter(|| index.search(black_box(&query), 10, 40, &|_| false))
@@ -114,7 +117,7 @@ fn loading(c: &mut Criterion) {
             metric: Metric::L2,
             dims: DIMS,
             keys: &keys,
-            vectors: &vectors,
+            vectors: Row::F32(&vectors),
             params,
             graph_min_rows: 0,
         };

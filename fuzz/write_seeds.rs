@@ -1,6 +1,7 @@
 //! Writes a seed corpus of valid encodings into `seeds/<target>/`, so the
 //! fuzzer starts past the headers and checksums.
 use milvus_core::Metric;
+use milvus_core::element::{Row, f16};
 use milvus_core::format::manifest::Manifest;
 use milvus_core::format::{delta, index, insert};
 use milvus_core::graph::FlatGraph;
@@ -25,7 +26,9 @@ fn main() {
     let keys: Vec<u64> = (0..4).collect();
     let vectors: Vec<f32> = (0..12).map(|i| i as f32 / 3.0).collect();
     write("insert_binlog", "seed-0", &insert::encode(SegmentId(7), Metric::L2, 3, &keys, &vectors));
-    write("insert_binlog", "seed-1", &insert::encode(SegmentId(1), Metric::Cosine, 1, &[], &[]));
+    write("insert_binlog", "seed-1", &insert::encode(SegmentId(1), Metric::Cosine, 1, &[], Row::F32(&[])));
+    let halves: Vec<f16> = vectors.iter().map(|v| f16::from_f32(*v)).collect();
+    write("insert_binlog", "seed-2", &insert::encode(SegmentId(7), Metric::L1, 3, &keys, Row::F16(&halves)));
     write("delta_binlog", "seed-0", &delta::encode(SegmentId(7), &[0, 3, 9]));
     let nodes = vec![vec![vec![1, 2]], vec![vec![0, 2], vec![2]], vec![vec![0, 1], vec![1]]];
     write("index_file", "seed-0", &index::encode(SegmentId(7), Metric::L2, &FlatGraph::from_nodes(&nodes, 2)));

@@ -463,3 +463,25 @@ CREATE  FUNCTION "inner_product"(
 IMMUTABLE STRICT PARALLEL SAFE  
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'halfvec_inner_product_wrapper';
+
+-- halfvec: rows stored as 2-byte floats in the index pages and segment
+-- files, half the bytes of vector (pgvector's opclass names).
+CREATE OPERATOR CLASS halfvec_l2_ops
+    DEFAULT FOR TYPE halfvec USING milvus AS
+    OPERATOR 1 <-> (halfvec, halfvec) FOR ORDER BY float_ops,
+    FUNCTION 1 l2_distance(halfvec, halfvec);
+
+CREATE OPERATOR CLASS halfvec_ip_ops
+    FOR TYPE halfvec USING milvus AS
+    OPERATOR 1 <#> (halfvec, halfvec) FOR ORDER BY float_ops,
+    FUNCTION 1 halfvec_negative_inner_product(halfvec, halfvec);
+
+CREATE OPERATOR CLASS halfvec_cosine_ops
+    FOR TYPE halfvec USING milvus AS
+    OPERATOR 1 <=> (halfvec, halfvec) FOR ORDER BY float_ops,
+    FUNCTION 1 cosine_distance(halfvec, halfvec);
+
+CREATE OPERATOR CLASS halfvec_l1_ops
+    FOR TYPE halfvec USING milvus AS
+    OPERATOR 1 <+> (halfvec, halfvec) FOR ORDER BY float_ops,
+    FUNCTION 1 l1_distance(halfvec, halfvec);

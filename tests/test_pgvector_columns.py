@@ -1,8 +1,8 @@
-"""A milvus index on pgvector's own `vector` columns (the companion extension
-pg_milvus_pgvector): a pgvector user keeps their tables, adds
-`USING milvus (embedding vector_l2_ops)` with no rewrite, and gets the same
-answers as a sequential scan, for every metric, from flushed and growing
-segments alike.
+"""A milvus index on pgvector's own `vector` and `halfvec` columns (the
+companion extension pg_milvus_pgvector): a pgvector user keeps their tables,
+adds `USING milvus (embedding vector_l2_ops)` (or `halfvec_l2_ops`) with no
+rewrite, and gets the same answers as a sequential scan, for every metric,
+from flushed and growing segments alike.
 
 Run against pgvector itself where it is installed; elsewhere (CI) against
 tests/fixtures/pgvector_standin, an extension named `vector` with pgvector's
@@ -17,7 +17,7 @@ import pytest
 
 STANDIN = Path(__file__).parent / "fixtures" / "pgvector_standin"
 DIMS = 16
-METRICS = {"vector_l2_ops": "<->", "vector_ip_ops": "<#>", "vector_cosine_ops": "<=>", "vector_l1_ops": "<+>"}
+METRICS = {"l2_ops": "<->", "ip_ops": "<#>", "cosine_ops": "<=>", "l1_ops": "<+>"}
 
 
 def vector_extension(conn) -> str:
@@ -58,21 +58,22 @@ def pgv(cluster):
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def ids(conn, op, q, scan):
+def ids(conn, op, q, scan, type_):
     with conn.transaction():
         conn.execute(f"SET LOCAL {scan} = off")
         conn.execute("SET LOCAL milvus.ef_search = 400")
         return [r[0] for r in conn.execute(
-            f"SELECT id FROM items ORDER BY embedding {op} %s::vector LIMIT 10", (text(q),))]
+            f"SELECT id FROM items ORDER BY embedding {op} %s::{type_} LIMIT 10", (text(q),))]
 
 
-def test_a_milvus_index_on_pgvector_columns_with_no_rewrite(pgv):
+@pytest.mark.parametrize("type_", ["vector", "halfvec"])
+def test_a_milvus_index_on_pgvector_columns_with_no_rewrite(pgv, type_):
     conn, which = pgv
     owner = conn.execute(
         "SELECT e.extname FROM pg_type t JOIN pg_depend d ON d.objid = t.oid AND d.deptype = 'e' "
-        "JOIN pg_extension e ON e.oid = d.refobjid WHERE t.oid = 'vector'::regtype").fetchone()[0]
+        "JOIN pg_extension e ON e.oid = d.refobjid WHERE t.oid = %s::regtype", (type_,)).fetchone()[0]
     assert owner == "vector", "the column type is pgvector's, not pg_milvus'"
-    conn.execute(f"CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({DIMS}))")
+    conn.execute(f"CREATE TABLE items (id bigint PRIMARY KEY, embedding {type_}({DIMS}))")
     rng = np.random.default_rng(7)
     rows = rng.standard_normal((3200, DIMS)).astype(np.float32)
     with conn.cursor().copy("COPY items (id, embedding) FROM STDIN") as copy:
@@ -81,19 +82,20 @@ def test_a_milvus_index_on_pgvector_columns_with_no_rewrite(pgv):
     table = conn.execute("SELECT pg_relation_filenode('items')").fetchone()[0]
     queries = rows[rng.integers(0, 3000, 20)] + 0.05 * rng.standard_normal((20, DIMS)).astype(np.float32)
 
-    for opclass, op in METRICS.items():
+    for suffix, op in METRICS.items():
+        opclass = f"{type_}_{suffix}"
         conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding {opclass})")
         assert conn.execute("SELECT pg_relation_filenode('items')").fetchone()[0] == table, "no table rewrite"
         conn.execute("SELECT * FROM milvus.milvus_flush('items_idx')")
         for i, v in enumerate(rows[3000:], start=3000):  # growing rows too
-            conn.execute("INSERT INTO items VALUES (%s, %s::vector)", (i, text(v)))
+            conn.execute(f"INSERT INTO items VALUES (%s, %s::{type_})", (i, text(v)))
         states = conn.execute(
             "SELECT state, rows FROM milvus.milvus_segments('items_idx') ORDER BY segment_id").fetchall()
         assert states == [("flushed", 3000), ("growing", 200)], states
         plan = "\n".join(r[0] for r in conn.execute(
-            f"EXPLAIN SELECT id FROM items ORDER BY embedding {op} %s::vector LIMIT 10", (text(queries[0]),)))
+            f"EXPLAIN SELECT id FROM items ORDER BY embedding {op} %s::{type_} LIMIT 10", (text(queries[0]),)))
         assert "Index Scan using items_idx" in plan, plan
-        hits = sum(len(set(ids(conn, op, q, "enable_seqscan")) & set(ids(conn, op, q, "enable_indexscan")))
+        hits = sum(len(set(ids(conn, op, q, "enable_seqscan", type_)) & set(ids(conn, op, q, "enable_indexscan", type_)))
                    for q in queries)
         assert hits / (10 * len(queries)) >= 0.98, (which, opclass, hits)
         conn.execute("DROP INDEX items_idx")
@@ -104,7 +106,7 @@ def test_a_milvus_index_on_pgvector_columns_with_no_rewrite(pgv):
     opclass = conn.execute(
         "SELECT opcname FROM pg_index i JOIN pg_opclass o ON o.oid = i.indclass[0] "
         "WHERE i.indexrelid = 'items_idx'::regclass").fetchone()[0]
-    assert opclass == "vector_l2_ops"
+    assert opclass == f"{type_}_l2_ops"
 
 
 def test_the_companion_refuses_pg_milvus_schema(pgv):

@@ -43,4 +43,33 @@ SELECT DISTINCT v FROM (VALUES ('[1,2]'::halfvec), ('[1,2]'), ('[0,5]')) t(v) OR
 SELECT avg(v), sum(v) FROM h;
 SELECT avg(v) FROM h WHERE id > 10;
 DROP TABLE h;
+-- A milvus index on halfvec: its rows in half floats in the index pages and
+-- the segment files; the four opclasses, L2 the default
+CREATE TABLE hi (id int, v halfvec(3));
+INSERT INTO hi SELECT i, ARRAY[i % 7, i % 11, i % 13]::real[] FROM generate_series(1, 1000) i;
+CREATE INDEX hi_idx ON hi USING milvus (v);
+SELECT opcname FROM pg_index i JOIN pg_opclass o ON o.oid = i.indclass[0] WHERE i.indexrelid = 'hi_idx'::regclass;
+INSERT INTO hi VALUES (1001, '[3,1,2]'), (1002, NULL);
+SELECT state, rows FROM milvus_segments('hi_idx') ORDER BY segment_id;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM hi ORDER BY v <-> '[3,1,2]' LIMIT 3;
+SELECT v <-> '[3,1,2]' AS distance FROM hi ORDER BY v <-> '[3,1,2]' LIMIT 3;
+-- The two rows at 0, one in a flushed segment and one growing, in either order
+SELECT array_agg(id ORDER BY id) FROM (SELECT id FROM hi ORDER BY v <-> '[3,1,2]' LIMIT 2) t;
+DROP INDEX hi_idx;
+CREATE INDEX hi_idx ON hi USING milvus (v halfvec_ip_ops);
+SELECT v <#> '[3,1,2]' AS distance FROM hi ORDER BY v <#> '[3,1,2]' LIMIT 3;
+DROP INDEX hi_idx;
+CREATE INDEX hi_idx ON hi USING milvus (v halfvec_cosine_ops);
+SELECT round((v <=> '[3,1,2]')::numeric, 6) AS distance FROM hi ORDER BY v <=> '[3,1,2]' LIMIT 3;
+DROP INDEX hi_idx;
+CREATE INDEX hi_idx ON hi USING milvus (v halfvec_l1_ops);
+SELECT v <+> '[3,1,2]' AS distance FROM hi ORDER BY v <+> '[3,1,2]' LIMIT 3;
+SELECT id FROM hi ORDER BY v <-> '[3,1]' LIMIT 1;
+SELECT id FROM hi ORDER BY v <+> '[3,1]' LIMIT 1;
+INSERT INTO hi VALUES (1003, '[1,2]');
+RESET enable_seqscan;
+CREATE TABLE hn (v halfvec);
+CREATE INDEX ON hn USING milvus (v);
+DROP TABLE hi, hn;
 DROP EXTENSION pg_milvus;

@@ -1,8 +1,11 @@
 -- pg_milvus_pgvector: operator classes of the milvus access method for
--- pgvector's `vector` type. Both types have one binary layout (int32
--- varlena header, int16 dimensions, int16 unused, float4 elements), so
--- pg_milvus reads pgvector's values as its own; the operators and distance
--- functions are pgvector's, whose names tell the index its metric.
+-- pgvector's `vector` and `halfvec` types. Each has the binary layout of
+-- pg_milvus' type of the same name (int32 varlena header, int16
+-- dimensions, int16 unused, then float4 or float2 elements), so pg_milvus
+-- reads pgvector's values as its own; the operators and distance functions
+-- are pgvector's, whose names and argument type tell the index its metric
+-- and element type. halfvec's opclasses are made when pgvector has the
+-- type (0.7 and later).
 --
 -- Create it in pgvector's schema (pg_milvus itself must live in another
 -- one: both define a type named vector):
@@ -28,16 +31,21 @@ BEGIN
                                 pgvector);
     END IF;
     FOR c IN SELECT * FROM (VALUES
-            ('vector_l2_ops', 'DEFAULT', '<->', 'l2_distance'),
-            ('vector_ip_ops', '', '<#>', 'vector_negative_inner_product'),
-            ('vector_cosine_ops', '', '<=>', 'cosine_distance'),
-            ('vector_l1_ops', '', '<+>', 'l1_distance')) AS v(name, dflt, op, fn)
+            ('vector', 'vector_l2_ops', 'DEFAULT', '<->', 'l2_distance'),
+            ('vector', 'vector_ip_ops', '', '<#>', 'vector_negative_inner_product'),
+            ('vector', 'vector_cosine_ops', '', '<=>', 'cosine_distance'),
+            ('vector', 'vector_l1_ops', '', '<+>', 'l1_distance'),
+            ('halfvec', 'halfvec_l2_ops', 'DEFAULT', '<->', 'l2_distance'),
+            ('halfvec', 'halfvec_ip_ops', '', '<#>', 'halfvec_negative_inner_product'),
+            ('halfvec', 'halfvec_cosine_ops', '', '<=>', 'cosine_distance'),
+            ('halfvec', 'halfvec_l1_ops', '', '<+>', 'l1_distance')) AS v(type, name, dflt, op, fn)
     LOOP
+        CONTINUE WHEN pg_catalog.to_regtype(format('%I.%I', pgvector, c.type)) IS NULL;
         EXECUTE format(
-            'CREATE OPERATOR CLASS %1$I.%2$I %3$s FOR TYPE %4$I.vector USING milvus AS '
-            'OPERATOR 1 %4$I.%5$s (%4$I.vector, %4$I.vector) FOR ORDER BY pg_catalog.float_ops, '
-            'FUNCTION 1 %4$I.%6$I(%4$I.vector, %4$I.vector)',
-            here, c.name, c.dflt, pgvector, c.op, c.fn);
+            'CREATE OPERATOR CLASS %1$I.%2$I %3$s FOR TYPE %4$I.%7$I USING milvus AS '
+            'OPERATOR 1 %4$I.%5$s (%4$I.%7$I, %4$I.%7$I) FOR ORDER BY pg_catalog.float_ops, '
+            'FUNCTION 1 %4$I.%6$I(%4$I.%7$I, %4$I.%7$I)',
+            here, c.name, c.dflt, pgvector, c.op, c.fn, c.type);
     END LOOP;
 END
 $$;

@@ -23,11 +23,11 @@
 use std::ffi::c_void;
 
 use milvus_core::Metric;
+use milvus_core::element::{Element, Shape};
 use milvus_core::format::manifest::Manifest;
 use milvus_core::hnsw::HnswParams;
 use milvus_core::meta::MetaPage;
 use milvus_core::segment::{SealReason, unix_now};
-use pgrx::FromDatum;
 use pgrx::prelude::*;
 
 use super::flush::{self, SealRequest};
@@ -36,7 +36,7 @@ use super::options;
 use crate::pages::rows::{manifest_pages, pack_tid};
 use crate::pages::{Buffer, Index, META_BLOCK, Record, free, manifest};
 use crate::shared;
-use crate::vector::PgVector;
+use crate::vector::IndexVector;
 
 struct BuildState {
     index: Index,
@@ -126,15 +126,15 @@ unsafe extern "C-unwind" fn build_callback(
         if *isnull {
             return;
         }
-        let vector = PgVector::from_datum(*values, false).expect("not null");
         let (index, rows, may_flush) = (state.index, state.rows, !state.flush_failed);
+        let vector = IndexVector::from_datum(*values, index.element());
         let flush_failed = &mut state.flush_failed;
         let mut make_room = || {
             *flush_failed = !flush_sealed_segments(index, rows);
             report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
         };
         let make_room: Option<&mut dyn FnMut()> = if may_flush { Some(&mut make_room) } else { None };
-        let row = Row { key: pack_tid(&*tid), vector: vector.as_slice() };
+        let row = Row { key: pack_tid(&*tid), vector: vector.row() };
         // The table's rows go straight into segments of segment_max_rows.
         let max_rows = options::of(index).segment_max_rows as u64;
         insert::insert_row(index, row, max_rows, Some(SealReason::Build), make_room);
@@ -186,15 +186,15 @@ fn validate_options(index: Index) {
 /// Writes the meta page, the growing segment's first page and the manifest
 /// into `fork`.
 fn init_index(index: Index, fork: pg_sys::ForkNumber::Type) {
-    let dims = dims_of(index);
-    let metric = metric_of(index);
+    let (metric, element) = opclass_of(index);
+    let shape = Shape::new(dims_of(index, element), element);
     // Where the objects will live, for good: the index's storage_url
     // option, else milvus.storage_url, else the embedded default (None).
     let url = options::storage_url(index).or_else(crate::gucs::storage_url_setting);
     if let Some(url) = &url {
         crate::storage::remember_location(url);
     }
-    let mut manifest = Manifest::new(dims as u32, metric, url);
+    let mut manifest = Manifest::new(shape.dims as u32, metric, url);
     let growing = manifest.add_growing(unix_now());
     let bytes = manifest.encode();
 
@@ -204,8 +204,7 @@ fn init_index(index: Index, fork: pg_sys::ForkNumber::Type) {
     assert_eq!(meta_page.block(), META_BLOCK);
     manifest::fill_chain(index, &mut manifest_buffers, &bytes);
 
-    let meta =
-        MetaPage::new(dims as u32, metric, growing, row_page.block(), manifest_buffers[0].block(), bytes.len() as u32);
+    let meta = MetaPage::new(shape, metric, growing, row_page.block(), manifest_buffers[0].block(), bytes.len() as u32);
     let mut record = Record::start(index);
     record.init_meta(&mut meta_page, meta);
     record.fresh_page(&mut row_page).init_rows(growing.0);
@@ -219,25 +218,39 @@ fn init_index(index: Index, fork: pg_sys::ForkNumber::Type) {
     }
 }
 
-/// The metric of an index, from its opclass' distance function.
-fn metric_of(index: Index) -> Metric {
-    // SAFETY: an open index with one key column and one support function.
-    let name = unsafe {
+/// The metric and element type of an index, from its opclass' distance
+/// function: its name, and the type it takes (`vector` or `halfvec`, this
+/// extension's or pgvector's: the same layout).
+fn opclass_of(index: Index) -> (Metric, Element) {
+    // SAFETY: an open index with one key column and one support function
+    // of two arguments.
+    let (name, arg_type) = unsafe {
         let proc = pg_sys::index_getprocid(index.raw(), 1, 1);
-        let name = pg_sys::get_func_name(proc);
-        std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+        let name = std::ffi::CStr::from_ptr(pg_sys::get_func_name(proc)).to_string_lossy().into_owned();
+        let mut args: *mut pg_sys::Oid = std::ptr::null_mut();
+        let mut nargs = 0;
+        pg_sys::get_func_signature(proc, &mut args, &mut nargs);
+        let arg = if nargs > 0 { *args } else { pg_sys::InvalidOid };
+        (name, std::ffi::CStr::from_ptr(pg_sys::format_type_be(arg)).to_string_lossy().into_owned())
     };
-    match name.as_str() {
+    let metric = match name.as_str() {
         "l2_distance" => Metric::L2,
-        "vector_negative_inner_product" => Metric::InnerProduct,
+        "vector_negative_inner_product" | "halfvec_negative_inner_product" => Metric::InnerProduct,
         "cosine_distance" => Metric::Cosine,
         "l1_distance" => Metric::L1,
         other => error!("milvus index opclass has an unknown distance function \"{other}\""),
-    }
+    };
+    // `format_type_be` qualifies a type outside the search path.
+    let element = match arg_type.rsplit('.').next().unwrap_or_default().trim_matches('"') {
+        "vector" => Element::F32,
+        "halfvec" => Element::F16,
+        other => error!("milvus index opclass is for an unknown type \"{other}\""),
+    };
+    (metric, element)
 }
 
 /// The dimensions of the indexed column, from its type modifier.
-fn dims_of(index: Index) -> usize {
+fn dims_of(index: Index, element: Element) -> usize {
     // SAFETY: an open index with one key column.
     let typmod = unsafe { (*(*index.raw()).rd_att).attrs.as_slice(1)[0].atttypmod };
     if typmod < 1 {
@@ -245,7 +258,7 @@ fn dims_of(index: Index) -> usize {
             ERROR,
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             "column does not have dimensions",
-            "A milvus index needs a column of type vector(n), e.g. embedding vector(128)."
+            format!("A milvus index needs a column of type {0}(n), e.g. embedding {0}(128).", element.type_name())
         );
     }
     // Up to the type's limit: growing rows wider than a page are stored in

@@ -20,6 +20,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use milvus_core::element::Shape;
 use milvus_core::format::manifest::Manifest;
 use milvus_core::jobs::{self, Merge, Target};
 use milvus_core::policy::compaction::{self, CompactionPlan, CompactionPolicy};
@@ -37,13 +38,13 @@ use crate::{catalog, shared, storage};
 
 /// The compaction policy of `index` (of `dims` dimensions), from its
 /// reloptions and the settings.
-pub fn policy(index: Index, dims: usize) -> CompactionPolicy {
+pub fn policy(index: Index, shape: Shape) -> CompactionPolicy {
     let o = options::of(index);
     CompactionPolicy {
         delete_ratio: crate::gucs::compaction_delete_ratio(),
         target_rows: o.segment_max_rows as u64,
         // What a growing segment seals at: whole pages of rows.
-        min_rows: size_rule(o.growing_rows(), dims).row_capacity(),
+        min_rows: size_rule(o.growing_rows(), shape).row_capacity(),
         fan_in: compaction::FAN_IN,
     }
 }
@@ -51,7 +52,7 @@ pub fn policy(index: Index, dims: usize) -> CompactionPolicy {
 /// What the compaction policy proposes for `index` now.
 pub fn plans(index: Index) -> Vec<CompactionPlan> {
     let (meta, manifest) = manifest::snapshot(index);
-    let policy = policy(index, meta.dims());
+    let policy = policy(index, meta.shape());
     let busy: HashSet<SegmentId> =
         shared::compacting(catalog::database(), index.oid().to_u32()).into_iter().map(SegmentId).collect();
     compaction::plan(manifest.segments.iter().map(|e| &e.meta), &busy, &policy)

@@ -60,7 +60,7 @@ pub unsafe extern "C-unwind" fn amcostestimate(
         let growing_pages = meta.growing_pages.max(1) as f64;
         let shape = IndexShape {
             rows: (*info).tuples.max(0.0),
-            page_rows: size_rule(1, meta.dims()).rows_in_pages(meta.growing_pages.max(1) as u64) as f64,
+            page_rows: size_rule(1, meta.shape()).rows_in_pages(meta.growing_pages.max(1) as u64) as f64,
             segment_rows: o.segment_max_rows as f64,
             m: o.m as usize,
         };

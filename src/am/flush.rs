@@ -105,7 +105,7 @@ pub fn seal(index: Index, request: SealRequest) -> Sealed {
     let sealed = meta.growing();
     let mut manifest = pages_manifest::read(&meta);
     let now = unix_now();
-    let rows = chain::count_rows(index, meta.growing_head, meta.dims());
+    let rows = chain::count_rows(index, meta.growing_head, meta.shape());
     let why = request.reason.to_string();
     manifest.seal(sealed, rows, request.reason, now).unwrap_or_else(|e| error!("{e}"));
     let growing = manifest.add_growing(now);
@@ -160,7 +160,7 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
     let graph_min_rows = if meta.sealed().len() > 1 { jobs::FLUSH_GRAPH_MIN_ROWS } else { 0 };
     // The chain is stable: inserts go to the growing segment, and VACUUM
     // and other flushes wait for the segment lock we hold.
-    let rows = chain::read_rows(index, sealed.head, dims);
+    let rows = chain::read_rows(index, sealed.head, meta.shape());
     let job =
         JobRecord::start(JobKind::Flush, index.oid().to_u32(), &[segment.0], describe(index, segment), why.into());
     let params = hnsw_params(index);
@@ -173,7 +173,7 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
         move |control| {
             let store = store?;
             let target = Target { storage: &store, cache: &cache, index: id };
-            let (keys, vectors) = (&rows.keys, &rows.vectors);
+            let (keys, vectors) = (&rows.keys, rows.vectors.all());
             let new = NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows };
             jobs::flush(target, &new, control).map_err(|e| e.to_string())
         },

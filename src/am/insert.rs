@@ -23,10 +23,10 @@
 //! a barrier: a seal takes it exclusively, so no insert is half in the old
 //! growing segment.
 
+use milvus_core::element::Shape;
 use milvus_core::format::page::{Chunks, row_item};
 use milvus_core::policy::seal::SealPolicy;
 use milvus_core::segment::{SealReason, SegmentId};
-use pgrx::FromDatum;
 use pgrx::prelude::*;
 
 use super::flush::{self, SealRequest, Sealed, WhenFull};
@@ -35,7 +35,7 @@ use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::pages::rows::{pack_tid, rows_per_page};
 use crate::pages::{Index, Lock, MetaGuard, Record};
-use crate::vector::PgVector;
+use crate::vector::IndexVector;
 
 // The signature is Postgres' (amapi.h).
 #[allow(clippy::too_many_arguments)]
@@ -57,11 +57,11 @@ pub unsafe extern "C-unwind" fn aminsert(
         if *isnull {
             return false;
         }
-        let vector = PgVector::from_datum(*values, false).expect("not null");
+        let index = Index::from_raw(index);
+        let vector = IndexVector::from_datum(*values, index.element());
         // A full segment with no room to seal grows on until a flush makes
         // room (the workers, or milvus_flush()).
-        let row = Row { key: pack_tid(&*heap_tid), vector: vector.as_slice() };
-        let index = Index::from_raw(index);
+        let row = Row { key: pack_tid(&*heap_tid), vector: vector.row() };
         let max_rows = options::of(index).growing_rows();
         let sealed = insert_row(index, row, max_rows, None, None);
         if sealed.is_some() {
@@ -78,15 +78,15 @@ pub unsafe extern "C-unwind" fn aminsert(
 #[derive(Clone, Copy)]
 pub struct Row<'a> {
     pub key: u64,
-    pub vector: &'a [f32],
+    pub vector: milvus_core::element::Row<'a>,
 }
 
 /// The size rule of a growing segment: `max_rows`, in whole pages (the
 /// workers add the time rules, `gucs::seal_policy`).
-pub fn size_rule(max_rows: u64, dims: usize) -> SealPolicy {
-    let (rows_per_page, pages_per_row) = match Chunks::of(dims) {
+pub fn size_rule(max_rows: u64, shape: Shape) -> SealPolicy {
+    let (rows_per_page, pages_per_row) = match Chunks::of(shape) {
         Some(chunks) => (1, chunks.count as u64),
-        None => (rows_per_page(dims) as u64, 1),
+        None => (rows_per_page(shape) as u64, 1),
     };
     SealPolicy { max_rows, rows_per_page, pages_per_row, max_bytes: u64::MAX, idle_secs: None, lifetime_secs: None }
 }
@@ -109,8 +109,8 @@ pub fn insert_row(
     let mut seal_at_limit = true;
     loop {
         let meta = index.meta(Lock::Share);
-        milvus_core::vector::check_typmod(Some(meta.dims()), row.vector.len()).or_raise();
-        if let Some(chunks) = Chunks::of(meta.dims()) {
+        milvus_core::vector::check_typmod(Some(meta.dims()), row.vector.len()).or_raise_for(row.vector.element());
+        if let Some(chunks) = Chunks::of(meta.shape()) {
             drop(meta);
             match insert_chunks(index, row, &chunks, max_rows, seal_at_limit) {
                 Ok(()) => return sealed,
@@ -142,7 +142,7 @@ pub fn insert_row(
             // Someone extended (or sealed) meanwhile: start over.
             continue;
         }
-        let rule = size_rule(max_rows, meta.dims());
+        let rule = size_rule(max_rows, meta.shape());
         if let Some(full) = meta.needs_seal(&rule).filter(|_| seal_at_limit) {
             let segment = meta.growing();
             drop(meta);
@@ -213,12 +213,12 @@ fn insert_chunks(
     seal_at_limit: bool,
 ) -> Result<(), (SealReason, SegmentId)> {
     let mut meta = index.meta(Lock::Exclusive);
-    if let Some(full) = meta.needs_seal(&size_rule(max_rows, meta.dims())).filter(|_| seal_at_limit) {
+    if let Some(full) = meta.needs_seal(&size_rule(max_rows, meta.shape())).filter(|_| seal_at_limit) {
         return Err((full, meta.growing()));
     }
     let mut first = 0;
     let mut tail = index.read(meta.growing_tail, Lock::Exclusive);
-    if !tail.page().has_rows(meta.dims()) {
+    if !tail.page().has_rows(meta.shape()) {
         let mut record = Record::start(index);
         let added = record.page(&mut tail).add_item(&chunks.item(row.key, 0, row.vector));
         assert!(added, "a chunk fits an empty page");

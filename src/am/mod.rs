@@ -91,4 +91,8 @@ unsafe extern "C-unwind" fn amvalidate(_opclass: pg_sys::Oid) -> bool {
     true
 }
 
-extension_sql_file!("../../sql/milvus_am.sql", name = "milvus_am", requires = [milvus_handler, "vector_operators"]);
+extension_sql_file!(
+    "../../sql/milvus_am.sql",
+    name = "milvus_am",
+    requires = [milvus_handler, "vector_operators", "halfvec_operators"]
+);

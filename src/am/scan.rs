@@ -23,9 +23,10 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use milvus_core::element::Vectors;
 use milvus_core::search::{Search, SearchOptions};
+use pgrx::PgMemoryContexts;
 use pgrx::prelude::*;
-use pgrx::{FromDatum, PgMemoryContexts};
 
 use super::explain::{self, ScanReport};
 use super::segments;
@@ -33,7 +34,7 @@ use crate::error::OrRaise;
 use crate::gucs;
 use crate::pages::rows::unpack_tid;
 use crate::pages::{Index, Lock, chain, manifest};
-use crate::vector::PgVector;
+use crate::vector::IndexVector;
 
 struct ScanState {
     search: Option<Search>,
@@ -144,11 +145,13 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
         if key.sk_flags & pg_sys::SK_ISNULL as i32 != 0 {
             return None;
         }
-        let query = PgVector::from_datum(key.sk_argument, false).expect("not null");
-        let query = query.as_slice();
         let index = Index::from_raw(index);
+        // The ORDER BY operator is the opclass': its right argument has the
+        // type the index stores.
+        let query = IndexVector::from_datum(key.sk_argument, index.element());
+        let query = query.row();
         let meta = index.meta(Lock::Share);
-        milvus_core::vector::check_same_dims(meta.dims(), query.len()).or_raise();
+        milvus_core::vector::check_same_dims(meta.dims(), query.len()).or_raise_for(query.element());
         let metric = meta.metric();
         let (manifest, pages) = (manifest::read(&meta), chain::page_hits(index, &meta, metric, query));
         drop(meta);
@@ -161,7 +164,7 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
             max_approximate: gucs::max_scan_tuples(),
             iterative: gucs::iterative_scan(),
         };
-        Some(Search::new(query.to_vec(), pages, segments, options))
+        Some(Search::new(Vectors::of(query), pages, segments, options))
     }
 }
 

@@ -25,6 +25,7 @@
 //! gives the file's free tail back (`pages::free::give_back_tail`, when no
 //! other session uses the index), and reports how many rows the index holds.
 
+use milvus_core::element::Shape;
 use milvus_core::jobs;
 use milvus_core::segment::{SegmentId, SegmentState};
 use pgrx::prelude::*;
@@ -60,7 +61,7 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         let _lock = SegmentLock::acquire(index, segment.0);
         let meta = index.meta_copy();
         if let Some((_, head)) = meta.in_pages().find(|(s, _)| *s == segment) {
-            let (removed, kept) = delete_from_chain(index, head, meta.dims(), &is_dead);
+            let (removed, kept) = delete_from_chain(index, head, meta.shape(), &is_dead);
             stats.tuples_removed += removed as f64;
             live += kept as f64;
         }
@@ -106,7 +107,7 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
 }
 
 /// Deletes the dead rows of a page chain; returns (removed, kept).
-fn delete_from_chain(index: Index, head: Block, dims: usize, is_dead: &dyn Fn(u64) -> bool) -> (usize, usize) {
+fn delete_from_chain(index: Index, head: Block, shape: Shape, is_dead: &dyn Fn(u64) -> bool) -> (usize, usize) {
     let (mut removed, mut kept) = (0, 0);
     let mut block = head;
     while block != INVALID_BLOCK {
@@ -115,7 +116,7 @@ fn delete_from_chain(index: Index, head: Block, dims: usize, is_dead: &dyn Fn(u6
         let mut buffer = index.read(block, Lock::Exclusive);
         let mut dead: Vec<pg_sys::OffsetNumber> = Vec::new();
         let page = buffer.page();
-        page.for_each_key(dims, |offset, key, first| {
+        page.for_each_key(shape, |offset, key, first| {
             if is_dead(key) {
                 dead.push(offset)
             } else if first {
@@ -168,7 +169,7 @@ pub unsafe extern "C-unwind" fn amvacuumcleanup(
         // SAFETY: palloc'd in the current memory context, handed to Postgres.
         let stats = unsafe { PgBox::<pg_sys::IndexBulkDeleteResult>::alloc0() }.into_pg();
         let meta = index.meta(Lock::Share);
-        let in_pages: u64 = meta.in_pages().map(|(_, head)| chain::count_rows(index, head, meta.dims())).sum();
+        let in_pages: u64 = meta.in_pages().map(|(_, head)| chain::count_rows(index, head, meta.shape())).sum();
         let manifest = manifest::read(&meta);
         let flushed = manifest.live_segments().filter(|e| e.meta.state == SegmentState::Flushed);
         // SAFETY: palloc'd just above.

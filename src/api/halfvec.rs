@@ -1,7 +1,8 @@
 //! Operators, functions and aggregates on `halfvec`, pgvector's names and
-//! semantics: each widens its operands to f32 (exactly), computes as for
-//! `vector` in the core, and narrows a vector result back to half, refusing
-//! what half cannot hold.
+//! semantics. Distances read the halves in place with the kernels a halfvec
+//! index uses (summed in f32); the rest widens its operands to f32
+//! (exactly), computes as for `vector` in the core, and narrows a vector
+//! result back to half, refusing what half cannot hold.
 
 use milvus_core::distance::{self, Metric};
 use milvus_core::vector as vector_core;
@@ -12,10 +13,11 @@ use crate::error::OrRaise;
 use crate::vector::PgHalfvec;
 use crate::vector::bit::PgBit;
 
-/// The two operands widened to f32, after checking their dimensions.
-fn pair(a: &PgHalfvec, b: &PgHalfvec) -> (Vec<f32>, Vec<f32>) {
+/// `metric`'s distance between two halfvecs, with the kernel the index
+/// uses (elements widened as read, summed in f32).
+fn half_distance(metric: Metric, a: &PgHalfvec, b: &PgHalfvec) -> f64 {
     vector_core::check_same_dims(a.dims(), b.dims()).or_raise_half();
-    (a.to_f32(), b.to_f32())
+    metric.distance_f16(a.as_slice(), b.as_slice()) as f64
 }
 
 /// A halfvec of `values` (computed in f32).
@@ -25,32 +27,27 @@ fn half(values: &[f32]) -> PgHalfvec {
 
 #[pg_extern(name = "l2_distance", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_l2_distance(a: PgHalfvec, b: PgHalfvec) -> f64 {
-    let (a, b) = pair(&a, &b);
-    Metric::L2.distance(&a, &b) as f64
+    half_distance(Metric::L2, &a, &b)
 }
 
 #[pg_extern(name = "inner_product", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_inner_product(a: PgHalfvec, b: PgHalfvec) -> f64 {
-    let (a, b) = pair(&a, &b);
-    distance::inner_product(&a, &b) as f64
+    -half_distance(Metric::InnerProduct, &a, &b)
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_negative_inner_product(a: PgHalfvec, b: PgHalfvec) -> f64 {
-    let (a, b) = pair(&a, &b);
-    Metric::InnerProduct.distance(&a, &b) as f64
+    half_distance(Metric::InnerProduct, &a, &b)
 }
 
 #[pg_extern(name = "cosine_distance", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_cosine_distance(a: PgHalfvec, b: PgHalfvec) -> f64 {
-    let (a, b) = pair(&a, &b);
-    Metric::Cosine.distance(&a, &b) as f64
+    half_distance(Metric::Cosine, &a, &b)
 }
 
 #[pg_extern(name = "l1_distance", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_l1_distance(a: PgHalfvec, b: PgHalfvec) -> f64 {
-    let (a, b) = pair(&a, &b);
-    distance::l1(&a, &b) as f64
+    half_distance(Metric::L1, &a, &b)
 }
 
 #[pg_extern(name = "vector_dims", immutable, strict, parallel_safe, requires = ["halfvec_type"])]

@@ -47,8 +47,8 @@ fn milvus_segments(
     let (manifest, page_rows, policy) = {
         let meta = rel.meta(Lock::Share);
         let page_rows: Vec<(u64, u64)> =
-            meta.in_pages().map(|(s, head)| (s.0, chain::count_rows(*rel, head, meta.dims()))).collect();
-        (manifest::read(&meta), page_rows, compact::policy(*rel, meta.dims()))
+            meta.in_pages().map(|(s, head)| (s.0, chain::count_rows(*rel, head, meta.shape()))).collect();
+        (manifest::read(&meta), page_rows, compact::policy(*rel, meta.shape()))
     };
     drop(rel);
     let database = catalog::database();

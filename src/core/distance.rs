@@ -13,6 +13,8 @@
 
 use simsimd::SpatialSimilarity;
 
+use crate::element::{Row, f16};
+
 /// The four metrics of the opclasses `vector_l2_ops`, `vector_ip_ops`,
 /// `vector_cosine_ops` and `vector_l1_ops`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,6 +37,40 @@ impl Metric {
             Metric::InnerProduct => -inner_product(a, b),
             Metric::Cosine => cosine_distance(a, b),
             Metric::L1 => l1(a, b),
+        }
+    }
+
+    /// [`Self::distance`] for `halfvec` rows. The elements are widened as
+    /// they are read and summed in f32, as pgvector's halfvec distances do
+    /// ([`halves`]); simsimd's f16 kernels are not used: on CPUs with
+    /// AVX-512 FP16 they sum in f16, which loses all but three digits of a
+    /// 768-d distance and overflows past 65,504.
+    #[inline]
+    pub fn distance_f16(self, a: &[f16], b: &[f16]) -> f32 {
+        debug_assert_eq!(a.len(), b.len());
+        match self {
+            Metric::L2 => halves::l2_squared(a, b).sqrt(),
+            Metric::InnerProduct => -halves::dot(a, b),
+            Metric::Cosine => {
+                let (ab, aa, bb) = halves::dot_and_norms(a, b);
+                if aa == 0.0 || bb == 0.0 {
+                    return f32::NAN;
+                }
+                (1.0 - (ab as f64 / (aa as f64 * bb as f64).sqrt()) as f32).clamp(0.0, 2.0)
+            }
+            Metric::L1 => halves::l1(a, b),
+        }
+    }
+
+    /// The distance between two stored rows of one element type, with that
+    /// type's kernel. Rows of different types (never two rows of one index)
+    /// are compared widened.
+    #[inline]
+    pub fn between(self, a: Row<'_>, b: Row<'_>) -> f32 {
+        match (a, b) {
+            (Row::F32(a), Row::F32(b)) => self.distance(a, b),
+            (Row::F16(a), Row::F16(b)) => self.distance_f16(a, b),
+            (a, b) => self.distance(&a.to_f32(), &b.to_f32()),
         }
     }
 
@@ -90,10 +126,9 @@ pub fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
     d.max(0.0)
 }
 
-/// Euclidean norm.
-#[inline]
 /// The L1 (taxicab) distance, `sum |a_i - b_i|`, accumulated in f32 as
 /// pgvector does (the compiler vectorises the loop; simsimd has no L1).
+#[inline]
 pub fn l1(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
@@ -119,26 +154,130 @@ pub fn jaccard(a: &[u8], b: &[u8]) -> f64 {
     if both == 0 { 1.0 } else { 1.0 - both as f64 / (ones_a + ones_b - both) as f64 }
 }
 
+/// Euclidean norm.
 pub fn norm(a: &[f32]) -> f32 {
     inner_product(a, a).sqrt()
 }
 
-/// Asks the CPU to start loading `v` into cache, for a distance computed
-/// soon: the first 256 bytes (a 64-d vector; the hardware prefetcher
-/// follows a longer one by itself once its first lines are read).
-#[inline]
-pub fn prefetch(v: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in v.chunks(16).take(4) {
-        // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = v;
-}
-
 fn is_zero(a: &[f32]) -> bool {
     a.iter().all(|x| *x == 0.0)
+}
+
+/// Distances over half floats, summed in f32: with F16C and FMA (x86-64
+/// since Haswell) eight elements at a time, as pgvector's halfvec kernels
+/// do; elsewhere a scalar loop the compiler vectorises.
+mod halves {
+    use crate::element::f16;
+
+    pub fn l2_squared(a: &[f16], b: &[f16]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if x86::usable() {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { x86::l2_squared(a, b) };
+        }
+        a.iter().zip(b).map(|(x, y)| (x.to_f32() - y.to_f32()).powi(2)).sum()
+    }
+
+    pub fn dot(a: &[f16], b: &[f16]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if x86::usable() {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { x86::dot(a, b) };
+        }
+        a.iter().zip(b).map(|(x, y)| x.to_f32() * y.to_f32()).sum()
+    }
+
+    /// `(a·b, a·a, b·b)`.
+    pub fn dot_and_norms(a: &[f16], b: &[f16]) -> (f32, f32, f32) {
+        #[cfg(target_arch = "x86_64")]
+        if x86::usable() {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { x86::dot_and_norms(a, b) };
+        }
+        a.iter().zip(b).fold((0.0, 0.0, 0.0), |(ab, aa, bb), (x, y)| {
+            let (x, y) = (x.to_f32(), y.to_f32());
+            (ab + x * y, aa + x * x, bb + y * y)
+        })
+    }
+
+    pub fn l1(a: &[f16], b: &[f16]) -> f32 {
+        a.iter().zip(b).map(|(x, y)| (x.to_f32() - y.to_f32()).abs()).sum()
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    mod x86 {
+        use crate::element::f16;
+        use std::arch::x86_64::*;
+
+        pub fn usable() -> bool {
+            is_x86_feature_detected!("f16c") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("avx")
+        }
+
+        /// Eight halves from `v[i..]`, widened.
+        #[inline]
+        #[target_feature(enable = "avx,f16c")]
+        unsafe fn load(v: &[f16], i: usize) -> __m256 {
+            // SAFETY: the caller reads within the slice (i + 8 <= len).
+            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(i).cast())) }
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx")]
+        fn sum(v: __m256) -> f32 {
+            let mut lanes = [0f32; 8];
+            // SAFETY: eight floats into eight.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
+            lanes.iter().sum()
+        }
+
+        #[target_feature(enable = "avx,f16c,fma")]
+        pub unsafe fn l2_squared(a: &[f16], b: &[f16]) -> f32 {
+            let n = a.len().min(b.len());
+            let mut acc = _mm256_setzero_ps();
+            let mut i = 0;
+            while i + 8 <= n {
+                // SAFETY: i + 8 <= n.
+                let d = unsafe { _mm256_sub_ps(load(a, i), load(b, i)) };
+                acc = _mm256_fmadd_ps(d, d, acc);
+                i += 8;
+            }
+            sum(acc) + a[i..n].iter().zip(&b[i..n]).map(|(x, y)| (x.to_f32() - y.to_f32()).powi(2)).sum::<f32>()
+        }
+
+        #[target_feature(enable = "avx,f16c,fma")]
+        pub unsafe fn dot(a: &[f16], b: &[f16]) -> f32 {
+            let n = a.len().min(b.len());
+            let mut acc = _mm256_setzero_ps();
+            let mut i = 0;
+            while i + 8 <= n {
+                // SAFETY: i + 8 <= n.
+                acc = unsafe { _mm256_fmadd_ps(load(a, i), load(b, i), acc) };
+                i += 8;
+            }
+            sum(acc) + a[i..n].iter().zip(&b[i..n]).map(|(x, y)| x.to_f32() * y.to_f32()).sum::<f32>()
+        }
+
+        #[target_feature(enable = "avx,f16c,fma")]
+        pub unsafe fn dot_and_norms(a: &[f16], b: &[f16]) -> (f32, f32, f32) {
+            let n = a.len().min(b.len());
+            let (mut ab, mut aa, mut bb) = (_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps());
+            let mut i = 0;
+            while i + 8 <= n {
+                // SAFETY: i + 8 <= n.
+                let (x, y) = unsafe { (load(a, i), load(b, i)) };
+                ab = _mm256_fmadd_ps(x, y, ab);
+                aa = _mm256_fmadd_ps(x, x, aa);
+                bb = _mm256_fmadd_ps(y, y, bb);
+                i += 8;
+            }
+            let (mut ab, mut aa, mut bb) = (sum(ab), sum(aa), sum(bb));
+            for (x, y) in a[i..n].iter().zip(&b[i..n]) {
+                let (x, y) = (x.to_f32(), y.to_f32());
+                (ab, aa, bb) = (ab + x * y, aa + x * x, bb + y * y);
+            }
+            (ab, aa, bb)
+        }
+    }
 }
 
 /// Scalar `f64` implementations: slow, obviously right, the yardstick for the
@@ -185,7 +324,12 @@ mod tests {
     /// nothing (cancellation in `1 - cos`, `x - y`), so the bound is taken
     /// relative to the magnitudes the kernel summed, not to the result alone.
     fn close(metric: Metric, a: &[f32], b: &[f32]) -> Result<(), String> {
-        let fast = metric.distance(a, b) as f64;
+        close_to(metric, metric.distance(a, b), a, b)
+    }
+
+    /// Whether `fast` is `metric`'s distance between `a` and `b`.
+    fn close_to(metric: Metric, fast: f32, a: &[f32], b: &[f32]) -> Result<(), String> {
+        let fast = fast as f64;
         let slow = reference::distance(metric, a, b);
         let scale = match metric {
             Metric::L2 => (reference::l2_squared(a, b)).sqrt(),
@@ -220,7 +364,36 @@ mod tests {
         (v.clone(), v)
     }
 
+    fn halves(v: &[f32]) -> Vec<f16> {
+        v.iter().map(|x| f16::from_f32(*x)).collect()
+    }
+
+    #[test]
+    fn half_rows_sum_in_f32() {
+        // 768 elements of 16: a sum in f16 would reach 196,608, past half's
+        // largest value (65,504); in f32 it is exact.
+        let (a, b) = (halves(&[16.0; 768]), halves(&[0.0; 768]));
+        assert_eq!(Metric::L2.distance_f16(&a, &b), (768.0f32 * 256.0).sqrt());
+        assert_eq!(Metric::InnerProduct.distance_f16(&a, &a), -196_608.0);
+        assert_eq!(Metric::L1.distance_f16(&a, &b), 12_288.0);
+        assert!(Metric::Cosine.distance_f16(&a, &b).is_nan(), "a zero vector: NaN, as pgvector");
+        assert_eq!(Metric::Cosine.distance_f16(&a, &a), 0.0);
+        assert_eq!(Metric::L2.between(Row::F16(&a), Row::F16(&b)), Metric::L2.distance(&[16.0; 768], &[0.0; 768]));
+    }
+
     proptest! {
+        #[test]
+        fn half_kernels_match_reference(dim in 1usize..300, seed in any::<u64>()) {
+            let (a, b) = pseudo_random_pair(dim, seed);
+            let (ha, hb) = (halves(&a), halves(&b));
+            let (wa, wb): (Vec<f32>, Vec<f32>) = (ha.iter().map(|h| h.to_f32()).collect(), hb.iter().map(|h| h.to_f32()).collect());
+            for metric in Metric::ALL {
+                let fast = metric.distance_f16(&ha, &hb);
+                prop_assert!(close_to(metric, fast, &wa, &wb).is_ok(), "{:?}", close_to(metric, fast, &wa, &wb));
+                prop_assert_eq!(metric.between(Row::F16(&ha), Row::F16(&hb)), fast);
+            }
+        }
+
         #[test]
         fn simd_matches_reference(dim in 1usize..300, seed in any::<u64>()) {
             let (a, b) = pseudo_random_pair(dim, seed);

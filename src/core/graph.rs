@@ -26,6 +26,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
 use crate::distance::Metric;
+use crate::element::Row;
 
 /// "No neighbour" in a padded neighbour list.
 const NONE: u32 = u32::MAX;
@@ -286,8 +287,8 @@ impl<'a> FlatGraph<'a> {
     pub fn search<'v>(
         &self,
         metric: Metric,
-        query: &[f32],
-        vector: &dyn Fn(u32) -> &'v [f32],
+        query: Row<'_>,
+        vector: &dyn Fn(u32) -> Row<'v>,
         k: usize,
         ef: usize,
         skip: &dyn Fn(u32) -> bool,
@@ -295,7 +296,7 @@ impl<'a> FlatGraph<'a> {
         if self.rows == 0 || k == 0 {
             return Vec::new();
         }
-        let distance = |node: u32| metric.distance(query, vector(node));
+        let distance = |node: u32| metric.between(query, vector(node));
         // Greedy descent to layer 1.
         let mut at = self.entry;
         let mut at_distance = distance(at);
@@ -314,7 +315,7 @@ impl<'a> FlatGraph<'a> {
                 }
             }
         }
-        let prefetch = |node: u32| crate::distance::prefetch(vector(node));
+        let prefetch = |node: u32| vector(node).prefetch();
         SCRATCH.with_borrow_mut(|s| s.beam(self, at, at_distance, &distance, &prefetch, k, ef.max(k), skip))
     }
 }
@@ -502,7 +503,7 @@ mod tests {
     fn exact(b: &InsertBinlog<'_>, query: &[f32], k: usize, skip: &dyn Fn(u32) -> bool) -> Vec<u32> {
         let mut all: Vec<(f32, u32)> = (0..b.len() as u32)
             .filter(|r| !skip(*r))
-            .map(|r| (b.metric.distance(query, b.vector(r as usize)), r))
+            .map(|r| (b.metric.between(Row::F32(query), b.vector(r as usize)), r))
             .collect();
         all.sort_by(|a, c| a.0.total_cmp(&c.0));
         all.into_iter().take(k).map(|(_, r)| r).collect()
@@ -523,11 +524,12 @@ mod tests {
         for _ in 0..50 {
             let q = b
                 .vector(rng.next_u64() as usize % 5000)
+                .to_f32()
                 .iter()
                 .map(|x| x + 0.05 * rng.next_gaussian())
                 .collect::<Vec<f32>>();
             let truth: HashSet<u32> = exact(&b, &q, 10, skip).into_iter().collect();
-            let got = flat.search(metric, &q, &|r| b.vector(r as usize), 10, 40, skip);
+            let got = flat.search(metric, Row::F32(&q), &|r| b.vector(r as usize), 10, 40, skip);
             assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "nearest first");
             assert!(got.iter().all(|(_, r)| !skip(*r)), "no skipped row");
             ours += got.iter().filter(|(_, r)| truth.contains(r)).count() as f64 / 10.0;
@@ -556,12 +558,13 @@ mod tests {
             for _ in 0..100 {
                 let q = b
                     .vector(rng.next_u64() as usize % 8000)
+                    .to_f32()
                     .iter()
                     .map(|x| x + 0.05 * rng.next_gaussian())
                     .collect::<Vec<f32>>();
                 let truth: HashSet<u32> = exact(&b, &q, 10, &|_| false).into_iter().collect();
                 let recall = |g: &FlatGraph| {
-                    let got = g.search(metric, &q, &|r| b.vector(r as usize), 10, 40, &|_| false);
+                    let got = g.search(metric, Row::F32(&q), &|r| b.vector(r as usize), 10, 40, &|_| false);
                     got.iter().filter(|(_, r)| truth.contains(r)).count() as f64 / 1000.0
                 };
                 before += recall(&built);
@@ -592,7 +595,7 @@ mod tests {
         let index = SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(false)).unwrap();
         let mut g = index.builder_graph();
         let untouched = g.clone();
-        let distance = |x: u32, y: u32| Metric::L2.distance(b.vector(x as usize), b.vector(y as usize));
+        let distance = |x: u32, y: u32| Metric::L2.between(b.vector(x as usize), b.vector(y as usize));
         assert!(!g.refine(&distance, 1, &|| true));
         assert_eq!(g, untouched);
         assert!(matches!(
@@ -630,15 +633,15 @@ mod tests {
     #[test]
     fn small_and_empty_graphs() {
         let empty = FlatGraph::from_nodes(&[], 0);
-        assert!(empty.search(Metric::L2, &[0.0], &|_| &[], 10, 40, &|_| false).is_empty());
+        assert!(empty.search(Metric::L2, Row::F32(&[0.0]), &|_| Row::F32(&[]), 10, 40, &|_| false).is_empty());
         // A chain 0 - 1 - 2 with 2 on layer 1 as the entry.
         let nodes = vec![vec![vec![1]], vec![vec![0, 2]], vec![vec![1], vec![]]];
         let g = FlatGraph::from_nodes(&nodes, 2);
         assert_eq!(g.levels[g.entry as usize], 1);
         let vectors = [[0.0f32], [1.0], [2.0]];
-        let got = g.search(Metric::L2, &[0.1], &|r| &vectors[r as usize], 2, 4, &|_| false);
+        let got = g.search(Metric::L2, Row::F32(&[0.1]), &|r| Row::F32(&vectors[r as usize]), 2, 4, &|_| false);
         assert_eq!(got.iter().map(|(_, r)| *r).collect::<Vec<_>>(), vec![0, 1]);
-        let got = g.search(Metric::L2, &[0.1], &|r| &vectors[r as usize], 3, 4, &|r| r == 0);
+        let got = g.search(Metric::L2, Row::F32(&[0.1]), &|r| Row::F32(&vectors[r as usize]), 3, 4, &|r| r == 0);
         assert_eq!(got.iter().map(|(_, r)| *r).collect::<Vec<_>>(), vec![1, 2]);
     }
 }

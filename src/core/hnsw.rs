@@ -176,12 +176,14 @@ impl SegmentIndex {
         params.validate().map_err(IndexError::Params)?;
         // The vectors the graph is built from, and its distance: the rows
         // under their metric, or the augmented rows under L2 for inner
-        // product (see the module doc).
-        let augmented =
-            (binlog.metric == Metric::InnerProduct).then(|| augment_for_inner_product(binlog.dims, binlog.vectors()));
+        // product (see the module doc). The builder works in f32: half rows
+        // are widened (exactly) for the build, which then holds the segment
+        // twice; searches read them as stored.
+        let rows = binlog.vectors().to_f32();
+        let augmented = (binlog.metric == Metric::InnerProduct).then(|| augment_for_inner_product(binlog.dims, &rows));
         let (dims, vectors, metric) = match &augmented {
             Some(rows) => (binlog.dims + 1, &rows[..], Metric::L2),
-            None => (binlog.dims, binlog.vectors(), binlog.metric),
+            None => (binlog.dims, &rows[..], binlog.metric),
         };
         let graph = match binlog.metric {
             Metric::L2 => Graph::L2(build_graph(dims, vectors, params, cancel)?),
@@ -407,6 +409,7 @@ fn load_graph<const CODE: u8>(io: &mut Box<HnswIo>) -> Result<Hnsw<'static, f32,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::element::Row;
     use crate::format::insert;
     use crate::synthetic::Rng;
 
@@ -417,8 +420,10 @@ mod tests {
     }
 
     fn exact(b: &InsertBinlog<'_>, q: &[f32], k: usize, deleted: &dyn Fn(usize) -> bool) -> Vec<u32> {
-        let mut all: Vec<(f32, u32)> =
-            (0..b.len()).filter(|i| !deleted(*i)).map(|i| (b.metric.distance(q, b.vector(i)), i as u32)).collect();
+        let mut all: Vec<(f32, u32)> = (0..b.len())
+            .filter(|i| !deleted(*i))
+            .map(|i| (b.metric.between(Row::F32(q), b.vector(i)), i as u32))
+            .collect();
         all.sort_by(|a, b| a.0.total_cmp(&b.0));
         all.into_iter().take(k).map(|(_, i)| i).collect()
     }
@@ -450,7 +455,7 @@ mod tests {
         let index = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap();
         let none = |_: usize| false;
         let (mut hit, mut total) = (0, 0);
-        for q in (0..12_000).step_by(40).map(|i| b.vector(i).iter().map(|x| x + 0.01).collect::<Vec<f32>>()) {
+        for q in (0..12_000).step_by(40).map(|i| b.vector(i).to_f32().iter().map(|x| x + 0.01).collect::<Vec<f32>>()) {
             let want = exact(&b, &q, 10, &none);
             hit += index.search(&q, 10, 40, &none).iter().filter(|i| want.contains(i)).count();
             total += want.len();
@@ -473,7 +478,7 @@ mod tests {
             let r = recall(&index, &b, &every_third);
             assert!(r >= 0.9, "{metric:?}: recall with tombstones {r}");
 
-            let q = b.vector(5).to_vec();
+            let q = b.vector(5).to_f32().into_owned();
             let hits = index.search(&q, 3, 40, &none);
             if metric != Metric::InnerProduct {
                 assert_eq!(hits[0], 5, "{metric:?}: a row is its own nearest neighbour");
@@ -525,7 +530,7 @@ mod tests {
 
     #[test]
     fn an_empty_segment_builds_and_finds_nothing() {
-        let bytes = insert::encode(SegmentId(1), Metric::L2, 4, &[], &[]);
+        let bytes = insert::encode(SegmentId(1), Metric::L2, 4, &[], Row::F32(&[]));
         let b = InsertBinlog::decode("o", &bytes).unwrap();
         let index = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap();
         assert!(index.search(&[0.0; 4], 5, 40, &|_| false).is_empty());

@@ -22,6 +22,7 @@ use bytes::Bytes;
 
 use crate::cache::{CacheError, ObjectBytes, SegmentCache};
 use crate::distance::Metric;
+use crate::element::{Row, Vectors};
 use crate::format::delta::{self, DeltaBinlog};
 use crate::format::index::IndexFile;
 use crate::format::insert::{self, InsertBinlog};
@@ -154,8 +155,8 @@ pub struct NewSegment<'a> {
     pub metric: Metric,
     pub dims: usize,
     pub keys: &'a [u64],
-    /// `keys.len() * dims` floats, row after row.
-    pub vectors: &'a [f32],
+    /// `keys.len() * dims` elements, row after row.
+    pub vectors: Row<'a>,
     pub params: HnswParams,
     /// Up to this many rows, no graph: searched by brute force (never less
     /// than [`BRUTE_FORCE_MAX_ROWS`]; see [`FLUSH_GRAPH_MIN_ROWS`]).
@@ -353,15 +354,16 @@ pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Flushe
     let Merge { inputs, output, metric, dims, params } = *merge;
     crate::hooks::reach(crate::hooks::Point::Merge, control.cancel_flag());
     let mut keys = Vec::new();
-    let mut vectors = Vec::new();
+    let mut vectors = Vectors::new(inputs.first().map_or_else(Default::default, |s| s.binlog().element()));
     for (i, row) in merged_rows(inputs.iter().copied()) {
         let binlog = inputs[i].binlog();
         keys.push(binlog.keys()[row as usize]);
-        vectors.extend_from_slice(binlog.vector(row as usize));
+        vectors.push(binlog.vector(row as usize));
     }
     // A merge's output is searched for long: a graph wherever one pays.
     let graph_min_rows = BRUTE_FORCE_MAX_ROWS;
-    let rows = NewSegment { segment: output, metric, dims, keys: &keys, vectors: &vectors, params, graph_min_rows };
+    let vectors = vectors.all();
+    let rows = NewSegment { segment: output, metric, dims, keys: &keys, vectors, params, graph_min_rows };
     flush(to, &rows, control)
 }
 

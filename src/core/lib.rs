@@ -12,6 +12,7 @@
 
 pub mod cache;
 pub mod distance;
+pub mod element;
 pub mod format;
 pub mod graph;
 pub mod hnsw;

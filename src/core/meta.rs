@@ -17,6 +17,7 @@
 //! older than the page count) are its unit tests.
 
 use crate::distance::Metric;
+use crate::element::{Element, Shape};
 use crate::policy::seal::{GrowingStats, SealPolicy, seal_by_rows};
 use crate::segment::{SealReason, SegmentId};
 
@@ -51,7 +52,9 @@ pub struct MetaPage {
     pub dims: u32,
     /// [`Metric::code`].
     pub metric: u8,
-    pub _reserved: [u8; 3],
+    /// [`Element::code`]: 0 (f32) in meta pages older than halfvec.
+    pub element: u8,
+    pub _reserved: [u8; 2],
     pub growing_segment: u64,
     pub growing_head: Block,
     pub growing_tail: Block,
@@ -118,7 +121,7 @@ impl MetaPage {
     /// The meta page of a new index: an empty growing segment in
     /// `growing_block`, the manifest at `manifest_head`.
     pub fn new(
-        dims: u32,
+        shape: Shape,
         metric: Metric,
         growing: SegmentId,
         growing_block: Block,
@@ -128,9 +131,10 @@ impl MetaPage {
         MetaPage {
             magic: META_MAGIC,
             version: META_VERSION,
-            dims,
+            dims: shape.dims as u32,
             metric: metric.code(),
-            _reserved: [0; 3],
+            element: shape.element.code(),
+            _reserved: [0; 2],
             growing_segment: growing.0,
             growing_head: growing_block,
             growing_tail: growing_block,
@@ -146,7 +150,9 @@ impl MetaPage {
 
     /// Whether this is a meta page of ours, of this version, with sane counts.
     pub fn check(&self) -> Result<(), MetaError> {
-        let sane = Metric::from_code(self.metric).is_some() && self.sealed_count as usize <= MAX_SEALED;
+        let sane = Metric::from_code(self.metric).is_some()
+            && Element::from_code(self.element).is_some()
+            && self.sealed_count as usize <= MAX_SEALED;
         if self.magic != META_MAGIC || self.version != META_VERSION || !sane {
             return Err(MetaError::NotOurs { magic: self.magic, version: self.version });
         }
@@ -160,6 +166,11 @@ impl MetaPage {
 
     pub fn dims(&self) -> usize {
         self.dims as usize
+    }
+
+    /// How the index lays out a vector; call on a checked page.
+    pub fn shape(&self) -> Shape {
+        Shape::new(self.dims(), Element::from_code(self.element).expect("a checked meta page"))
     }
 
     pub fn growing(&self) -> SegmentId {
@@ -316,7 +327,7 @@ mod tests {
     use super::*;
 
     fn fresh() -> MetaPage {
-        MetaPage::new(128, Metric::L2, SegmentId(1), 1, 2, 100)
+        MetaPage::new(Shape::f32(128), Metric::L2, SegmentId(1), 1, 2, 100)
     }
 
     const POLICY: SealPolicy = SealPolicy {

@@ -37,6 +37,7 @@ use std::sync::Arc;
 
 use crate::cache::ObjectBytes;
 use crate::distance::Metric;
+use crate::element::{Row, Shape, Vectors};
 use crate::format::index::IndexFile;
 use crate::format::insert::InsertBinlog;
 use crate::format::{Check, FormatError};
@@ -124,29 +125,29 @@ fn top_k(candidates: impl IntoIterator<Item = Hit>, k: usize) -> Vec<Hit> {
 }
 
 /// Rows held in index pages, with their vectors row-major.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PageRows {
     pub dims: usize,
     pub keys: Vec<u64>,
-    pub vectors: Vec<f32>,
+    pub vectors: Vectors<'static>,
 }
 
 impl PageRows {
-    pub fn new(dims: usize) -> Self {
-        PageRows { dims, keys: Vec::new(), vectors: Vec::new() }
+    pub fn new(shape: Shape) -> Self {
+        PageRows { dims: shape.dims, keys: Vec::new(), vectors: Vectors::new(shape.element) }
     }
 
-    pub fn push(&mut self, key: u64, vector: &[f32]) {
+    pub fn push(&mut self, key: u64, vector: Row<'_>) {
         debug_assert_eq!(vector.len(), self.dims);
         self.keys.push(key);
-        self.vectors.extend_from_slice(vector);
+        self.vectors.push(vector);
     }
 
     /// The rows' distances to `query`: what a search needs of them.
-    pub fn hits(&self, metric: Metric, query: &[f32]) -> PageHits {
+    pub fn hits(&self, metric: Metric, query: Row<'_>) -> PageHits {
         let mut hits = PageHits::default();
         for (i, key) in self.keys.iter().enumerate() {
-            hits.push(*key, metric.distance(query, &self.vectors[i * self.dims..(i + 1) * self.dims]));
+            hits.push(*key, metric.between(query, self.vectors.row(i, self.dims)));
         }
         hits
     }
@@ -347,17 +348,17 @@ impl LoadedSegment {
         self.tombstones.len()
     }
 
-    fn hit(&self, query: &[f32], row: u32) -> Hit {
+    fn hit(&self, query: Row<'_>, row: u32) -> Hit {
         Hit {
             source: Source::Segment(self.id),
             row,
             key: self.binlog.keys()[row as usize],
-            distance: self.binlog.metric.distance(query, self.binlog.vector(row as usize)),
+            distance: self.binlog.metric.between(query, self.binlog.vector(row as usize)),
         }
     }
 
     /// The `k` nearest live rows not skipped, by exact distance.
-    pub fn search(&self, query: &[f32], k: usize, ef_search: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
+    pub fn search(&self, query: Row<'_>, k: usize, ef_search: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
         let excluded = |row: u32| self.is_deleted(row) || skip(row);
         if let Some(graph) = self.graph.as_ref().filter(|_| self.rows() > BRUTE_FORCE_MAX_ROWS) {
             let metric = self.binlog.metric;
@@ -546,7 +547,8 @@ enum Phase {
 /// what it searches (segments are shared with the backend's cache), so an
 /// index scan can keep it between fetches.
 pub struct Search {
-    query: Vec<f32>,
+    /// One row, of the segments' element type.
+    query: Vectors<'static>,
     pages: PageHits,
     segments: Vec<Arc<LoadedSegment>>,
     options: SearchOptions,
@@ -562,7 +564,12 @@ pub struct Search {
 impl Search {
     /// `pages`: the page-resident rows' distances to `query` (the segments
     /// compute theirs under the metric they were built with).
-    pub fn new(query: Vec<f32>, pages: PageHits, segments: Vec<Arc<LoadedSegment>>, options: SearchOptions) -> Self {
+    pub fn new(
+        query: Vectors<'static>,
+        pages: PageHits,
+        segments: Vec<Arc<LoadedSegment>>,
+        options: SearchOptions,
+    ) -> Self {
         let offered = Offered::new(std::iter::once(pages.len()).chain(segments.iter().map(|s| s.rows())));
         Search {
             query,
@@ -629,7 +636,7 @@ impl Search {
         let mut lists = vec![self.pages.search(k, &|r| offered.contains(0, r))];
         lists.extend(self.segments.iter().enumerate().map(|(i, s)| {
             let ef = segment_ef(ef, s.live_rows(), live);
-            s.search(&self.query, k.min(ef), ef, &|r| offered.contains(i + 1, r))
+            s.search(self.query.all(), k.min(ef), ef, &|r| offered.contains(i + 1, r))
         }));
         for (source, h) in merge_lists(lists, k) {
             self.offered.insert(source, h.row);
@@ -650,7 +657,7 @@ impl Search {
         for (s, segment) in self.segments.iter().enumerate() {
             for row in 0..segment.rows() as u32 {
                 if !segment.is_deleted(row) && !offered.contains(s + 1, row) {
-                    let distance = segment.binlog.metric.distance(&self.query, segment.binlog.vector(row as usize));
+                    let distance = segment.binlog.metric.between(self.query.all(), segment.binlog.vector(row as usize));
                     rows.push(Remaining { distance, source: s as u32 + 1, row });
                 }
             }
@@ -741,6 +748,44 @@ mod tests {
         LoadedSegment::new(binlog, index, tombstones)
     }
 
+    /// A halfvec index: rows stored as f16 in the segment (and its pages),
+    /// the query as f16, every metric. The search returns what the same
+    /// search over the rows widened to f32 returns, at the same distances.
+    #[test]
+    fn half_segments_search_as_their_widened_rows() {
+        use crate::element::f16;
+        let (rows, dims) = (3000, 16);
+        let halves: Vec<f16> = Rng::new(11).vector(rows * dims).iter().map(|x| f16::from_f32(*x)).collect();
+        let widened: Vec<f32> = halves.iter().map(|h| h.to_f32()).collect();
+        let keys: Vec<u64> = (0..rows as u64).collect();
+        for metric in Metric::ALL {
+            let open = |vectors: Row<'_>| {
+                let bytes = insert::encode(SegmentId(1), metric, dims, &keys, vectors);
+                let binlog = InsertBinlog::decode("o", &bytes).unwrap().into_owned();
+                let index = SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+                Arc::new(LoadedSegment::new(binlog, Some(index), vec![3, 5]))
+            };
+            let (half, full) = (open(Row::F16(&halves)), open(Row::F32(&widened)));
+            assert_eq!(half.binlog().element(), crate::element::Element::F16);
+            let pages = PageRows { dims, keys: vec![10_000], vectors: halves[..dims].to_vec().into() };
+            let query: Vec<f16> = halves[7 * dims..8 * dims].to_vec();
+            let wide_query: Vec<f32> = query.iter().map(|h| h.to_f32()).collect();
+            let search = |segment: &Arc<LoadedSegment>, query: Vectors<'static>| {
+                let hits = pages.hits(metric, query.all());
+                Search::new(query, hits, vec![segment.clone()], SearchOptions::default())
+                    .take(10)
+                    .map(|h| (h.key, h.distance))
+                    .collect::<Vec<_>>()
+            };
+            let (got, want) = (search(&half, query.into()), search(&full, wide_query.into()));
+            assert_eq!(got.iter().map(|h| h.0).collect::<Vec<_>>(), want.iter().map(|h| h.0).collect::<Vec<_>>());
+            for ((_, a), (_, b)) in got.iter().zip(&want) {
+                assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{metric:?}: {a} against {b}");
+            }
+            assert!(got.iter().all(|h| h.0 != 3 && h.0 != 5), "tombstones hold");
+        }
+    }
+
     #[test]
     fn ef_is_split_across_segments_by_their_rows() {
         assert_eq!(segment_ef(40, 100_000, 100_000), 40, "one segment: the whole budget");
@@ -782,7 +827,7 @@ mod tests {
             Arc::new(segment(2, 500, 10_000, false, vec![1, 2, 3])),
         ];
         let mut rng = Rng::new(5);
-        let pages = PageRows { dims: DIMS, keys: (20_000..20_050).collect(), vectors: rng.vector(50 * DIMS) };
+        let pages = PageRows { dims: DIMS, keys: (20_000..20_050).collect(), vectors: rng.vector(50 * DIMS).into() };
         let query = rng.vector(DIMS);
         let options = SearchOptions {
             ef_search: 40,
@@ -790,7 +835,8 @@ mod tests {
             max_approximate: usize::MAX,
             iterative: IterativeScan::Relaxed,
         };
-        let all: Vec<Hit> = Search::new(query.clone(), pages.hits(Metric::L2, &query), segs, options).collect();
+        let all: Vec<Hit> =
+            Search::new(query.clone().into(), pages.hits(Metric::L2, Row::F32(&query)), segs, options).collect();
 
         let live = 5000 - 500 + 500 - 3 + 50;
         assert_eq!(all.len(), live, "every live row offered exactly once");
@@ -819,13 +865,13 @@ mod tests {
         for s in segs {
             for row in (0..s.rows() as u32).filter(|r| !s.is_deleted(*r)) {
                 all.push((
-                    Metric::L2.distance(query, s.binlog().vector(row as usize)),
+                    Metric::L2.between(Row::F32(query), s.binlog().vector(row as usize)),
                     s.binlog().keys()[row as usize],
                 ));
             }
         }
         for (i, key) in pages.keys.iter().enumerate() {
-            all.push((Metric::L2.distance(query, &pages.vectors[i * pages.dims..(i + 1) * pages.dims]), *key));
+            all.push((Metric::L2.between(Row::F32(query), pages.vectors.row(i, pages.dims)), *key));
         }
         all.retain(|(_, k)| keep(*k));
         all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -840,12 +886,16 @@ mod tests {
     fn past_max_approximate_the_search_goes_on_exactly() {
         let segs = vec![Arc::new(segment(1, 100, 0, false, vec![]))];
         let query = vec![0.0; DIMS];
-        let mut search =
-            Search::new(query.clone(), PageHits::default(), segs.clone(), options(7, 30, IterativeScan::Relaxed));
+        let mut search = Search::new(
+            query.clone().into(),
+            PageHits::default(),
+            segs.clone(),
+            options(7, 30, IterativeScan::Relaxed),
+        );
         let all: Vec<Hit> = search.by_ref().collect();
         assert_eq!(all.len(), 100, "the bound ends the approximate rounds, never the search");
         assert!(search.stats().exact && search.stats().rounds >= 1);
-        let truth = brute_force(&segs, &PageRows::new(DIMS), &query, &|_| true);
+        let truth = brute_force(&segs, &PageRows::new(Shape::f32(DIMS)), &query, &|_| true);
         let offered: HashSet<u64> = all.iter().take(30).map(|h| h.key).collect();
         let tail: Vec<u64> = all[30..].iter().map(|h| h.key).collect();
         let expected: Vec<u64> = truth.iter().map(|(_, k)| *k).filter(|k| !offered.contains(k)).collect();
@@ -859,13 +909,14 @@ mod tests {
     #[test]
     fn a_selective_filter_gets_the_rows_a_sequential_scan_gets() {
         let segs = vec![Arc::new(segment(1, 6000, 0, true, vec![])), Arc::new(segment(2, 3000, 10_000, false, vec![]))];
-        let pages = PageRows { dims: DIMS, keys: (20_000..20_200).collect(), vectors: Rng::new(9).vector(200 * DIMS) };
+        let pages =
+            PageRows { dims: DIMS, keys: (20_000..20_200).collect(), vectors: Rng::new(9).vector(200 * DIMS).into() };
         let far = |k: u64| k.is_multiple_of(50);
         let query = vec![30.0; DIMS];
         for iterative in [IterativeScan::Relaxed, IterativeScan::Strict] {
             let search = Search::new(
-                query.clone(),
-                pages.hits(Metric::L2, &query),
+                query.clone().into(),
+                pages.hits(Metric::L2, Row::F32(&query)),
                 segs.clone(),
                 options(40, 20_000, iterative),
             );
@@ -881,7 +932,7 @@ mod tests {
     fn off_stops_after_the_first_round() {
         let segs = vec![Arc::new(segment(1, 5000, 0, true, vec![]))];
         let query = Rng::new(3).vector(DIMS);
-        let mut search = Search::new(query, PageHits::default(), segs, options(40, 20_000, IterativeScan::Off));
+        let mut search = Search::new(query.into(), PageHits::default(), segs, options(40, 20_000, IterativeScan::Off));
         assert_eq!(search.by_ref().count(), 40);
         assert!(!search.stats().exact);
         assert_eq!(search.stats().rounds, 1);
@@ -891,7 +942,8 @@ mod tests {
     fn strict_order_never_goes_back() {
         let segs = vec![Arc::new(segment(1, 5000, 0, true, vec![])), Arc::new(segment(2, 800, 10_000, false, vec![]))];
         let query = Rng::new(4).vector(DIMS);
-        let mut search = Search::new(query, PageHits::default(), segs, options(10, 20_000, IterativeScan::Strict));
+        let mut search =
+            Search::new(query.into(), PageHits::default(), segs, options(10, 20_000, IterativeScan::Strict));
         let all: Vec<Hit> = search.by_ref().collect();
         assert!(all.windows(2).all(|w| w[0].distance <= w[1].distance), "non-decreasing");
         assert_eq!(all.len() + search.stats().dropped, 5800, "every row offered or dropped for its order");
@@ -903,7 +955,7 @@ mod tests {
         // the exact tail.
         let segs = vec![Arc::new(segment(1, 20_000, 0, true, vec![]))];
         let query = Rng::new(6).vector(DIMS);
-        let mut search = Search::new(query, PageHits::default(), segs, SearchOptions::default());
+        let mut search = Search::new(query.into(), PageHits::default(), segs, SearchOptions::default());
         assert_eq!(search.by_ref().take(10).count(), 10);
         assert_eq!(search.stats(), SearchStats { rounds: 1, exact: false, offered: 10, dropped: 0 });
     }
@@ -921,14 +973,14 @@ mod tests {
             let deleted = (0..rows as u32).step_by(7).collect();
             let segs = vec![Arc::new(segment(seed + 1, rows, 0, rows > BRUTE_FORCE_MAX_ROWS, deleted))];
             let keys = (100_000..100_000 + in_pages as u64).collect();
-            let pages = PageRows { dims: DIMS, keys, vectors: Rng::new(seed).vector(in_pages * DIMS) };
+            let pages = PageRows { dims: DIMS, keys, vectors: Rng::new(seed).vector(in_pages * DIMS).into() };
             let query = Rng::new(seed + 7).vector(DIMS);
             let keep = |k: u64| k.is_multiple_of(modulus);
             let truth = brute_force(&segs, &pages, &query, &keep);
             // The search is lazy: the prefix a LIMIT takes is the prefix of all of it.
             let options = options(40, 2_000, IterativeScan::Relaxed);
-            let page_hits = pages.hits(Metric::L2, &query);
-            let hits: Vec<Hit> = Search::new(query.clone(), page_hits, segs.clone(), options).collect();
+            let page_hits = pages.hits(Metric::L2, Row::F32(&query));
+            let hits: Vec<Hit> = Search::new(query.clone().into(), page_hits, segs.clone(), options).collect();
             proptest::prop_assert_eq!(hits.iter().filter(|h| keep(h.key)).take(limit).count(), truth.len().min(limit));
             let live = brute_force(&segs, &pages, &query, &|_| true).len();
             proptest::prop_assert_eq!(hits.len(), live, "every live row offered");
@@ -938,12 +990,16 @@ mod tests {
 
     #[test]
     fn nan_distances_sort_last() {
-        let pages = PageRows { dims: 2, keys: vec![1, 2, 3], vectors: vec![0.0, 0.0, 1.0, 0.0, 0.0, 1.0] };
+        let pages = PageRows { dims: 2, keys: vec![1, 2, 3], vectors: vec![0.0, 0.0, 1.0, 0.0, 0.0, 1.0].into() };
         let query = vec![1.0, 0.0];
-        let hits: Vec<u64> =
-            Search::new(query.clone(), pages.hits(Metric::Cosine, &query), vec![], SearchOptions::default())
-                .map(|h| h.key)
-                .collect();
+        let hits: Vec<u64> = Search::new(
+            query.clone().into(),
+            pages.hits(Metric::Cosine, Row::F32(&query)),
+            vec![],
+            SearchOptions::default(),
+        )
+        .map(|h| h.key)
+        .collect();
         assert_eq!(hits, vec![2, 3, 1]);
     }
 }

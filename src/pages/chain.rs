@@ -2,6 +2,7 @@
 //! the rows in them add up to.
 
 use milvus_core::Metric;
+use milvus_core::element::{Row, Shape};
 use milvus_core::format::page::{Chunks, RowAssembler};
 use milvus_core::search::{PageHits, PageRows};
 
@@ -37,13 +38,13 @@ pub fn blocks(index: Index, head: Block) -> Vec<Block> {
 /// chain order: rows of more dimensions than a page holds put together from
 /// their chunks (an unfinished one, of an insert a crash cut short, left
 /// out).
-pub fn for_each_row(index: Index, head: Block, dims: usize, mut f: impl FnMut(u64, &[f32])) {
-    match Chunks::of(dims) {
-        None => walk(index, head, |_, p| p.for_each_row(dims, |_, key, v| f(key, v))),
+pub fn for_each_row(index: Index, head: Block, shape: Shape, mut f: impl FnMut(u64, Row<'_>)) {
+    match Chunks::of(shape) {
+        None => walk(index, head, |_, p| p.for_each_row(shape, |_, key, v| f(key, v))),
         Some(chunks) => {
             let mut rows = RowAssembler::new(chunks);
             walk(index, head, |_, p| {
-                p.for_each_chunk(dims, &chunks, |_, chunk| {
+                p.for_each_chunk(&chunks, |_, chunk| {
                     if let Some((key, v)) = rows.push(chunk) {
                         f(key, v)
                     }
@@ -54,9 +55,9 @@ pub fn for_each_row(index: Index, head: Block, dims: usize, mut f: impl FnMut(u6
 }
 
 /// Live rows in a chain of row pages.
-pub fn count_rows(index: Index, head: Block, dims: usize) -> u64 {
+pub fn count_rows(index: Index, head: Block, shape: Shape) -> u64 {
     let mut rows = 0;
-    for_each_row(index, head, dims, |_, _| rows += 1);
+    for_each_row(index, head, shape, |_, _| rows += 1);
     rows
 }
 
@@ -66,27 +67,27 @@ pub fn growing_is_empty(index: Index, meta: &Meta) -> bool {
         return false;
     }
     let mut empty = true;
-    walk(index, meta.growing_head, |_, p| empty &= !p.has_rows(meta.dims()));
+    walk(index, meta.growing_head, |_, p| empty &= !p.has_rows(meta.shape()));
     empty
 }
 
 /// The rows of a chain, copied out (what a flush hands to its job).
-pub fn read_rows(index: Index, head: Block, dims: usize) -> PageRows {
-    let mut rows = PageRows::new(dims);
-    for_each_row(index, head, dims, |key, v| rows.push(key, v));
+pub fn read_rows(index: Index, head: Block, shape: Shape) -> PageRows {
+    let mut rows = PageRows::new(shape);
+    for_each_row(index, head, shape, |key, v| rows.push(key, v));
     rows
 }
 
 /// The distances to `query` of the rows a scan must search in pages: the
 /// growing segment and every sealed segment not yet flushed, computed as
 /// each page is read (no row is copied out). Call with the meta page locked.
-pub fn page_hits(index: Index, meta: &Meta, metric: Metric, query: &[f32]) -> PageHits {
-    let dims = meta.dims();
+pub fn page_hits(index: Index, meta: &Meta, metric: Metric, query: Row<'_>) -> PageHits {
+    let shape = meta.shape();
     let mut hits = PageHits::default();
     for (_, head) in meta.in_pages() {
-        match Chunks::of(dims) {
-            None => walk(index, head, |_, p| p.distances(dims, metric, query, &mut hits)),
-            Some(_) => for_each_row(index, head, dims, |key, v| hits.push(key, metric.distance(query, v))),
+        match Chunks::of(shape) {
+            None => walk(index, head, |_, p| p.distances(shape, metric, query, &mut hits)),
+            Some(_) => for_each_row(index, head, shape, |key, v| hits.push(key, metric.between(query, v))),
         }
     }
     hits

@@ -190,12 +190,12 @@ fn lowest_free_buffers(index: Index, below: Block, n: usize) -> Vec<Buffer> {
 /// live row; the old page is emptied in the same WAL record.
 fn move_empty_growing_page(meta: &mut MetaGuard, target: Block) {
     let index = meta.index();
-    let (head, dims, segment) = (meta.growing_head, meta.dims(), meta.growing_segment);
+    let (head, shape, segment) = (meta.growing_head, meta.shape(), meta.growing_segment);
     if head < target || head != meta.growing_tail {
         return;
     }
     let mut old = index.read(head, Lock::Exclusive);
-    if old.page().has_rows(dims) {
+    if old.page().has_rows(shape) {
         return;
     }
     // The growing page is at or past `target`: the search stops below it.

@@ -172,6 +172,27 @@ impl Index {
         *self.meta(Lock::Share)
     }
 
+    /// The element type of the index's vectors (fixed at CREATE INDEX by
+    /// its opclass), so that an insert knows how to read its datum before
+    /// it locks anything: read from the meta page once, then kept in the
+    /// relcache entry (`rd_amcache`, which Postgres frees with the entry).
+    pub fn element(self) -> milvus_core::element::Element {
+        use milvus_core::element::Element;
+        // SAFETY: an open index; `rd_amcache` is the AM's to use, and is
+        // either null or the byte allocated here, in the entry's own
+        // memory context.
+        unsafe {
+            let rel = self.0;
+            if (*rel).rd_amcache.is_null() {
+                let code = self.meta_copy().shape().element.code();
+                let cached = pg_sys::MemoryContextAlloc((*rel).rd_indexcxt, 1).cast::<u8>();
+                *cached = code;
+                (*rel).rd_amcache = cached.cast();
+            }
+            Element::from_code(*(*rel).rd_amcache.cast::<u8>()).expect("a checked meta page's element")
+        }
+    }
+
     /// Raises the error of damaged index contents.
     fn corrupted(self, what: String) -> ! {
         let message = format!("index \"{}\": {what}", self.name());

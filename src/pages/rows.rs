@@ -2,7 +2,8 @@
 //! (docs/format.md, "Index pages").
 //!
 //! - **row pages**: standard slotted pages (line pointers) whose items are
-//!   `[heap TID packed in u64][f32 × dims]`, chained by `next` in the page's
+//!   `[heap TID packed in u64][dims elements: f32, or f16 for halfvec]`,
+//!   chained by `next` in the page's
 //!   special space, which also names the segment the page belongs to. A row
 //!   deleted by VACUUM is removed from its page.
 //! - **manifest pages**: the encoded manifest
@@ -12,6 +13,7 @@
 use std::mem::size_of;
 
 use milvus_core::Metric;
+use milvus_core::element::{Row, Shape};
 pub use milvus_core::format::page::rows_per_page;
 use milvus_core::format::page::{self as layout, Chunk, Chunks, RowPage};
 use milvus_core::search::PageHits;
@@ -94,40 +96,40 @@ impl<'a> Page<'a> {
     }
 
     /// Calls `f(offset, key, vector)` for every live row of a row page.
-    pub fn for_each_row(self, dims: usize, f: impl FnMut(pg_sys::OffsetNumber, u64, &[f32])) {
-        self.rows(dims).for_each_row(f).unwrap_or_else(|e| damaged(e))
+    pub fn for_each_row(self, shape: Shape, f: impl FnMut(pg_sys::OffsetNumber, u64, Row<'a>)) {
+        self.rows(shape).for_each_row(f).unwrap_or_else(|e| damaged(e))
     }
 
     /// The distances of its live rows to `query`, added to `hits`.
-    pub fn distances(self, dims: usize, metric: Metric, query: &[f32], hits: &mut PageHits) {
-        self.rows(dims).distances(metric, query, hits).unwrap_or_else(|e| damaged(e))
+    pub fn distances(self, shape: Shape, metric: Metric, query: Row<'_>, hits: &mut PageHits) {
+        self.rows(shape).distances(metric, query, hits).unwrap_or_else(|e| damaged(e))
     }
 
-    fn rows(self, dims: usize) -> RowPage<'a> {
+    fn rows(self, shape: Shape) -> RowPage<'a> {
         // SAFETY: a locked page of BLCKSZ bytes, read while the lock is held.
         let bytes = unsafe { std::slice::from_raw_parts(self.0.cast::<u8>(), pg_sys::BLCKSZ as usize) };
-        RowPage::new(bytes, dims).unwrap_or_else(|e| damaged(e))
+        RowPage::new(bytes, shape).unwrap_or_else(|e| damaged(e))
     }
 
     /// Calls `f(offset, chunk)` for every live chunk of a page of rows cut
     /// in chunks.
-    pub fn for_each_chunk(self, dims: usize, chunks: &Chunks, f: impl FnMut(pg_sys::OffsetNumber, Chunk<'a>)) {
-        self.rows(dims).for_each_chunk(chunks, f).unwrap_or_else(|e| damaged(e))
+    pub fn for_each_chunk(self, chunks: &Chunks, f: impl FnMut(pg_sys::OffsetNumber, Chunk<'a>)) {
+        self.rows(chunks.shape).for_each_chunk(chunks, f).unwrap_or_else(|e| damaged(e))
     }
 
     /// Calls `f(offset, key, first)` for every live item of a row page,
     /// row or chunk (`first`: a row, or the first chunk of one).
-    pub fn for_each_key(self, dims: usize, mut f: impl FnMut(pg_sys::OffsetNumber, u64, bool)) {
-        match Chunks::of(dims) {
-            Some(chunks) => self.for_each_chunk(dims, &chunks, |o, c| f(o, c.key, c.seq == 0)),
-            None => self.for_each_row(dims, |o, key, _| f(o, key, true)),
+    pub fn for_each_key(self, shape: Shape, mut f: impl FnMut(pg_sys::OffsetNumber, u64, bool)) {
+        match Chunks::of(shape) {
+            Some(chunks) => self.for_each_chunk(&chunks, |o, c| f(o, c.key, c.seq == 0)),
+            None => self.for_each_row(shape, |o, key, _| f(o, key, true)),
         }
     }
 
     /// Whether a row page holds a live row (or chunk of one).
-    pub fn has_rows(self, dims: usize) -> bool {
+    pub fn has_rows(self, shape: Shape) -> bool {
         let mut any = false;
-        self.for_each_key(dims, |_, _, _| any = true);
+        self.for_each_key(shape, |_, _, _| any = true);
         any
     }
 
@@ -161,7 +163,7 @@ impl PageMut<'_> {
     }
 
     /// Adds a row; false when it does not fit.
-    pub fn add_row(&mut self, key: u64, vector: &[f32]) -> bool {
+    pub fn add_row(&mut self, key: u64, vector: Row<'_>) -> bool {
         self.add_item(&layout::row_item(key, vector))
     }
 
@@ -208,6 +210,7 @@ impl PageMut<'_> {
 #[pgrx::pg_schema]
 mod tests {
     use super::*;
+    use milvus_core::element::{Element, f16};
 
     #[pg_test]
     fn tids_pack_and_unpack() {
@@ -222,24 +225,29 @@ mod tests {
                 (tid.ip_blkid.bi_hi, tid.ip_blkid.bi_lo, offset)
             );
         }
-        assert!(layout::max_dims_per_page() >= 2000, "a 2000-d vector fits a page: {}", layout::max_dims_per_page());
+        let max = layout::max_dims_per_page(Element::F32);
+        assert!(max >= 2000, "a 2000-d vector fits a page: {max}");
     }
 
     /// Inserts seal a segment by counting its pages: a page must take
     /// exactly `rows_per_page` rows.
     #[pg_test]
     fn rows_per_page_is_what_a_page_takes() {
-        for dims in [1, 4, 64, 128, 768, layout::max_dims_per_page()] {
+        let f32s = [1, 4, 64, 128, 768, layout::max_dims_per_page(Element::F32)];
+        let f16s = [1, 3, 768, 1536, layout::max_dims_per_page(Element::F16)];
+        let shapes = f32s.map(Shape::f32).into_iter().chain(f16s.map(|d| Shape::new(d, Element::F16)));
+        for shape in shapes {
             let mut block = vec![0u64; pg_sys::BLCKSZ as usize / 8]; // MAXALIGNed
             let mut page = PageMut(block.as_mut_ptr().cast(), std::marker::PhantomData);
-            let vector = vec![0.5f32; dims];
+            let (floats, halves) = (vec![0.5f32; shape.dims], vec![f16::from_f32(0.5); shape.dims]);
+            let vector = if shape.element == Element::F16 { Row::F16(&halves) } else { Row::F32(&floats) };
             let mut rows = 0;
             page.init_rows(1);
-            while page.add_row(rows as u64, &vector) {
+            while page.add_row(rows as u64, vector) {
                 rows += 1;
             }
-            assert!(rows >= 1, "a row of {dims} dimensions fits a page");
-            assert_eq!(rows, rows_per_page(dims), "{dims} dimensions");
+            assert!(rows >= 1, "a row of {shape:?} fits a page");
+            assert_eq!(rows, rows_per_page(shape), "{shape:?}");
             assert_eq!(page.as_page().chain().map(|o| (o.next, o.segment)), Some((INVALID_BLOCK, 1)));
 
             // The core lays out the same page byte for byte (its scan and
@@ -247,13 +255,13 @@ mod tests {
             let opaque = page.as_page().chain().expect("a row page");
             // SAFETY: ChainOpaque is plain data of SPECIAL_SIZE bytes.
             let special: [u8; layout::SPECIAL_SIZE] = unsafe { std::mem::transmute(opaque) };
-            let mut built = layout::RowPageBuilder::new(dims, special);
+            let mut built = layout::RowPageBuilder::new(shape, special);
             for key in 0..rows {
-                assert!(built.add(key as u64, &vector));
+                assert!(built.add(key as u64, vector));
             }
             // SAFETY: the page above, BLCKSZ bytes.
             let ours = unsafe { std::slice::from_raw_parts(block.as_ptr().cast::<u8>(), pg_sys::BLCKSZ as usize) };
-            assert!(built.bytes() == ours, "{dims} dimensions: the core's page differs from Postgres'");
+            assert!(built.bytes() == ours, "{shape:?}: the core's page differs from Postgres'");
         }
     }
 }

@@ -96,6 +96,39 @@ impl<E: Element> Packed<E> {
     }
 }
 
+/// A vector datum as an index stores it: `vector` for an index of f32
+/// elements, `halfvec` for one of f16 (the opclass fixes which).
+pub enum IndexVector {
+    F32(PgVector),
+    F16(PgHalfvec),
+}
+
+impl IndexVector {
+    /// Reads a non-null datum of the index's column type.
+    ///
+    /// # Safety
+    /// `datum` is a non-null value of the type `element` stands for (the
+    /// type the index's opclass was created for).
+    pub unsafe fn from_datum(datum: pg_sys::Datum, element: milvus_core::element::Element) -> Self {
+        use milvus_core::element::Element as Stored;
+        // SAFETY: the caller's promise.
+        unsafe {
+            match element {
+                Stored::F32 => IndexVector::F32(PgVector::from_datum(datum, false).expect("not null")),
+                Stored::F16 => IndexVector::F16(PgHalfvec::from_datum(datum, false).expect("not null")),
+            }
+        }
+    }
+
+    pub fn row(&self) -> milvus_core::element::Row<'_> {
+        use milvus_core::element::Row;
+        match self {
+            IndexVector::F32(v) => Row::F32(v.as_slice()),
+            IndexVector::F16(v) => Row::F16(v.as_slice()),
+        }
+    }
+}
+
 impl PgHalfvec {
     /// The elements, widened to f32 (exactly).
     pub fn to_f32(&self) -> Vec<f32> {

@@ -147,14 +147,14 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
     // Seal, when the policy says so.
     let (meta, manifest) = manifest::snapshot(*index);
     let now = now();
-    let rows = chain::count_rows(*index, meta.growing_head, meta.dims());
+    let rows = chain::count_rows(*index, meta.growing_head, meta.shape());
     let stats = GrowingStats {
         rows,
-        bytes: rows * (meta.dims() as u64 * 4 + 8),
+        bytes: rows * (meta.shape().bytes() as u64 + 8),
         created_at: manifest.segment(meta.growing()).map_or(now, |e| e.meta.created_at),
         last_insert_at: shared::observe_growing(database, oid.to_u32(), meta.growing_segment, rows, now),
     };
-    let policy = crate::gucs::seal_policy(size_rule(options::of(*index).growing_rows(), meta.dims()));
+    let policy = crate::gucs::seal_policy(size_rule(options::of(*index).growing_rows(), meta.shape()));
     if let Some(reason) = policy.check(&stats, now) {
         flush::seal(*index, SealRequest::growing(reason));
     }

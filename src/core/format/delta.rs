@@ -75,6 +75,7 @@ impl DeltaBinlog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::element::Row;
     use crate::format::testing::*;
     use proptest::prelude::*;
 
@@ -90,7 +91,7 @@ mod tests {
         let bytes = encode(SegmentId(3), &[1, 2, 3]);
         every_bit_flip_is_refused(&bytes, |b| DeltaBinlog::decode("o", b).map(drop));
         every_truncation_is_refused(&bytes, |b| DeltaBinlog::decode("o", b).map(drop));
-        let insert = crate::format::insert::encode(SegmentId(1), crate::Metric::L2, 1, &[1], &[1.0]);
+        let insert = crate::format::insert::encode(SegmentId(1), crate::Metric::L2, 1, &[1], Row::F32(&[1.0]));
         let e = DeltaBinlog::decode("o", &insert).unwrap_err();
         assert!(matches!(e.kind, FormatErrorKind::BadMagic { expected: "delta binlog", .. }), "{e}");
     }

@@ -176,6 +176,7 @@ impl<'a> IndexFile<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::element::Row;
     use crate::format::testing::*;
     use proptest::prelude::*;
 
@@ -268,7 +269,7 @@ mod tests {
             // Whatever decodes can be searched without a panic: damage in
             // the arrays is skipped, never followed.
             if let Ok(IndexFile::Flat { graph, .. }) = IndexFile::decode("o", &bytes, Check::Full) {
-                let _ = graph.search(Metric::L2, &[0.5], &|_| &[1.0], 3, 8, &|r| r % 3 == 0);
+                let _ = graph.search(Metric::L2, Row::F32(&[0.5]), &|_| Row::F32(&[1.0]), 3, 8, &|r| r % 3 == 0);
             }
         }
     }

@@ -3,9 +3,9 @@
 //! ```text
 //! offset size  field
 //!      0    8  magic "PGMVINS\0"
-//!      8    2  format version (1)
-//!     10    1  metric code (1 = L2, 2 = inner product, 3 = cosine)
-//!     11    1  reserved, 0
+//!      8    2  format version (1: f32 rows; 2: any element type)
+//!     10    1  metric code (1 = L2, 2 = inner product, 3 = cosine, 4 = L1)
+//!     11    1  element code (0 = f32, 1 = f16); 0 in version 1
 //!     12    4  dims
 //!     16    8  rows
 //!     24    8  segment id
@@ -13,8 +13,12 @@
 //!     36   24  reserved, 0
 //!     60    4  CRC-32C of bytes 0..60
 //!     64       body: keys   u64 x rows      (the row's heap TID, packed)
-//!              then vectors f32 x rows*dims (row-major)
+//!              then vectors f32 or f16 x rows*dims (row-major)
 //! ```
+//!
+//! A binlog of f32 rows is written as version 1, as before halfvec; one of
+//! f16 rows as version 2, so that a build older than halfvec refuses it
+//! ("format version 2 is not supported") instead of reading halves as floats.
 //!
 //! The body starts 64 bytes in and the keys are 8 bytes each, so both
 //! columns are aligned whenever the object is (a page-aligned mmap, or an
@@ -26,11 +30,14 @@ use super::{
     Check, FormatError, FormatErrorKind, Reader, Writer, bytes_of, check_body, check_header, column, finish_header,
 };
 use crate::distance::Metric;
+use crate::element::{Element, Row, Vectors};
 use crate::segment::SegmentId;
 use crate::vector::MAX_DIM;
 
 pub const MAGIC: &[u8; 8] = b"PGMVINS\0";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
+/// The version of binlogs of f32 rows, readable by every build.
+pub const VERSION_F32: u16 = 1;
 pub const HEADER_LEN: usize = 64;
 
 /// A decoded insert binlog, borrowing the object's bytes where aligned.
@@ -40,20 +47,30 @@ pub struct InsertBinlog<'a> {
     pub metric: Metric,
     pub dims: usize,
     keys: Cow<'a, [u64]>,
-    vectors: Cow<'a, [f32]>,
+    vectors: Vectors<'a>,
 }
 
-/// Encodes rows as an insert binlog. `vectors` is row-major, `keys.len() * dims` long.
-pub fn encode(segment: SegmentId, metric: Metric, dims: usize, keys: &[u64], vectors: &[f32]) -> Vec<u8> {
+/// Encodes rows as an insert binlog. `vectors` holds them all, row-major,
+/// `keys.len() * dims` elements of one type.
+pub fn encode<'v>(
+    segment: SegmentId,
+    metric: Metric,
+    dims: usize,
+    keys: &[u64],
+    vectors: impl Into<Row<'v>>,
+) -> Vec<u8> {
+    let vectors = vectors.into();
     assert_eq!(vectors.len(), keys.len() * dims, "vectors must be keys x dims");
+    let element = vectors.element();
+    let version = if element == Element::F32 { VERSION_F32 } else { VERSION };
     // One buffer: the body is written in place after a header-sized gap,
     // then the header (which carries the body's checksum) fills the gap.
     let mut out = vec![0u8; HEADER_LEN];
-    out.reserve_exact(std::mem::size_of_val(keys) + std::mem::size_of_val(vectors));
+    out.reserve_exact(std::mem::size_of_val(keys) + vectors.bytes().len());
     out.extend_from_slice(bytes_of(keys));
-    out.extend_from_slice(bytes_of(vectors));
+    out.extend_from_slice(vectors.bytes());
     let mut w = Writer(Vec::with_capacity(HEADER_LEN));
-    w.bytes(MAGIC).u16(VERSION).u8(metric.code()).u8(0).u32(dims as u32);
+    w.bytes(MAGIC).u16(version).u8(metric.code()).u8(element.code()).u32(dims as u32);
     w.u64(keys.len() as u64).u64(segment.0).u32(crc32c::crc32c(&out[HEADER_LEN..]));
     out[..HEADER_LEN].copy_from_slice(&finish_header(w, HEADER_LEN));
     out
@@ -67,22 +84,25 @@ impl<'a> InsertBinlog<'a> {
 
     /// [`Self::decode`], verifying as much as `check` says.
     pub fn decode_checked(object: &str, bytes: &'a [u8], check: Check) -> Result<Self, FormatError> {
-        check_header(object, bytes, HEADER_LEN, MAGIC, "insert binlog", VERSION)?;
+        let version = check_header(object, bytes, HEADER_LEN, MAGIC, "insert binlog", VERSION)?;
         let invalid = |msg: String| FormatError::new(object, FormatErrorKind::Invalid(msg));
         let mut r = Reader::new(&bytes[10..]);
         let metric_code = r.u8();
-        let _reserved = r.u8();
+        let element_code = r.u8();
         let dims = r.u32() as usize;
         let rows = r.u64();
         let segment = SegmentId(r.u64());
         let body_crc = r.u32();
         let metric =
             Metric::from_code(metric_code).ok_or_else(|| invalid(format!("unknown metric code {metric_code}")))?;
+        let element = Element::from_code(element_code)
+            .filter(|e| version > VERSION_F32 || *e == Element::F32)
+            .ok_or_else(|| invalid(format!("unknown element code {element_code} in version {version}")))?;
         if dims == 0 || dims > MAX_DIM {
             return Err(invalid(format!("dimensions {dims} out of range 1..={MAX_DIM}")));
         }
         let body_len = rows
-            .checked_mul(8 + 4 * dims as u64)
+            .checked_mul(8 + (element.size() * dims) as u64)
             .ok_or_else(|| invalid(format!("{rows} rows of {dims} dimensions overflow")))?;
         let body = &bytes[HEADER_LEN..];
         check_body(object, body, body_len, body_crc, check)?;
@@ -92,7 +112,7 @@ impl<'a> InsertBinlog<'a> {
             metric,
             dims,
             keys: column(keys, |c| u64::from_le_bytes(c.try_into().expect("chunk of 8"))),
-            vectors: column(vectors, |c| f32::from_le_bytes(c.try_into().expect("chunk of 4"))),
+            vectors: Vectors::from_bytes(element, vectors),
         })
     }
 
@@ -108,14 +128,20 @@ impl<'a> InsertBinlog<'a> {
         &self.keys
     }
 
+    /// The element type of its rows.
+    pub fn element(&self) -> Element {
+        self.vectors.element()
+    }
+
     /// All vectors, row-major.
-    pub fn vectors(&self) -> &[f32] {
+    pub fn vectors(&self) -> &Vectors<'a> {
         &self.vectors
     }
 
     /// Row `i`'s vector.
-    pub fn vector(&self, i: usize) -> &[f32] {
-        &self.vectors[i * self.dims..(i + 1) * self.dims]
+    #[inline]
+    pub fn vector(&self, i: usize) -> Row<'_> {
+        self.vectors.row(i, self.dims)
     }
 
     /// A copy that owns its columns, free of the input's lifetime.
@@ -125,13 +151,13 @@ impl<'a> InsertBinlog<'a> {
             metric: self.metric,
             dims: self.dims,
             keys: Cow::Owned(self.keys.into_owned()),
-            vectors: Cow::Owned(self.vectors.into_owned()),
+            vectors: self.vectors.into_owned(),
         }
     }
 
     /// Whether the columns borrow the input (no copy was made).
     pub fn is_borrowed(&self) -> bool {
-        matches!((&self.keys, &self.vectors), (Cow::Borrowed(_), Cow::Borrowed(_)))
+        matches!(self.keys, Cow::Borrowed(_)) && self.vectors.is_borrowed()
     }
 }
 
@@ -157,13 +183,40 @@ mod tests {
         assert!(b.is_borrowed());
         assert_eq!((b.segment, b.metric, b.dims, b.len()), (SegmentId(42), Metric::Cosine, 3, 10));
         assert_eq!(b.keys(), &keys[..]);
-        assert_eq!(b.vector(9), &vectors[27..30]);
+        assert_eq!(b.vector(9), Row::F32(&vectors[27..30]));
 
         let mut shifted = vec![0u8];
         shifted.extend_from_slice(&bytes);
         let c = InsertBinlog::decode("x", &shifted[1..]).unwrap();
         assert!(!c.is_borrowed());
-        assert_eq!((c.keys(), c.vectors()), (&keys[..], &vectors[..]));
+        assert_eq!((c.keys(), c.vectors().all()), (&keys[..], Row::F32(&vectors)));
+    }
+
+    #[test]
+    fn half_rows_take_half_the_bytes_and_a_version_older_builds_refuse() {
+        let (keys, vectors) = sample(10, 3);
+        let halves = crate::vector::to_half(&vectors).unwrap();
+        let bytes = encode(SegmentId(7), Metric::L2, 3, &keys, Row::F16(&halves));
+        let floats = encode(SegmentId(7), Metric::L2, 3, &keys, &vectors);
+        assert_eq!(bytes.len() - HEADER_LEN - 80, (floats.len() - HEADER_LEN - 80) / 2);
+        assert_eq!((u16::from_le_bytes([bytes[8], bytes[9]]), bytes[11]), (2, 1), "version 2, element f16");
+        assert_eq!((u16::from_le_bytes([floats[8], floats[9]]), floats[11]), (1, 0), "f32 rows: as before halfvec");
+        let storage = Aligned::of(&bytes);
+        let b = InsertBinlog::decode("o", storage.bytes()).unwrap();
+        assert!(b.is_borrowed());
+        assert_eq!((b.element(), b.vector(9)), (Element::F16, Row::F16(&halves[27..30])));
+        let small = encode(SegmentId(7), Metric::L2, 3, &keys[..2], Row::F16(&halves[..6]));
+        every_bit_flip_is_refused(&small, |b| InsertBinlog::decode("o", b).map(drop));
+
+        // An f16 element code in a version 1 header is damage, not a halfvec.
+        let mut v1 = floats.clone();
+        v1[11] = 1;
+        let crc = crc32c::crc32c(&v1[..60]);
+        v1[60..64].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            InsertBinlog::decode("o", &v1).unwrap_err().kind,
+            FormatErrorKind::Invalid("unknown element code 1 in version 1".into())
+        );
     }
 
     #[test]
@@ -190,12 +243,12 @@ mod tests {
     fn wrong_version_and_kind_are_named() {
         let (keys, vectors) = sample(1, 1);
         let mut bytes = encode(SegmentId(1), Metric::L2, 1, &keys, &vectors);
-        bytes[8] = 2;
+        bytes[8] = 3;
         let crc = crc32c::crc32c(&bytes[..60]);
         bytes[60..64].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(
             InsertBinlog::decode("o", &bytes).unwrap_err().to_string(),
-            "object o: format version 2 is not supported (this build reads up to 1)"
+            "object o: format version 3 is not supported (this build reads up to 2)"
         );
         let delta = crate::format::delta::encode(SegmentId(1), &[1, 2]);
         let e = InsertBinlog::decode("o", &delta).unwrap_err();
@@ -204,7 +257,7 @@ mod tests {
 
     #[test]
     fn an_empty_segment_round_trips() {
-        let bytes = encode(SegmentId(5), Metric::L2, 4, &[], &[]);
+        let bytes = encode(SegmentId(5), Metric::L2, 4, &[], Row::F32(&[]));
         let b = InsertBinlog::decode("o", &bytes).unwrap();
         assert!(b.is_empty());
     }

@@ -7,7 +7,8 @@
 //! of 4-byte line pointers from byte 24 (`pd_lower` ends it), items placed
 //! from the end of the page down (`pd_upper` starts them), and the 16-byte
 //! special space of a chain page at `pd_special`. An item is a row: the heap
-//! TID packed in a `u64`, then `dims` `f32`, at a MAXALIGNed offset. A line
+//! TID packed in a `u64`, then `dims` elements (`f32`, or `f16` for a
+//! halfvec index: [`Shape`]), at a MAXALIGNed offset. A line
 //! pointer is `lp_off:15, lp_flags:2, lp_len:15` from the low bit up (the
 //! bit-field layout of GCC on little-endian hosts); a live row has
 //! `lp_flags` 1 (`LP_NORMAL`).
@@ -15,7 +16,7 @@
 //! A row of more dimensions than one page holds ([`max_dims_per_page`], up
 //! to the type's 16,000) is stored in [`Chunks`]: `count` items of about
 //! equal size, each the only item of its page, on consecutive pages of the
-//! chain, each `[key u64][seq u16][count u16][unused u32][f32 × n]`. An
+//! chain, each `[key u64][seq u16][count u16][unused u32][element × n]`. An
 //! insert writes them in several WAL records; a crash between two leaves an
 //! incomplete row of a transaction that never committed, which
 //! [`RowAssembler`] drops (and VACUUM removes: its TID is dead).
@@ -26,6 +27,7 @@
 //! the tests and benches of the scan.
 
 use crate::distance::Metric;
+use crate::element::{Element, Row, Shape, Vectors};
 use crate::search::PageHits;
 
 /// Postgres' block size (`BLCKSZ`), which this build of pg_milvus assumes.
@@ -41,14 +43,14 @@ const LAYOUT_VERSION: u16 = 4;
 const LP_NORMAL: u32 = 1;
 const MAXALIGN: usize = 8;
 
-/// Bytes of one row item of `dims` dimensions.
-pub fn row_item_size(dims: usize) -> usize {
-    8 + 4 * dims
+/// Bytes of one row item.
+pub fn row_item_size(shape: Shape) -> usize {
+    8 + shape.bytes()
 }
 
 /// Rows one page holds: every row of an index has the same size.
-pub fn rows_per_page(dims: usize) -> usize {
-    (PAGE_SIZE - HEADER_SIZE - SPECIAL_SIZE) / (maxalign(row_item_size(dims)) + LINE_POINTER_SIZE)
+pub fn rows_per_page(shape: Shape) -> usize {
+    (PAGE_SIZE - HEADER_SIZE - SPECIAL_SIZE) / (maxalign(row_item_size(shape)) + LINE_POINTER_SIZE)
 }
 
 /// The largest item a page holds: one item, MAXALIGNed.
@@ -56,51 +58,50 @@ fn item_room() -> usize {
     (PAGE_SIZE - HEADER_SIZE - SPECIAL_SIZE - LINE_POINTER_SIZE) / MAXALIGN * MAXALIGN
 }
 
-/// The largest vector a row page holds as one item.
-pub fn max_dims_per_page() -> usize {
-    (item_room() - 8) / 4
+/// The largest vector of `element`s a row page holds as one item.
+pub fn max_dims_per_page(element: Element) -> usize {
+    (item_room() - 8) / element.size()
 }
 
-/// Bytes before a chunk's floats: key, seq, count, unused.
+/// Bytes before a chunk's elements: key, seq, count, unused.
 pub const CHUNK_HEADER: usize = 16;
 
-/// How rows of `dims` dimensions that do not fit a page are cut: `count`
-/// chunks of `per_chunk` floats (the last one shorter), each more than half
-/// a page, so one a page.
+/// How rows that do not fit a page are cut: `count` chunks of `per_chunk`
+/// elements (the last one shorter), each more than half a page, so one a
+/// page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chunks {
-    pub dims: usize,
+    pub shape: Shape,
     pub count: usize,
     pub per_chunk: usize,
 }
 
 impl Chunks {
-    /// `None` when a row of `dims` fits one item.
-    pub fn of(dims: usize) -> Option<Chunks> {
-        if dims <= max_dims_per_page() {
+    /// `None` when a row of `shape` fits one item.
+    pub fn of(shape: Shape) -> Option<Chunks> {
+        if shape.dims <= max_dims_per_page(shape.element) {
             return None;
         }
-        let most = (item_room() - CHUNK_HEADER) / 4;
-        let count = dims.div_ceil(most);
-        Some(Chunks { dims, count, per_chunk: dims.div_ceil(count) })
+        let most = (item_room() - CHUNK_HEADER) / shape.element.size();
+        let count = shape.dims.div_ceil(most);
+        Some(Chunks { shape, count, per_chunk: shape.dims.div_ceil(count) })
     }
 
-    /// The floats of chunk `seq`.
+    /// The elements of chunk `seq`.
     pub fn range(&self, seq: usize) -> std::ops::Range<usize> {
-        (seq * self.per_chunk).min(self.dims)..((seq + 1) * self.per_chunk).min(self.dims)
+        let dims = self.shape.dims;
+        (seq * self.per_chunk).min(dims)..((seq + 1) * self.per_chunk).min(dims)
     }
 
     /// The item of chunk `seq` of the row `key`.
-    pub fn item(&self, key: u64, seq: usize, vector: &[f32]) -> Vec<u8> {
-        let floats = &vector[self.range(seq)];
-        let mut item = Vec::with_capacity(CHUNK_HEADER + 4 * floats.len());
+    pub fn item(&self, key: u64, seq: usize, vector: Row<'_>) -> Vec<u8> {
+        let elements = vector.slice(self.range(seq)).bytes();
+        let mut item = Vec::with_capacity(CHUNK_HEADER + elements.len());
         item.extend_from_slice(&key.to_le_bytes());
         item.extend_from_slice(&(seq as u16).to_le_bytes());
         item.extend_from_slice(&(self.count as u16).to_le_bytes());
         item.extend_from_slice(&0u32.to_le_bytes());
-        for f in floats {
-            item.extend_from_slice(&f.to_le_bytes());
-        }
+        item.extend_from_slice(elements);
         item
     }
 }
@@ -111,7 +112,7 @@ pub struct Chunk<'a> {
     pub key: u64,
     pub seq: usize,
     pub count: usize,
-    pub floats: &'a [f32],
+    pub elements: Row<'a>,
 }
 
 /// Puts rows together from their chunks, read in chain order: a row is
@@ -123,16 +124,16 @@ pub struct RowAssembler {
     chunks: Chunks,
     key: Option<u64>,
     next: usize,
-    row: Vec<f32>,
+    row: Vectors<'static>,
 }
 
 impl RowAssembler {
     pub fn new(chunks: Chunks) -> Self {
-        RowAssembler { chunks, key: None, next: 0, row: Vec::with_capacity(chunks.dims) }
+        RowAssembler { chunks, key: None, next: 0, row: Vectors::new(chunks.shape.element) }
     }
 
     /// Takes the next chunk of the chain; returns the row it completes.
-    pub fn push(&mut self, chunk: Chunk) -> Option<(u64, &[f32])> {
+    pub fn push(&mut self, chunk: Chunk) -> Option<(u64, Row<'_>)> {
         let continues = self.key == Some(chunk.key) && chunk.seq == self.next;
         if chunk.seq == 0 {
             self.key = Some(chunk.key);
@@ -141,11 +142,11 @@ impl RowAssembler {
             self.key = None;
             return None;
         }
-        self.row.extend_from_slice(chunk.floats);
+        self.row.push(chunk.elements);
         self.next = chunk.seq + 1;
         if self.next == self.chunks.count {
             let key = self.key.take().expect("a row being put together");
-            return Some((key, &self.row));
+            return Some((key, self.row.all()));
         }
         None
     }
@@ -163,11 +164,11 @@ pub struct PageError {
     pub what: String,
 }
 
-/// A row page of `dims` dimensions, borrowed.
+/// A row page of rows of one shape, borrowed.
 #[derive(Debug, Clone, Copy)]
 pub struct RowPage<'a> {
     bytes: &'a [u8],
-    dims: usize,
+    shape: Shape,
     /// Line pointers, from `HEADER_SIZE` to `pd_lower`.
     items: usize,
 }
@@ -175,13 +176,13 @@ pub struct RowPage<'a> {
 impl<'a> RowPage<'a> {
     /// Checks the header of `bytes` (a whole page, 8-byte aligned as every
     /// Postgres buffer is) and returns the page.
-    pub fn new(bytes: &'a [u8], dims: usize) -> Result<Self, PageError> {
-        let bad = |what: String| Err(PageError { dims, what });
+    pub fn new(bytes: &'a [u8], shape: Shape) -> Result<Self, PageError> {
+        let bad = |what: String| Err(PageError { dims: shape.dims, what });
         if bytes.len() != PAGE_SIZE {
             return bad(format!("{} bytes", bytes.len()));
         }
         if !(bytes.as_ptr() as usize).is_multiple_of(4) {
-            return bad("a page not aligned for its floats".into());
+            return bad("a page not aligned for its elements".into());
         }
         let field = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
         let (lower, upper, special) = (field(12), field(14), field(16));
@@ -189,7 +190,7 @@ impl<'a> RowPage<'a> {
         if !ordered || !(lower - HEADER_SIZE).is_multiple_of(LINE_POINTER_SIZE) {
             return bad(format!("pd_lower {lower}, pd_upper {upper}, pd_special {special}"));
         }
-        Ok(RowPage { bytes, dims, items: (lower - HEADER_SIZE) / LINE_POINTER_SIZE })
+        Ok(RowPage { bytes, shape, items: (lower - HEADER_SIZE) / LINE_POINTER_SIZE })
     }
 
     /// Line pointers on the page, live or not (`PageGetMaxOffsetNumber`).
@@ -208,7 +209,7 @@ impl<'a> RowPage<'a> {
         }
         let (off, len) = ((lp & 0x7fff) as usize, (lp >> 17) as usize);
         if !fits(len) || !off.is_multiple_of(MAXALIGN) || off + len > PAGE_SIZE {
-            return Err(PageError { dims: self.dims, what: format!("{what} {offset}: {len} bytes at {off}") });
+            return Err(PageError { dims: self.shape.dims, what: format!("{what} {offset}: {len} bytes at {off}") });
         }
         Ok(Some(&self.bytes[off..off + len]))
     }
@@ -216,9 +217,9 @@ impl<'a> RowPage<'a> {
     /// The row at line pointer `offset` (1-based): `None` if it is not a
     /// live row; an error if the pointer leads outside the page or to an
     /// item of another size.
-    pub fn row(&self, offset: usize) -> Result<Option<(u64, &'a [f32])>, PageError> {
-        let Some(item) = self.item(offset, "item", |len| len == row_item_size(self.dims))? else { return Ok(None) };
-        Ok(Some((item_key(item), item_floats(&item[8..]))))
+    pub fn row(&self, offset: usize) -> Result<Option<(u64, Row<'a>)>, PageError> {
+        let Some(item) = self.item(offset, "item", |len| len == row_item_size(self.shape))? else { return Ok(None) };
+        Ok(Some((item_key(item), self.elements(&item[8..]))))
     }
 
     /// The chunk at line pointer `offset` (1-based) of a page of rows cut
@@ -229,11 +230,12 @@ impl<'a> RowPage<'a> {
         let seq = u16::from_le_bytes([item[8], item[9]]) as usize;
         let count = u16::from_le_bytes([item[10], item[11]]) as usize;
         let len = item.len();
-        if count != chunks.count || seq >= count || len - CHUNK_HEADER != 4 * chunks.range(seq).len() {
+        let size = self.shape.element.size();
+        if count != chunks.count || seq >= count || len - CHUNK_HEADER != size * chunks.range(seq).len() {
             let what = format!("chunk {offset}: chunk {seq} of {count}, {len} bytes");
-            return Err(PageError { dims: self.dims, what });
+            return Err(PageError { dims: self.shape.dims, what });
         }
-        Ok(Some(Chunk { key: item_key(item), seq, count, floats: item_floats(&item[CHUNK_HEADER..]) }))
+        Ok(Some(Chunk { key: item_key(item), seq, count, elements: self.elements(&item[CHUNK_HEADER..]) }))
     }
 
     /// Calls `f(offset, chunk)` for every live chunk of a page of rows cut
@@ -248,7 +250,7 @@ impl<'a> RowPage<'a> {
     }
 
     /// Calls `f(offset, key, vector)` for every live row.
-    pub fn for_each_row(&self, mut f: impl FnMut(u16, u64, &'a [f32])) -> Result<(), PageError> {
+    pub fn for_each_row(&self, mut f: impl FnMut(u16, u64, Row<'a>)) -> Result<(), PageError> {
         for offset in 1..=self.items {
             if let Some((key, vector)) = self.row(offset)? {
                 f(offset as u16, key, vector);
@@ -259,8 +261,16 @@ impl<'a> RowPage<'a> {
 
     /// Adds the distance of every live row to `query` to `hits`: what a scan
     /// does with each page of the growing segment.
-    pub fn distances(&self, metric: Metric, query: &[f32], hits: &mut PageHits) -> Result<(), PageError> {
-        self.for_each_row(|_, key, vector| hits.push(key, metric.distance(query, vector)))
+    pub fn distances(&self, metric: Metric, query: Row<'_>, hits: &mut PageHits) -> Result<(), PageError> {
+        self.for_each_row(|_, key, vector| hits.push(key, metric.between(query, vector)))
+    }
+
+    /// The elements that fill the rest of an item, from an 8-byte boundary:
+    /// the page is 4-byte aligned (checked in `RowPage::new`) and an item
+    /// starts 8-byte aligned within it, its elements after an 8- or 16-byte
+    /// header, so they are aligned.
+    fn elements(&self, bytes: &'a [u8]) -> Row<'a> {
+        Row::from_bytes(self.shape.element, bytes)
     }
 }
 
@@ -269,20 +279,11 @@ fn item_key(item: &[u8]) -> u64 {
     u64::from_le_bytes(item[..8].try_into().expect("8 bytes"))
 }
 
-/// The floats that fill the rest of an item, from an 8-byte boundary.
-fn item_floats(bytes: &[u8]) -> &[f32] {
-    // SAFETY: the page is 4-byte aligned (checked in `RowPage::new`) and an
-    // item starts 8-byte aligned within it, its floats after an 8- or
-    // 16-byte header, so they are aligned; the slice lies within the page;
-    // every bit pattern is an f32.
-    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), bytes.len() / 4) }
-}
-
 /// The item of one row: its key (the heap TID), then its elements.
-pub fn row_item(key: u64, vector: &[f32]) -> Vec<u8> {
-    let mut item = Vec::with_capacity(row_item_size(vector.len()));
+pub fn row_item(key: u64, vector: Row<'_>) -> Vec<u8> {
+    let mut item = Vec::with_capacity(8 + vector.bytes().len());
     item.extend_from_slice(&key.to_le_bytes());
-    vector.iter().for_each(|v| item.extend_from_slice(&v.to_le_bytes()));
+    item.extend_from_slice(vector.bytes());
     item
 }
 
@@ -290,7 +291,7 @@ pub fn row_item(key: u64, vector: &[f32]) -> Vec<u8> {
 /// each row): for tests and benches.
 pub struct RowPageBuilder {
     bytes: Box<AlignedPage>,
-    dims: usize,
+    shape: Shape,
 }
 
 #[repr(C, align(8))]
@@ -298,7 +299,7 @@ struct AlignedPage([u8; PAGE_SIZE]);
 
 impl RowPageBuilder {
     /// An empty row page (`PageInit` with the chain page's special space).
-    pub fn new(dims: usize, special: [u8; SPECIAL_SIZE]) -> Self {
+    pub fn new(shape: Shape, special: [u8; SPECIAL_SIZE]) -> Self {
         let mut bytes = Box::new(AlignedPage([0; PAGE_SIZE]));
         let b = &mut bytes.0;
         let special_at = PAGE_SIZE - SPECIAL_SIZE;
@@ -307,12 +308,12 @@ impl RowPageBuilder {
         b[16..18].copy_from_slice(&(special_at as u16).to_le_bytes());
         b[18..20].copy_from_slice(&(PAGE_SIZE as u16 | LAYOUT_VERSION).to_le_bytes());
         b[special_at..].copy_from_slice(&special);
-        RowPageBuilder { bytes, dims }
+        RowPageBuilder { bytes, shape }
     }
 
     /// Adds a row; false when the page is full.
-    pub fn add(&mut self, key: u64, vector: &[f32]) -> bool {
-        assert_eq!(vector.len(), self.dims);
+    pub fn add(&mut self, key: u64, vector: Row<'_>) -> bool {
+        assert_eq!((vector.len(), vector.element()), (self.shape.dims, self.shape.element));
         self.add_item(&row_item(key, vector))
     }
 
@@ -346,13 +347,15 @@ impl RowPageBuilder {
     }
 }
 
-/// Pages holding `vectors` (`dims` each), keyed 0, 1, 2...: the growing
-/// segment a bench scans.
-pub fn row_pages(dims: usize, vectors: &[f32]) -> Vec<RowPageBuilder> {
-    let mut pages = vec![RowPageBuilder::new(dims, [0; SPECIAL_SIZE])];
-    for (key, v) in vectors.chunks_exact(dims).enumerate() {
+/// Pages holding `vectors` (row-major, of `shape` each), keyed 0, 1, 2...:
+/// the growing segment a bench scans.
+pub fn row_pages<'v>(shape: Shape, vectors: impl Into<Row<'v>>) -> Vec<RowPageBuilder> {
+    let vectors = vectors.into();
+    let mut pages = vec![RowPageBuilder::new(shape, [0; SPECIAL_SIZE])];
+    for key in 0..vectors.len() / shape.dims {
+        let v = vectors.slice(key * shape.dims..(key + 1) * shape.dims);
         if !pages.last_mut().expect("a page").add(key as u64, v) {
-            pages.push(RowPageBuilder::new(dims, [0; SPECIAL_SIZE]));
+            pages.push(RowPageBuilder::new(shape, [0; SPECIAL_SIZE]));
             assert!(pages.last_mut().expect("a page").add(key as u64, v), "a row fits an empty page");
         }
     }
@@ -364,29 +367,51 @@ mod tests {
     use super::*;
     use crate::synthetic::Rng;
 
+    const ELEMENTS: [Element; 2] = [Element::F32, Element::F16];
+
+    /// `n` random rows of `shape`, row-major.
+    fn random_rows(shape: Shape, n: usize, seed: u64) -> Vectors<'static> {
+        let floats = Rng::new(seed).vector(n * shape.dims);
+        match shape.element {
+            Element::F32 => Vectors::F32(floats.into()),
+            Element::F16 => Vectors::F16(floats.iter().map(|x| crate::element::f16::from_f32(*x)).collect()),
+        }
+    }
+
+    fn owned(row: Row<'_>) -> Vectors<'static> {
+        Vectors::of(row)
+    }
+
     #[test]
     fn reads_back_every_row_a_page_holds() {
-        for dims in [1, 128, 768, max_dims_per_page()] {
-            let vectors = Rng::new(dims as u64).vector(40 * dims);
-            let pages = row_pages(dims, &vectors);
-            assert!(pages.iter().all(|p| RowPage::new(p.bytes(), dims).unwrap().max_offset() <= rows_per_page(dims)));
-            assert_eq!(pages.len(), 40usize.div_ceil(rows_per_page(dims)), "{dims} dims: pages full but the last");
-            let mut read = Vec::new();
-            for p in &pages {
-                RowPage::new(p.bytes(), dims).unwrap().for_each_row(|_, k, v| read.push((k, v.to_vec()))).unwrap();
+        for element in ELEMENTS {
+            for dims in [1, 128, 768, max_dims_per_page(element)] {
+                let shape = Shape::new(dims, element);
+                let vectors = random_rows(shape, 40, dims as u64);
+                let pages = row_pages(shape, vectors.all());
+                let per_page = rows_per_page(shape);
+                assert!(pages.iter().all(|p| RowPage::new(p.bytes(), shape).unwrap().max_offset() <= per_page));
+                assert_eq!(pages.len(), 40usize.div_ceil(per_page), "{shape:?}: pages full but the last");
+                let mut read = Vec::new();
+                for p in &pages {
+                    RowPage::new(p.bytes(), shape).unwrap().for_each_row(|_, k, v| read.push((k, owned(v)))).unwrap();
+                }
+                let want: Vec<(u64, Vectors)> = (0..40).map(|k| (k as u64, owned(vectors.row(k, dims)))).collect();
+                assert_eq!(read, want);
             }
-            let want: Vec<(u64, Vec<f32>)> =
-                vectors.chunks_exact(dims).enumerate().map(|(k, v)| (k as u64, v.to_vec())).collect();
-            assert_eq!(read, want);
         }
     }
 
     #[test]
     fn the_largest_row_fits_and_one_more_dimension_does_not() {
-        let max = max_dims_per_page();
-        assert_eq!((max, rows_per_page(max), rows_per_page(max + 1)), (2034, 1, 0));
-        assert!(RowPageBuilder::new(max, [0; SPECIAL_SIZE]).add(1, &vec![0.5; max]));
-        assert!(!RowPageBuilder::new(max + 1, [0; SPECIAL_SIZE]).add(1, &vec![0.5; max + 1]));
+        assert_eq!((max_dims_per_page(Element::F32), max_dims_per_page(Element::F16)), (2034, 4068));
+        for element in ELEMENTS {
+            let max = max_dims_per_page(element);
+            let (fits, wider) = (Shape::new(max, element), Shape::new(max + 1, element));
+            assert_eq!((rows_per_page(fits), rows_per_page(wider)), (1, 0));
+            assert!(RowPageBuilder::new(fits, [0; SPECIAL_SIZE]).add(1, random_rows(fits, 1, 1).all()));
+            assert!(!RowPageBuilder::new(wider, [0; SPECIAL_SIZE]).add(1, random_rows(wider, 1, 1).all()));
+        }
     }
 
     /// Rows too wide for a page: cut in chunks of a page each, put together
@@ -394,18 +419,32 @@ mod tests {
     /// records of its insert) is dropped, and the next row is whole.
     #[test]
     fn wide_rows_go_in_chunks_and_come_back_whole() {
-        assert_eq!(Chunks::of(max_dims_per_page()), None);
-        for (dims, count) in [(max_dims_per_page() + 1, 2), (3072, 2), (4096, 3), (16_000, 8)] {
-            let chunks = Chunks::of(dims).unwrap();
-            assert_eq!(chunks.count, count, "{dims} dims");
-            let rng_rows = Rng::new(dims as u64).vector(3 * dims);
-            let rows: Vec<&[f32]> = rng_rows.chunks_exact(dims).collect();
+        let cuts = [
+            (Shape::f32(max_dims_per_page(Element::F32) + 1), 2),
+            (Shape::f32(3072), 2),
+            (Shape::f32(4096), 3),
+            (Shape::f32(16_000), 8),
+            (Shape::new(3072, Element::F16), 0),
+            (Shape::new(max_dims_per_page(Element::F16) + 1, Element::F16), 2),
+            (Shape::new(16_000, Element::F16), 4),
+        ];
+        for element in ELEMENTS {
+            assert_eq!(Chunks::of(Shape::new(max_dims_per_page(element), element)), None);
+        }
+        for (shape, count) in cuts {
+            let Some(chunks) = Chunks::of(shape) else {
+                assert_eq!(count, 0, "{shape:?} fits a page");
+                continue;
+            };
+            assert_eq!(chunks.count, count, "{shape:?}");
+            let rows = random_rows(shape, 3, shape.dims as u64);
             // Row 0 whole, row 1 cut short after its first chunk, row 2 whole.
             let mut pages = Vec::new();
-            for (key, row) in rows.iter().enumerate() {
+            for key in 0..3 {
+                let row = rows.row(key, shape.dims);
                 let written = if key == 1 { 1 } else { chunks.count };
                 for seq in 0..written {
-                    let mut page = RowPageBuilder::new(dims, [0; SPECIAL_SIZE]);
+                    let mut page = RowPageBuilder::new(shape, [0; SPECIAL_SIZE]);
                     assert!(page.add_item(&chunks.item(key as u64, seq, row)), "a chunk fits an empty page");
                     assert!(!page.add_item(&chunks.item(key as u64, seq, row)), "and only one");
                     pages.push(page);
@@ -414,64 +453,75 @@ mod tests {
             let mut assembler = RowAssembler::new(chunks);
             let mut read = Vec::new();
             for p in &pages {
-                RowPage::new(p.bytes(), dims)
+                RowPage::new(p.bytes(), shape)
                     .unwrap()
                     .for_each_chunk(&chunks, |_, c| {
                         if let Some((k, v)) = assembler.push(c) {
-                            read.push((k, v.to_vec()));
+                            read.push((k, owned(v)));
                         }
                     })
                     .unwrap();
             }
-            assert_eq!(read, vec![(0, rows[0].to_vec()), (2, rows[2].to_vec())], "{dims} dims");
+            let want = vec![(0, owned(rows.row(0, shape.dims))), (2, owned(rows.row(2, shape.dims)))];
+            assert_eq!(read, want, "{shape:?}");
         }
         // A chunk of another cut is damage, not a row.
-        let (a, b) = (Chunks::of(3072).unwrap(), Chunks::of(16_000).unwrap());
-        let mut page = RowPageBuilder::new(3072, [0; SPECIAL_SIZE]);
-        page.add_item(&b.item(1, 0, &vec![0.5; 16_000]));
-        assert!(RowPage::new(page.bytes(), 3072).unwrap().for_each_chunk(&a, |_, _| ()).is_err());
+        let (a, b) = (Chunks::of(Shape::f32(3072)).unwrap(), Chunks::of(Shape::f32(16_000)).unwrap());
+        let mut page = RowPageBuilder::new(Shape::f32(3072), [0; SPECIAL_SIZE]);
+        page.add_item(&b.item(1, 0, Row::F32(&vec![0.5; 16_000])));
+        assert!(RowPage::new(page.bytes(), Shape::f32(3072)).unwrap().for_each_chunk(&a, |_, _| ()).is_err());
     }
 
     #[test]
     fn dead_rows_are_skipped_and_distances_match_the_kernel() {
-        let dims = 16;
-        let vectors = Rng::new(3).vector(10 * dims);
-        let mut page = row_pages(dims, &vectors).remove(0);
-        page.kill(2);
-        page.kill(7);
-        let query = Rng::new(4).vector(dims);
-        let mut hits = PageHits::default();
-        RowPage::new(page.bytes(), dims).unwrap().distances(Metric::L2, &query, &mut hits).unwrap();
-        let want: Vec<(u64, f32)> = (0..10u64)
-            .filter(|k| ![1, 6].contains(k))
-            .map(|k| (k, Metric::L2.distance(&query, &vectors[k as usize * dims..][..dims])))
-            .collect();
-        assert_eq!(hits.iter().collect::<Vec<_>>(), want);
+        for element in ELEMENTS {
+            let shape = Shape::new(16, element);
+            let vectors = random_rows(shape, 10, 3);
+            let mut page = row_pages(shape, vectors.all()).remove(0);
+            page.kill(2);
+            page.kill(7);
+            let query = random_rows(shape, 1, 4);
+            let mut hits = PageHits::default();
+            RowPage::new(page.bytes(), shape).unwrap().distances(Metric::L2, query.all(), &mut hits).unwrap();
+            let want: Vec<(u64, f32)> = (0..10u64)
+                .filter(|k| ![1, 6].contains(k))
+                .map(|k| (k, Metric::L2.between(query.all(), vectors.row(k as usize, 16))))
+                .collect();
+            assert_eq!(hits.iter().collect::<Vec<_>>(), want);
+        }
     }
 
     #[test]
     fn damage_is_an_error_not_a_wild_read() {
-        let dims = 8;
-        let page = row_pages(dims, &Rng::new(5).vector(3 * dims)).remove(0);
-        assert!(RowPage::new(page.bytes(), dims + 1).unwrap().for_each_row(|_, _, _| ()).is_err(), "other dims");
-        assert!(RowPage::new(&page.bytes()[..100], dims).is_err(), "short");
+        let shape = Shape::f32(8);
+        let page = row_pages(shape, &Rng::new(5).vector(3 * 8)).remove(0);
+        let other_dims = RowPage::new(page.bytes(), Shape::f32(9)).unwrap();
+        assert!(other_dims.for_each_row(|_, _, _| ()).is_err(), "other dims");
+        let other_element = RowPage::new(page.bytes(), Shape::new(8, Element::F16)).unwrap();
+        assert!(other_element.for_each_row(|_, _, _| ()).is_err(), "another element type");
+        assert!(RowPage::new(&page.bytes()[..100], shape).is_err(), "short");
         let mut bytes = page.bytes().to_vec();
         bytes[12..14].copy_from_slice(&9000u16.to_le_bytes());
-        assert!(RowPage::new(&bytes, dims).is_err(), "pd_lower past the page");
+        assert!(RowPage::new(&bytes, shape).is_err(), "pd_lower past the page");
         let mut bytes = page.bytes().to_vec();
-        let lp = (8190u32) | LP_NORMAL << 15 | (row_item_size(dims) as u32) << 17;
+        let lp = (8190u32) | LP_NORMAL << 15 | (row_item_size(shape) as u32) << 17;
         bytes[24..28].copy_from_slice(&lp.to_le_bytes());
-        let err = RowPage::new(&bytes, dims).unwrap().for_each_row(|_, _, _| ());
+        let err = RowPage::new(&bytes, shape).unwrap().for_each_row(|_, _, _| ());
         assert!(err.unwrap_err().what.contains("at 8190"), "an item past the end");
     }
 
     proptest::proptest! {
         #[test]
-        fn any_bytes_read_safely(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), PAGE_SIZE), dims in 1usize..64) {
+        fn any_bytes_read_safely(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), PAGE_SIZE),
+            dims in 1usize..64,
+            half in proptest::prelude::any::<bool>(),
+        ) {
             let mut page = Box::new(AlignedPage([0; PAGE_SIZE]));
             page.0.copy_from_slice(&bytes);
-            if let Ok(p) = RowPage::new(&page.0, dims) {
-                let _ = p.for_each_row(|_, _, v| assert_eq!(v.len(), dims));
+            let shape = Shape::new(dims, if half { Element::F16 } else { Element::F32 });
+            if let Ok(p) = RowPage::new(&page.0, shape) {
+                let _ = p.for_each_row(|_, _, v| assert_eq!((v.len(), v.element()), (dims, shape.element)));
             }
         }
     }

@@ -78,7 +78,7 @@ fn check_search(segments: &[Arc<LoadedSegment>], data: &[f32], deleted: &dyn Fn(
             .collect();
         exact.sort_by(|a, b| a.0.total_cmp(&b.0));
         let truth: HashSet<u64> = exact.iter().take(10).map(|e| e.1).collect();
-        let got: Vec<u64> = Search::new(q, PageHits::default(), segments.to_vec(), SearchOptions::default())
+        let got: Vec<u64> = Search::new(q.into(), PageHits::default(), segments.to_vec(), SearchOptions::default())
             .take(10)
             .map(|h| h.key)
             .collect();
@@ -105,7 +105,7 @@ fn lifecycle(url: &str) {
         let id = m.add_growing(100);
         m.seal(id, ROWS_PER_SEGMENT as u64, SealReason::Rows { rows: 10_000, max_rows: 10_000 }, 101).unwrap();
         let keys: Vec<u64> = (s * ROWS_PER_SEGMENT..(s + 1) * ROWS_PER_SEGMENT).map(|k| k as u64).collect();
-        let vectors = &data[s * ROWS_PER_SEGMENT * DIMS..(s + 1) * ROWS_PER_SEGMENT * DIMS];
+        let vectors = data[s * ROWS_PER_SEGMENT * DIMS..(s + 1) * ROWS_PER_SEGMENT * DIMS].into();
         let rows =
             NewSegment { segment: id, metric: Metric::L2, dims: DIMS, keys: &keys, vectors, params, graph_min_rows: 0 };
         let flushed = jobs::flush(to, &rows, &control).unwrap();
@@ -231,7 +231,7 @@ fn one_segment() -> OneSegment {
         metric: Metric::L2,
         dims: DIMS,
         keys: &keys,
-        vectors: &data,
+        vectors: (&data).into(),
         params: HnswParams::default(),
         graph_min_rows: 0,
     };

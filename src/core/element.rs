@@ -1,0 +1,339 @@
+//! What an index stores of each vector: 4-byte floats (`vector`) or 2-byte
+//! floats (`halfvec`, half the bytes in pages, segment files and the cache).
+//!
+//! An index has one [`Element`], fixed at CREATE INDEX by its opclass; its
+//! rows are read in place as a [`Row`] (a borrowed vector) from pages and
+//! binlogs, and a [`Vectors`] column holds many, row-major. Distances
+//! between two rows of one element type use that type's kernel
+//! ([`crate::Metric::between`]): simsimd's f16 kernels widen as they go and
+//! sum in f32, as pgvector's halfvec functions do, so a half index never
+//! widens a row it reads. (Building a graph widens the segment once: the
+//! builder works in f32.)
+
+use std::borrow::Cow;
+
+pub use half::f16;
+
+/// The element type of an index's vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Element {
+    #[default]
+    F32,
+    F16,
+}
+
+impl Element {
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            Element::F32 => 4,
+            Element::F16 => 2,
+        }
+    }
+
+    /// The byte that stands for it in the meta page and binlog headers: 0
+    /// for f32, so that pages and files written before halfvec read as f32.
+    pub const fn code(self) -> u8 {
+        match self {
+            Element::F32 => 0,
+            Element::F16 => 1,
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<Element> {
+        [Element::F32, Element::F16].into_iter().find(|e| e.code() == code)
+    }
+
+    /// The SQL type whose values it stores.
+    pub const fn type_name(self) -> &'static str {
+        match self {
+            Element::F32 => "vector",
+            Element::F16 => "halfvec",
+        }
+    }
+}
+
+/// How an index lays out one vector: its dimensions and element type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shape {
+    pub dims: usize,
+    pub element: Element,
+}
+
+impl Shape {
+    pub const fn new(dims: usize, element: Element) -> Shape {
+        Shape { dims, element }
+    }
+
+    /// A `vector(dims)`.
+    pub const fn f32(dims: usize) -> Shape {
+        Shape { dims, element: Element::F32 }
+    }
+
+    /// Bytes of one vector.
+    pub const fn bytes(self) -> usize {
+        self.dims * self.element.size()
+    }
+}
+
+/// One vector, borrowed, in its element type.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Row<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+}
+
+impl<'a> Row<'a> {
+    pub fn element(self) -> Element {
+        match self {
+            Row::F32(_) => Element::F32,
+            Row::F16(_) => Element::F16,
+        }
+    }
+
+    /// Its dimensions.
+    pub fn len(self) -> usize {
+        match self {
+            Row::F32(v) => v.len(),
+            Row::F16(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// The elements in `range`.
+    pub fn slice(self, range: std::ops::Range<usize>) -> Row<'a> {
+        match self {
+            Row::F32(v) => Row::F32(&v[range]),
+            Row::F16(v) => Row::F16(&v[range]),
+        }
+    }
+
+    /// The elements as f32: borrowed for f32, widened (exactly) for f16.
+    pub fn to_f32(self) -> Cow<'a, [f32]> {
+        match self {
+            Row::F32(v) => Cow::Borrowed(v),
+            Row::F16(v) => Cow::Owned(v.iter().map(|h| h.to_f32()).collect()),
+        }
+    }
+
+    /// The elements' bytes, little-endian as stored.
+    pub fn bytes(self) -> &'a [u8] {
+        match self {
+            Row::F32(v) => crate::format::bytes_of(v),
+            Row::F16(v) => crate::format::bytes_of(v),
+        }
+    }
+
+    /// A row over stored bytes (`bytes.len()` a multiple of the element's
+    /// size, aligned for it: pages and mapped files are).
+    ///
+    /// # Panics
+    /// On bytes not aligned for the element type: the callers' layouts
+    /// guarantee alignment, so this is a bug, never bad input.
+    pub fn from_bytes(element: Element, bytes: &'a [u8]) -> Row<'a> {
+        match element {
+            Element::F32 => Row::F32(cast(bytes)),
+            Element::F16 => Row::F16(cast(bytes)),
+        }
+    }
+
+    /// Asks the CPU to start loading the row into cache, for a distance
+    /// computed soon: its first 256 bytes (the hardware prefetcher follows
+    /// a longer one by itself once its first lines are read).
+    #[inline]
+    pub fn prefetch(self) {
+        #[cfg(target_arch = "x86_64")]
+        for line in self.bytes().chunks(64).take(4) {
+            // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) }
+        }
+    }
+}
+
+impl<'a> From<&'a [f32]> for Row<'a> {
+    fn from(v: &'a [f32]) -> Row<'a> {
+        Row::F32(v)
+    }
+}
+
+impl<'a> From<&'a Vec<f32>> for Row<'a> {
+    fn from(v: &'a Vec<f32>) -> Row<'a> {
+        Row::F32(v)
+    }
+}
+
+impl<'a> From<&'a [f16]> for Row<'a> {
+    fn from(v: &'a [f16]) -> Row<'a> {
+        Row::F16(v)
+    }
+}
+
+impl From<Vec<f32>> for Vectors<'static> {
+    fn from(v: Vec<f32>) -> Vectors<'static> {
+        Vectors::F32(Cow::Owned(v))
+    }
+}
+
+impl From<Vec<f16>> for Vectors<'static> {
+    fn from(v: Vec<f16>) -> Vectors<'static> {
+        Vectors::F16(Cow::Owned(v))
+    }
+}
+
+/// Views `bytes` as elements in place.
+fn cast<T: Copy>(bytes: &[u8]) -> &[T] {
+    // SAFETY: T is f32 or f16, for which every bit pattern is a value; the
+    // host is little-endian like the formats (a compile-time requirement).
+    let (head, mid, tail) = unsafe { bytes.align_to::<T>() };
+    assert!(head.is_empty() && tail.is_empty(), "stored vectors are aligned and whole");
+    mid
+}
+
+/// Vectors of one element type, row-major, borrowed from stored bytes or
+/// owned: a segment's column, rows copied out of pages, or a query (one row).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Vectors<'a> {
+    F32(Cow<'a, [f32]>),
+    F16(Cow<'a, [f16]>),
+}
+
+impl<'a> Vectors<'a> {
+    /// No vectors yet, of `element`.
+    pub fn new(element: Element) -> Vectors<'static> {
+        match element {
+            Element::F32 => Vectors::F32(Cow::Owned(Vec::new())),
+            Element::F16 => Vectors::F16(Cow::Owned(Vec::new())),
+        }
+    }
+
+    /// One vector, owned.
+    pub fn of(row: Row<'_>) -> Vectors<'static> {
+        match row {
+            Row::F32(v) => Vectors::F32(Cow::Owned(v.to_vec())),
+            Row::F16(v) => Vectors::F16(Cow::Owned(v.to_vec())),
+        }
+    }
+
+    pub fn element(&self) -> Element {
+        match self {
+            Vectors::F32(_) => Element::F32,
+            Vectors::F16(_) => Element::F16,
+        }
+    }
+
+    /// Elements in all.
+    pub fn elements(&self) -> usize {
+        match self {
+            Vectors::F32(v) => v.len(),
+            Vectors::F16(v) => v.len(),
+        }
+    }
+
+    /// All elements as one row.
+    pub fn all(&self) -> Row<'_> {
+        match self {
+            Vectors::F32(v) => Row::F32(v),
+            Vectors::F16(v) => Row::F16(v),
+        }
+    }
+
+    /// Row `i` of `dims` elements.
+    #[inline]
+    pub fn row(&self, i: usize, dims: usize) -> Row<'_> {
+        match self {
+            Vectors::F32(v) => Row::F32(&v[i * dims..(i + 1) * dims]),
+            Vectors::F16(v) => Row::F16(&v[i * dims..(i + 1) * dims]),
+        }
+    }
+
+    /// Appends a row of the same element type.
+    ///
+    /// # Panics
+    /// On a row of another element type: an index has one.
+    pub fn push(&mut self, row: Row<'_>) {
+        match (self, row) {
+            (Vectors::F32(v), Row::F32(r)) => v.to_mut().extend_from_slice(r),
+            (Vectors::F16(v), Row::F16(r)) => v.to_mut().extend_from_slice(r),
+            (v, r) => panic!("a {:?} row pushed to {:?} vectors", r.element(), v.element()),
+        }
+    }
+
+    /// Drops every row, keeping the element type (and an owned buffer).
+    pub fn clear(&mut self) {
+        match self {
+            Vectors::F32(v) => v.to_mut().clear(),
+            Vectors::F16(v) => v.to_mut().clear(),
+        }
+    }
+
+    /// Reads stored bytes as vectors of `element`: borrowed when aligned,
+    /// copied otherwise.
+    pub fn from_bytes(element: Element, bytes: &'a [u8]) -> Vectors<'a> {
+        use crate::format::column;
+        match element {
+            Element::F32 => Vectors::F32(column(bytes, |c| f32::from_le_bytes(c.try_into().expect("chunk of 4")))),
+            Element::F16 => {
+                Vectors::F16(column(bytes, |c| f16::from_bits(u16::from_le_bytes(c.try_into().expect("chunk of 2")))))
+            }
+        }
+    }
+
+    /// The elements as f32: borrowed for f32, widened for f16 (what a graph
+    /// build works on).
+    pub fn to_f32(&self) -> Cow<'_, [f32]> {
+        match self {
+            Vectors::F32(v) => Cow::Borrowed(v),
+            Vectors::F16(v) => Cow::Owned(v.iter().map(|h| h.to_f32()).collect()),
+        }
+    }
+
+    pub fn into_owned(self) -> Vectors<'static> {
+        match self {
+            Vectors::F32(v) => Vectors::F32(Cow::Owned(v.into_owned())),
+            Vectors::F16(v) => Vectors::F16(Cow::Owned(v.into_owned())),
+        }
+    }
+
+    /// Whether the elements borrow their input (no copy was made).
+    pub fn is_borrowed(&self) -> bool {
+        matches!(self, Vectors::F32(Cow::Borrowed(_)) | Vectors::F16(Cow::Borrowed(_)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_f32_is_zero() {
+        for e in [Element::F32, Element::F16] {
+            assert_eq!(Element::from_code(e.code()), Some(e));
+        }
+        assert_eq!(Element::F32.code(), 0, "pages and files older than halfvec have 0 here");
+        assert_eq!(Element::from_code(2), None);
+        assert_eq!((Shape::new(3, Element::F16).bytes(), Shape::f32(3).bytes()), (6, 12));
+    }
+
+    #[test]
+    fn rows_read_in_place_and_widen_exactly() {
+        let halves: Vec<f16> = [1.0f32, -0.5, 65504.0].iter().map(|x| f16::from_f32(*x)).collect();
+        let row = Row::from_bytes(Element::F16, Row::F16(&halves).bytes());
+        assert_eq!(row, Row::F16(&halves));
+        assert_eq!(row.to_f32().as_ref(), &[1.0, -0.5, 65504.0]);
+        let mut column = Vectors::new(Element::F16);
+        column.push(row);
+        column.push(row);
+        assert_eq!((column.elements(), column.row(1, 3)), (6, row));
+        let from_bytes = Vectors::from_bytes(Element::F16, column.all().bytes());
+        assert_eq!(from_bytes, column);
+    }
+
+    #[test]
+    #[should_panic(expected = "a F32 row pushed to F16 vectors")]
+    fn one_element_type_a_column() {
+        Vectors::new(Element::F16).push(Row::F32(&[1.0]));
+    }
+}
