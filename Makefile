@@ -1,7 +1,7 @@
 # pg_milvus: every entry point. `make demo` and `make test` work on a fresh
 # machine: each starts with scripts/setup.sh, which installs what is missing.
 
-.PHONY: demo test lint stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-768 bench-core bench-hnsw fuzz clean
+.PHONY: demo test lint stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-768 bench-768-half bench-core bench-hnsw fuzz clean
 
 demo:
 	bash scripts/demo.sh
@@ -47,9 +47,13 @@ bench:
 bench-quick:
 	bash scripts/bench.sh --quick
 
-# The same at 50k x 768 under cosine: bench-results/768-cosine.
+# The same at 50k x 768 under cosine: bench-results/768-cosine; and with
+# halfvec columns: bench-results/768-cosine-halfvec.
 bench-768:
 	bash scripts/bench.sh --768
+
+bench-768-half:
+	bash scripts/bench.sh --768-half
 
 # Criterion benches of the core: distance kernels, the growing scan over row pages, binlog formats, merge,
 # brute force against HNSW per segment size.

@@ -6,6 +6,8 @@
 #   bench.sh --quick   20k x 128, fewer queries and repeats: a 1-2 minute check
 #   bench.sh --768     50k x 768 under cosine (embedding-sized rows, where
 #                      memory bandwidth matters more): bench-results/768-cosine
+#   bench.sh --768-half  the same as halfvec columns (2-byte elements, both
+#                      indexes): bench-results/768-cosine-halfvec
 # Extra arguments go to the driver (see benches/workload/main.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,10 @@ if [ "${1:-}" = --quick ]; then
 elif [ "${1:-}" = --768 ]; then
   shift
   args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --out bench-results/768-cosine)
+elif [ "${1:-}" = --768-half ]; then
+  shift
+  args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --type halfvec
+        --out bench-results/768-cosine-halfvec)
 fi
 
 scripts/setup.sh

@@ -102,6 +102,26 @@ struct Args {
     ef_construction: usize,
     #[arg(long, value_enum, default_value_t = MetricArg::L2)]
     metric: MetricArg,
+    /// The column type (both indexes): `vector` (4-byte elements) or
+    /// `halfvec` (2-byte; recall is still against exact search over the
+    /// f32 rows).
+    #[arg(long = "type", value_enum, default_value_t = ColumnType::Vector)]
+    column_type: ColumnType,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ColumnType {
+    Vector,
+    Halfvec,
+}
+
+impl ColumnType {
+    fn name(self) -> &'static str {
+        match self {
+            ColumnType::Vector => "vector",
+            ColumnType::Halfvec => "halfvec",
+        }
+    }
 }
 
 fn at_least_one() -> RangedU64ValueParser<usize> {
@@ -339,22 +359,17 @@ impl Kind {
             Kind::Plain => "items_plain",
         }
     }
-    /// The vector type and distance operator of the target's extension.
-    fn vector_type(self, dim: usize) -> String {
-        match self {
-            Kind::Pgvector => format!("pgv.vector({dim})"),
-            _ => format!("public.vector({dim})"),
-        }
+    /// The column type of the target's extension, and its distance operator.
+    fn vector_type(self, ty: ColumnType, dim: usize) -> String {
+        format!("{}({dim})", self.cast(ty))
     }
     fn op(self, metric: Metric) -> String {
         let schema = if self == Kind::Pgvector { "pgv" } else { "public" };
         format!("OPERATOR({schema}.{})", metric.operator())
     }
-    fn cast(self) -> &'static str {
-        match self {
-            Kind::Pgvector => "pgv.vector",
-            _ => "public.vector",
-        }
+    fn cast(self, ty: ColumnType) -> String {
+        let schema = if self == Kind::Pgvector { "pgv" } else { "public" };
+        format!("{schema}.{}", ty.name())
     }
     fn ef_setting(self) -> Option<&'static str> {
         match self {
@@ -511,7 +526,7 @@ impl Bench<'_> {
         let t = kind.table();
         c.batch_execute(&format!(
             "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id bigint PRIMARY KEY, embedding {})",
-            kind.vector_type(self.d.dim)
+            kind.vector_type(self.a.column_type, self.d.dim)
         ))
         .unwrap();
     }
@@ -519,11 +534,12 @@ impl Bench<'_> {
     fn create_index(&self, c: &mut Client, kind: Kind) {
         let (t, a) = (kind.table(), self.a);
         let ops = match a.metric() {
-            Metric::L2 => "vector_l2_ops",
-            Metric::InnerProduct => "vector_ip_ops",
-            Metric::Cosine => "vector_cosine_ops",
-            Metric::L1 => "vector_l1_ops",
+            Metric::L2 => "l2_ops",
+            Metric::InnerProduct => "ip_ops",
+            Metric::Cosine => "cosine_ops",
+            Metric::L1 => "l1_ops",
         };
+        let ops = format!("{}_{ops}", a.column_type.name());
         let sql = match kind {
             Kind::Milvus => format!(
                 "CREATE INDEX ON {t} USING milvus (embedding {ops}) WITH (m = {}, ef_construction = {})",
@@ -589,7 +605,7 @@ impl Bench<'_> {
             .prepare(&format!(
                 "INSERT INTO {} (id, embedding) VALUES ($1, CAST($2::text AS {}))",
                 kind.table(),
-                kind.cast()
+                kind.cast(self.a.column_type)
             ))
             .unwrap();
         let bar = counting(count);
@@ -615,7 +631,7 @@ impl Bench<'_> {
             "SELECT id FROM {} {filter}ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}",
             kind.table(),
             kind.op(self.a.metric()),
-            kind.cast()
+            kind.cast(self.a.column_type)
         )
     }
 
@@ -723,7 +739,7 @@ impl Bench<'_> {
             "SELECT id FROM {} ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}",
             kind.table(),
             kind.op(self.a.metric()),
-            kind.cast()
+            kind.cast(self.a.column_type)
         );
         let start = Instant::now();
         c.query(&sql, &[&text(self.d.query(0))]).unwrap();
@@ -1406,7 +1422,7 @@ fn main() {
     let report = Report {
         machine,
         dataset: d.description.clone(),
-        metric: format!("{:?} ({})", a.metric(), a.metric().operator()),
+        metric: format!("{:?} ({}), {} columns", a.metric(), a.metric().operator(), a.column_type.name()),
         rows: d.rows(),
         dim: d.dim,
         queries: d.query_count(),
