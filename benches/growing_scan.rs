@@ -2,15 +2,15 @@
 //! growing segment and sealed segments not yet flushed) and computing their
 //! distances to the query, over pages in Postgres' layout
 //! (`milvus_core::format::page`), against the distance kernel alone over the
-//! same rows held contiguously; for `vector` rows (f32) and `halfvec` rows
-//! (f16, `half/` in the names). Throughput is in rows, so Criterion's time
+//! same rows held contiguously; for `vector` rows (f32), `halfvec` rows
+//! (f16, `half/` in the names) and `bit` rows under Hamming (`bit/`). Throughput is in rows, so Criterion's time
 //! per element is the ns/row docs/benchmarks.md records.
 //!
 //! Run with `make bench-core`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use milvus_core::Metric;
-use milvus_core::element::{Element, Row, Shape, Vectors, f16};
+use milvus_core::element::{Element, Row, Shape, Vectors, f16, pack_bits};
 use milvus_core::format::page::{RowPage, row_pages};
 use milvus_core::search::PageHits;
 use milvus_core::synthetic::Rng;
@@ -21,20 +21,29 @@ const ROWS: usize = 2048;
 fn growing_scan(c: &mut Criterion) {
     let mut group = c.benchmark_group("growing_scan");
     group.throughput(Throughput::Elements(ROWS as u64));
-    for (element, dims) in [(Element::F32, 128usize), (Element::F32, 768), (Element::F16, 128), (Element::F16, 768)] {
+    let shapes =
+        [(Element::F32, 128usize), (Element::F32, 768), (Element::F16, 128), (Element::F16, 768), (Element::Bit, 768)];
+    for (element, dims) in shapes {
         let shape = Shape::new(dims, element);
         let mut rng = Rng::new(dims as u64);
         let as_stored = |v: Vec<f32>| -> Vectors<'static> {
             match element {
                 Element::F32 => v.into(),
                 Element::F16 => v.iter().map(|x| f16::from_f32(*x)).collect::<Vec<_>>().into(),
+                Element::Bit => Vectors::Bit(
+                    v.chunks(dims).flat_map(|r| pack_bits(&r.iter().map(|x| *x > 0.0).collect::<Vec<_>>())).collect(),
+                ),
             }
         };
         let vectors = as_stored(rng.vector(ROWS * dims));
         let query = as_stored(rng.vector(dims));
-        let pages = row_pages(shape, vectors.all());
-        let metric = Metric::L2;
-        let name = |what: &str| if element == Element::F16 { format!("half/{what}") } else { what.to_owned() };
+        let pages = row_pages(shape, &vectors);
+        let metric = if element == Element::Bit { Metric::Hamming } else { Metric::L2 };
+        let name = |what: &str| match element {
+            Element::F32 => what.to_owned(),
+            Element::F16 => format!("half/{what}"),
+            Element::Bit => format!("bit/{what}"),
+        };
         group.bench_with_input(BenchmarkId::new(name("kernel"), dims), &dims, |b, _| {
             b.iter(|| {
                 let mut hits = PageHits::default();

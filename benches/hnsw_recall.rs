@@ -112,7 +112,7 @@ fn main() {
     let searches: [(&str, SearchFn); 3] = [
         ("flat graph", Box::new(|q, ef| flat_search(&flat, q, ef))),
         ("flat graph, unrefined", Box::new(|q, ef| flat_search(&built, q, ef))),
-        ("hnsw_rs", Box::new(|q, ef| index.search(q, 10, ef, &|_| false))),
+        ("hnsw_rs", Box::new(|q, ef| index.search(Row::F32(q), 10, ef, &|_| false))),
     ];
     println!("| search | ef_search | recall@10 | QPS (1 client) | p50 (ms) | p99 (ms) |");
     println!("|---|---:|---:|---:|---:|---:|");

@@ -84,7 +84,7 @@ fn crossover(c: &mut Criterion) {
             })
         });
         g.bench_with_input(BenchmarkId::new("hnsw_ef40", rows), &rows, |bench, _| {
-            bench.iter(|| index.search(black_box(&query), 10, 40, &|_| false))
+            bench.iter(|| index.search(Row::F32(black_box(&query)), 10, 40, &|_| false))
         });
     }
     g.finish();

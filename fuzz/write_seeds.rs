@@ -29,6 +29,12 @@ fn main() {
     write("insert_binlog", "seed-1", &insert::encode(SegmentId(1), Metric::Cosine, 1, &[], Row::F32(&[])));
     let halves: Vec<f16> = vectors.iter().map(|v| f16::from_f32(*v)).collect();
     write("insert_binlog", "seed-2", &insert::encode(SegmentId(7), Metric::L1, 3, &keys, Row::F16(&halves)));
+    let bits = [0b1010_0000u8, 0b0110_0000, 0b1110_0000, 0];
+    write(
+        "insert_binlog",
+        "seed-3",
+        &insert::encode(SegmentId(7), Metric::Hamming, 3, &keys, Row::Bit { bits: &bits, len: 32 }),
+    );
     write("delta_binlog", "seed-0", &delta::encode(SegmentId(7), &[0, 3, 9]));
     let nodes = vec![vec![vec![1, 2]], vec![vec![0, 2], vec![2]], vec![vec![0, 1], vec![1]]];
     write("index_file", "seed-0", &index::encode(SegmentId(7), Metric::L2, &FlatGraph::from_nodes(&nodes, 2)));

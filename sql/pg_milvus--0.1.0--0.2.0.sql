@@ -485,3 +485,16 @@ CREATE OPERATOR CLASS halfvec_l1_ops
     FOR TYPE halfvec USING milvus AS
     OPERATOR 1 <+> (halfvec, halfvec) FOR ORDER BY float_ops,
     FUNCTION 1 l1_distance(halfvec, halfvec);
+
+-- bit: Hamming and Jaccard distances over Postgres' bit(n) (pgvector's
+-- binary quantization: an index on binary_quantize(embedding)::bit(n)),
+-- rows stored as their bits. Neither is the type's default, as in pgvector.
+CREATE OPERATOR CLASS bit_hamming_ops
+    FOR TYPE bit USING milvus AS
+    OPERATOR 1 <~> (bit, bit) FOR ORDER BY float_ops,
+    FUNCTION 1 hamming_distance(bit, bit);
+
+CREATE OPERATOR CLASS bit_jaccard_ops
+    FOR TYPE bit USING milvus AS
+    OPERATOR 1 <%> (bit, bit) FOR ORDER BY float_ops,
+    FUNCTION 1 jaccard_distance(bit, bit);

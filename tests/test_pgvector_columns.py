@@ -114,3 +114,34 @@ def test_the_companion_refuses_pg_milvus_schema(pgv):
     conn.execute("DROP EXTENSION pg_milvus_pgvector")
     with pytest.raises(Exception, match="cannot be created in pg_milvus' schema"):
         conn.execute("CREATE EXTENSION pg_milvus_pgvector SCHEMA milvus")
+
+
+@pytest.mark.parametrize("opclass,op", [("bit_hamming_ops", "<~>"), ("bit_jaccard_ops", "<%%>")])
+def test_bit_columns_with_pgvector_operators(pgv, opclass, op):
+    """Postgres' bit with pgvector's Hamming and Jaccard operators: the
+    companion's opclasses (in pgvector's schema) serve them."""
+    conn, which = pgv
+    conn.execute("CREATE TABLE items (id bigint PRIMARY KEY, embedding bit(64))")
+    rng = np.random.default_rng(3)
+    rows = ["".join("1" if b else "0" for b in r) for r in rng.integers(0, 2, (2000, 64))]
+    with conn.cursor().copy("COPY items (id, embedding) FROM STDIN") as copy:
+        for i, r in enumerate(rows):
+            copy.write_row((i, r))
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding {opclass})")
+    schema = conn.execute(
+        "SELECT o.opcnamespace::regnamespace::text FROM pg_index i JOIN pg_opclass o ON o.oid = i.indclass[0] "
+        "WHERE i.indexrelid = 'items_idx'::regclass").fetchone()[0]
+    assert schema == "public", "the companion's opclass, for pgvector's operators"
+
+    def distances(q, scan):
+        with conn.transaction():
+            conn.execute(f"SET LOCAL {scan} = off")
+            conn.execute("SET LOCAL milvus.ef_search = 400")
+            return [r[0] for r in conn.execute(
+                f"SELECT embedding {op} %s::bit(64) FROM items ORDER BY embedding {op} %s::bit(64) LIMIT 10", (q, q))]
+
+    plan = "\n".join(r[0] for r in conn.execute(
+        f"EXPLAIN SELECT id FROM items ORDER BY embedding {op} %s::bit(64) LIMIT 10", (rows[0],)))
+    assert "Index Scan using items_idx" in plan, plan
+    exact = sum(distances(q, "enable_seqscan") == distances(q, "enable_indexscan") for q in rows[:20])
+    assert exact >= 18, (which, exact)

@@ -538,6 +538,7 @@ impl Bench<'_> {
             Metric::InnerProduct => "ip_ops",
             Metric::Cosine => "cosine_ops",
             Metric::L1 => "l1_ops",
+            Metric::Hamming | Metric::Jaccard => die("the driver measures vector and halfvec columns, not bits"),
         };
         let ops = format!("{}_{ops}", a.column_type.name());
         let sql = match kind {

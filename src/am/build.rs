@@ -238,14 +238,20 @@ fn opclass_of(index: Index) -> (Metric, Element) {
         "vector_negative_inner_product" | "halfvec_negative_inner_product" => Metric::InnerProduct,
         "cosine_distance" => Metric::Cosine,
         "l1_distance" => Metric::L1,
+        "hamming_distance" => Metric::Hamming,
+        "jaccard_distance" => Metric::Jaccard,
         other => error!("milvus index opclass has an unknown distance function \"{other}\""),
     };
     // `format_type_be` qualifies a type outside the search path.
     let element = match arg_type.rsplit('.').next().unwrap_or_default().trim_matches('"') {
         "vector" => Element::F32,
         "halfvec" => Element::F16,
+        "bit" => Element::Bit,
         other => error!("milvus index opclass is for an unknown type \"{other}\""),
     };
+    if !metric.measures(element) {
+        error!("milvus index opclass orders {arg_type} by {name}, which does not measure it");
+    }
     (metric, element)
 }
 
@@ -263,8 +269,12 @@ fn dims_of(index: Index, element: Element) -> usize {
     }
     // Up to the type's limit: growing rows wider than a page are stored in
     // chunks of a page each (pages::rows), segment files have no limit.
+    // Bits: what one page holds (65,024; pgvector's HNSW takes 64,000).
     let dims = typmod as usize;
-    let max = milvus_core::vector::MAX_DIM;
+    let max = match element {
+        Element::Bit => milvus_core::format::page::max_dims_per_page(Element::Bit),
+        _ => milvus_core::vector::MAX_DIM,
+    };
     if dims > max {
         ereport!(
             ERROR,

@@ -23,7 +23,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use milvus_core::element::Vectors;
+use milvus_core::element::{Element, Vectors};
 use milvus_core::search::{Search, SearchOptions};
 use pgrx::PgMemoryContexts;
 use pgrx::prelude::*;
@@ -151,7 +151,11 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
         let query = IndexVector::from_datum(key.sk_argument, index.element());
         let query = query.row();
         let meta = index.meta(Lock::Share);
-        milvus_core::vector::check_same_dims(meta.dims(), query.len()).or_raise_for(query.element());
+        let same = match query.element() {
+            Element::Bit => milvus_core::vector::check_same_bits(meta.dims(), query.len()),
+            _ => milvus_core::vector::check_same_dims(meta.dims(), query.len()),
+        };
+        same.or_raise_for(query.element());
         let metric = meta.metric();
         let (manifest, pages) = (manifest::read(&meta), chain::page_hits(index, &meta, metric, query));
         drop(meta);

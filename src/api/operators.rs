@@ -52,13 +52,7 @@ fn l1_distance(a: PgVector, b: PgVector) -> f64 {
 
 /// The two bit strings, after checking they have the same length.
 fn bits<'a>(a: &'a PgBit, b: &'a PgBit) -> (&'a [u8], &'a [u8]) {
-    if a.bit_len() != b.bit_len() {
-        ereport!(
-            ERROR,
-            PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
-            format!("different bit lengths {} and {}", a.bit_len(), b.bit_len())
-        );
-    }
+    vector_core::check_same_bits(a.bit_len(), b.bit_len()).or_raise();
     (a.bytes(), b.bytes())
 }
 

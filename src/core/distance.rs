@@ -15,21 +15,36 @@ use simsimd::SpatialSimilarity;
 
 use crate::element::{Row, f16};
 
-/// The four metrics of the opclasses `vector_l2_ops`, `vector_ip_ops`,
-/// `vector_cosine_ops` and `vector_l1_ops`.
+/// The metrics of the opclasses: of float vectors (`vector_l2_ops`,
+/// `vector_ip_ops`, `vector_cosine_ops`, `vector_l1_ops` and their
+/// `halfvec_` twins), and of bits (`bit_hamming_ops`, `bit_jaccard_ops`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
     L2,
     InnerProduct,
     Cosine,
     L1,
+    /// Bits that differ (`<~>`).
+    Hamming,
+    /// `1 - |a AND b| / |a OR b|` (`<%>`).
+    Jaccard,
 }
 
 impl Metric {
+    /// The metrics of float vectors.
     pub const ALL: [Metric; 4] = [Metric::L2, Metric::InnerProduct, Metric::Cosine, Metric::L1];
+    /// The metrics of bits.
+    pub const BITS: [Metric; 2] = [Metric::Hamming, Metric::Jaccard];
+
+    /// Whether this metric measures vectors of `element`s: the bit
+    /// metrics bits, the others floats.
+    pub fn measures(self, element: crate::element::Element) -> bool {
+        Metric::BITS.contains(&self) == (element == crate::element::Element::Bit)
+    }
 
     /// The distance between `a` and `b` under this metric. Both must have the
-    /// same length; callers check dimensions before they get here.
+    /// same length; callers check dimensions before they get here. (The bit
+    /// metrics read a nonzero element as a set bit.)
     #[inline]
     pub fn distance(self, a: &[f32], b: &[f32]) -> f32 {
         match self {
@@ -37,6 +52,29 @@ impl Metric {
             Metric::InnerProduct => -inner_product(a, b),
             Metric::Cosine => cosine_distance(a, b),
             Metric::L1 => l1(a, b),
+            Metric::Hamming | Metric::Jaccard => {
+                let set = |v: &[f32]| v.iter().map(|x| *x != 0.0).collect::<Vec<bool>>();
+                self.of_sets(&set(a), &set(b))
+            }
+        }
+    }
+
+    /// A bit metric over sets given element by element.
+    fn of_sets(self, a: &[bool], b: &[bool]) -> f32 {
+        self.distance_bits(&crate::element::pack_bits(a), &crate::element::pack_bits(b))
+    }
+
+    /// [`Self::distance`] for rows of bits, as Postgres' `bit` holds them.
+    /// The float metrics see each bit as 0 or 1.
+    #[inline]
+    pub fn distance_bits(self, a: &[u8], b: &[u8]) -> f32 {
+        match self {
+            Metric::Hamming => hamming(a, b) as f32,
+            Metric::Jaccard => jaccard(a, b) as f32,
+            _ => {
+                let widen = |v: &[u8]| Row::Bit { bits: v, len: 8 * v.len() }.to_f32().into_owned();
+                self.distance(&widen(a), &widen(b))
+            }
         }
     }
 
@@ -59,6 +97,10 @@ impl Metric {
                 (1.0 - (ab as f64 / (aa as f64 * bb as f64).sqrt()) as f32).clamp(0.0, 2.0)
             }
             Metric::L1 => halves::l1(a, b),
+            Metric::Hamming | Metric::Jaccard => {
+                let set = |v: &[f16]| v.iter().map(|x| x.to_f32() != 0.0).collect::<Vec<bool>>();
+                self.of_sets(&set(a), &set(b))
+            }
         }
     }
 
@@ -70,6 +112,7 @@ impl Metric {
         match (a, b) {
             (Row::F32(a), Row::F32(b)) => self.distance(a, b),
             (Row::F16(a), Row::F16(b)) => self.distance_f16(a, b),
+            (Row::Bit { bits: a, .. }, Row::Bit { bits: b, .. }) => self.distance_bits(a, b),
             (a, b) => self.distance(&a.to_f32(), &b.to_f32()),
         }
     }
@@ -81,11 +124,13 @@ impl Metric {
             Metric::InnerProduct => 2,
             Metric::Cosine => 3,
             Metric::L1 => 4,
+            Metric::Hamming => 5,
+            Metric::Jaccard => 6,
         }
     }
 
     pub fn from_code(code: u8) -> Option<Metric> {
-        Metric::ALL.into_iter().find(|m| m.code() == code)
+        Metric::ALL.into_iter().chain(Metric::BITS).find(|m| m.code() == code)
     }
 
     /// The SQL operator this metric orders by.
@@ -95,6 +140,8 @@ impl Metric {
             Metric::InnerProduct => "<#>",
             Metric::Cosine => "<=>",
             Metric::L1 => "<+>",
+            Metric::Hamming => "<~>",
+            Metric::Jaccard => "<%>",
         }
     }
 }
@@ -311,6 +358,7 @@ pub mod reference {
             super::Metric::InnerProduct => -inner_product(a, b),
             super::Metric::Cosine => cosine_distance(a, b),
             super::Metric::L1 => a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).abs()).sum(),
+            bits => bits.distance(a, b) as f64,
         }
     }
 }
@@ -335,7 +383,7 @@ mod tests {
             Metric::L2 => (reference::l2_squared(a, b)).sqrt(),
             Metric::InnerProduct => (reference::inner_product(a, a) * reference::inner_product(b, b)).sqrt(),
             Metric::Cosine => 1.0,
-            Metric::L1 => slow,
+            Metric::L1 | Metric::Hamming | Metric::Jaccard => slow,
         }
         .max(slow.abs())
         .max(f64::MIN_POSITIVE);
@@ -357,6 +405,17 @@ mod tests {
         assert_eq!(jaccard(&[0b1110_0000], &[0b1110_0000]), 0.0);
         assert_eq!(jaccard(&[0], &[0]), 1.0, "no bit in both: 1");
         assert_eq!(jaccard(&[0b1000_0000], &[0b0100_0000]), 1.0);
+        // As metrics of rows: over bits, and over floats read as bits.
+        let (a, b) = (Row::Bit { bits: &[0b1110_0000], len: 3 }, Row::Bit { bits: &[0b1010_0000], len: 3 });
+        let third = (1.0 - 2.0f64 / 3.0) as f32;
+        assert_eq!((Metric::Hamming.between(a, b), Metric::Jaccard.between(a, b)), (1.0, third));
+        assert_eq!(Metric::Hamming.distance(&[1.0, 1.0, 1.0], &[1.0, 0.0, 1.0]), 1.0);
+        assert_eq!(Metric::Jaccard.distance(&[1.0, 1.0, 1.0], &[1.0, 0.0, 1.0]), third);
+        assert_eq!(Metric::L1.between(a, b), 1.0, "a float metric sees bits as 0 and 1");
+        for metric in Metric::ALL.into_iter().chain(Metric::BITS) {
+            assert_eq!(Metric::from_code(metric.code()), Some(metric));
+            assert!(metric.measures(crate::element::Element::Bit) == Metric::BITS.contains(&metric));
+        }
     }
 
     fn vectors(dim: usize) -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {

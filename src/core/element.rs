@@ -1,5 +1,7 @@
-//! What an index stores of each vector: 4-byte floats (`vector`) or 2-byte
-//! floats (`halfvec`, half the bytes in pages, segment files and the cache).
+//! What an index stores of each vector: 4-byte floats (`vector`), 2-byte
+//! floats (`halfvec`, half the bytes in pages, segment files and the cache),
+//! or bits (Postgres' `bit(n)`, the type of pgvector's binary quantization:
+//! one bit a dimension, most significant first, the last byte zero-padded).
 //!
 //! An index has one [`Element`], fixed at CREATE INDEX by its opclass; its
 //! rows are read in place as a [`Row`] (a borrowed vector) from pages and
@@ -20,14 +22,25 @@ pub enum Element {
     #[default]
     F32,
     F16,
+    Bit,
 }
 
 impl Element {
-    /// Bytes per element.
-    pub const fn size(self) -> usize {
+    /// Bytes of a vector of `dims` elements.
+    pub const fn bytes(self, dims: usize) -> usize {
         match self {
-            Element::F32 => 4,
-            Element::F16 => 2,
+            Element::F32 => 4 * dims,
+            Element::F16 => 2 * dims,
+            Element::Bit => dims.div_ceil(8),
+        }
+    }
+
+    /// Elements `bytes` bytes hold.
+    pub const fn dims_in(self, bytes: usize) -> usize {
+        match self {
+            Element::F32 => bytes / 4,
+            Element::F16 => bytes / 2,
+            Element::Bit => bytes * 8,
         }
     }
 
@@ -37,11 +50,12 @@ impl Element {
         match self {
             Element::F32 => 0,
             Element::F16 => 1,
+            Element::Bit => 2,
         }
     }
 
     pub fn from_code(code: u8) -> Option<Element> {
-        [Element::F32, Element::F16].into_iter().find(|e| e.code() == code)
+        [Element::F32, Element::F16, Element::Bit].into_iter().find(|e| e.code() == code)
     }
 
     /// The SQL type whose values it stores.
@@ -49,6 +63,7 @@ impl Element {
         match self {
             Element::F32 => "vector",
             Element::F16 => "halfvec",
+            Element::Bit => "bit",
         }
     }
 }
@@ -72,7 +87,7 @@ impl Shape {
 
     /// Bytes of one vector.
     pub const fn bytes(self) -> usize {
-        self.dims * self.element.size()
+        self.element.bytes(self.dims)
     }
 }
 
@@ -81,6 +96,11 @@ impl Shape {
 pub enum Row<'a> {
     F32(&'a [f32]),
     F16(&'a [f16]),
+    /// `len` bits in `len.div_ceil(8)` bytes.
+    Bit {
+        bits: &'a [u8],
+        len: usize,
+    },
 }
 
 impl<'a> Row<'a> {
@@ -88,6 +108,7 @@ impl<'a> Row<'a> {
         match self {
             Row::F32(_) => Element::F32,
             Row::F16(_) => Element::F16,
+            Row::Bit { .. } => Element::Bit,
         }
     }
 
@@ -96,6 +117,7 @@ impl<'a> Row<'a> {
         match self {
             Row::F32(v) => v.len(),
             Row::F16(v) => v.len(),
+            Row::Bit { len, .. } => len,
         }
     }
 
@@ -103,19 +125,28 @@ impl<'a> Row<'a> {
         self.len() == 0
     }
 
-    /// The elements in `range`.
+    /// The elements in `range` (of bits: whole bytes of them, `range` a
+    /// multiple of 8 but for its end).
     pub fn slice(self, range: std::ops::Range<usize>) -> Row<'a> {
         match self {
             Row::F32(v) => Row::F32(&v[range]),
             Row::F16(v) => Row::F16(&v[range]),
+            Row::Bit { bits, .. } => {
+                debug_assert!(range.start.is_multiple_of(8), "bits are sliced in whole bytes");
+                Row::Bit { bits: &bits[range.start / 8..range.end.div_ceil(8)], len: range.len() }
+            }
         }
     }
 
-    /// The elements as f32: borrowed for f32, widened (exactly) for f16.
+    /// The elements as f32: borrowed for f32, widened (exactly) for f16,
+    /// 0 or 1 for bits.
     pub fn to_f32(self) -> Cow<'a, [f32]> {
         match self {
             Row::F32(v) => Cow::Borrowed(v),
             Row::F16(v) => Cow::Owned(v.iter().map(|h| h.to_f32()).collect()),
+            Row::Bit { bits, len } => {
+                Cow::Owned((0..len).map(|i| f32::from((bits[i / 8] >> (7 - i % 8)) & 1)).collect())
+            }
         }
     }
 
@@ -124,19 +155,23 @@ impl<'a> Row<'a> {
         match self {
             Row::F32(v) => crate::format::bytes_of(v),
             Row::F16(v) => crate::format::bytes_of(v),
+            Row::Bit { bits, .. } => bits,
         }
     }
 
-    /// A row over stored bytes (`bytes.len()` a multiple of the element's
-    /// size, aligned for it: pages and mapped files are).
+    /// A row of `shape` over its stored bytes (aligned for the element
+    /// type: pages and mapped files are).
     ///
     /// # Panics
-    /// On bytes not aligned for the element type: the callers' layouts
-    /// guarantee alignment, so this is a bug, never bad input.
-    pub fn from_bytes(element: Element, bytes: &'a [u8]) -> Row<'a> {
-        match element {
+    /// On bytes not aligned for the element type, or not of the shape's
+    /// size: the callers' layouts guarantee both, so this is a bug, never
+    /// bad input.
+    pub fn from_bytes(shape: Shape, bytes: &'a [u8]) -> Row<'a> {
+        assert_eq!(bytes.len(), shape.bytes(), "a stored row of {shape:?}");
+        match shape.element {
             Element::F32 => Row::F32(cast(bytes)),
             Element::F16 => Row::F16(cast(bytes)),
+            Element::Bit => Row::Bit { bits: bytes, len: shape.dims },
         }
     }
 
@@ -183,6 +218,14 @@ impl From<Vec<f16>> for Vectors<'static> {
     }
 }
 
+/// Bits as Postgres' `bit` lays them out: most significant first, the last
+/// byte zero-padded.
+pub fn pack_bits(bits: &[bool]) -> Vec<u8> {
+    bits.chunks(8)
+        .map(|c| c.iter().enumerate().fold(0u8, |byte, (i, bit)| byte | (u8::from(*bit) << (7 - i))))
+        .collect()
+}
+
 /// Views `bytes` as elements in place.
 fn cast<T: Copy>(bytes: &[u8]) -> &[T] {
     // SAFETY: T is f32 or f16, for which every bit pattern is a value; the
@@ -194,10 +237,12 @@ fn cast<T: Copy>(bytes: &[u8]) -> &[T] {
 
 /// Vectors of one element type, row-major, borrowed from stored bytes or
 /// owned: a segment's column, rows copied out of pages, or a query (one row).
+/// Rows of bits take whole bytes each.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Vectors<'a> {
     F32(Cow<'a, [f32]>),
     F16(Cow<'a, [f16]>),
+    Bit(Cow<'a, [u8]>),
 }
 
 impl<'a> Vectors<'a> {
@@ -206,6 +251,7 @@ impl<'a> Vectors<'a> {
         match element {
             Element::F32 => Vectors::F32(Cow::Owned(Vec::new())),
             Element::F16 => Vectors::F16(Cow::Owned(Vec::new())),
+            Element::Bit => Vectors::Bit(Cow::Owned(Vec::new())),
         }
     }
 
@@ -214,6 +260,7 @@ impl<'a> Vectors<'a> {
         match row {
             Row::F32(v) => Vectors::F32(Cow::Owned(v.to_vec())),
             Row::F16(v) => Vectors::F16(Cow::Owned(v.to_vec())),
+            Row::Bit { bits, .. } => Vectors::Bit(Cow::Owned(bits.to_vec())),
         }
     }
 
@@ -221,22 +268,26 @@ impl<'a> Vectors<'a> {
         match self {
             Vectors::F32(_) => Element::F32,
             Vectors::F16(_) => Element::F16,
+            Vectors::Bit(_) => Element::Bit,
         }
     }
 
-    /// Elements in all.
-    pub fn elements(&self) -> usize {
+    /// The stored bytes of every row.
+    pub fn bytes(&self) -> &[u8] {
         match self {
-            Vectors::F32(v) => v.len(),
-            Vectors::F16(v) => v.len(),
+            Vectors::F32(v) => crate::format::bytes_of(v),
+            Vectors::F16(v) => crate::format::bytes_of(v),
+            Vectors::Bit(v) => v,
         }
     }
 
-    /// All elements as one row.
+    /// Every element as one row: the rows one after the other (of bits,
+    /// each padded to whole bytes).
     pub fn all(&self) -> Row<'_> {
         match self {
             Vectors::F32(v) => Row::F32(v),
             Vectors::F16(v) => Row::F16(v),
+            Vectors::Bit(v) => Row::Bit { bits: v, len: 8 * v.len() },
         }
     }
 
@@ -246,6 +297,10 @@ impl<'a> Vectors<'a> {
         match self {
             Vectors::F32(v) => Row::F32(&v[i * dims..(i + 1) * dims]),
             Vectors::F16(v) => Row::F16(&v[i * dims..(i + 1) * dims]),
+            Vectors::Bit(v) => {
+                let stride = Element::Bit.bytes(dims);
+                Row::Bit { bits: &v[i * stride..(i + 1) * stride], len: dims }
+            }
         }
     }
 
@@ -257,6 +312,7 @@ impl<'a> Vectors<'a> {
         match (self, row) {
             (Vectors::F32(v), Row::F32(r)) => v.to_mut().extend_from_slice(r),
             (Vectors::F16(v), Row::F16(r)) => v.to_mut().extend_from_slice(r),
+            (Vectors::Bit(v), Row::Bit { bits, .. }) => v.to_mut().extend_from_slice(bits),
             (v, r) => panic!("a {:?} row pushed to {:?} vectors", r.element(), v.element()),
         }
     }
@@ -266,6 +322,7 @@ impl<'a> Vectors<'a> {
         match self {
             Vectors::F32(v) => v.to_mut().clear(),
             Vectors::F16(v) => v.to_mut().clear(),
+            Vectors::Bit(v) => v.to_mut().clear(),
         }
     }
 
@@ -278,15 +335,18 @@ impl<'a> Vectors<'a> {
             Element::F16 => {
                 Vectors::F16(column(bytes, |c| f16::from_bits(u16::from_le_bytes(c.try_into().expect("chunk of 2")))))
             }
+            Element::Bit => Vectors::Bit(Cow::Borrowed(bytes)),
         }
     }
 
-    /// The elements as f32: borrowed for f32, widened for f16 (what a graph
-    /// build works on).
-    pub fn to_f32(&self) -> Cow<'_, [f32]> {
+    /// The elements of float rows as f32: borrowed for f32, widened for f16
+    /// (what a graph build works on); `None` for bits, which a graph is
+    /// built on as they are.
+    pub fn to_f32(&self) -> Option<Cow<'_, [f32]>> {
         match self {
-            Vectors::F32(v) => Cow::Borrowed(v),
-            Vectors::F16(v) => Cow::Owned(v.iter().map(|h| h.to_f32()).collect()),
+            Vectors::F32(v) => Some(Cow::Borrowed(v)),
+            Vectors::F16(v) => Some(Cow::Owned(v.iter().map(|h| h.to_f32()).collect())),
+            Vectors::Bit(_) => None,
         }
     }
 
@@ -294,12 +354,13 @@ impl<'a> Vectors<'a> {
         match self {
             Vectors::F32(v) => Vectors::F32(Cow::Owned(v.into_owned())),
             Vectors::F16(v) => Vectors::F16(Cow::Owned(v.into_owned())),
+            Vectors::Bit(v) => Vectors::Bit(Cow::Owned(v.into_owned())),
         }
     }
 
     /// Whether the elements borrow their input (no copy was made).
     pub fn is_borrowed(&self) -> bool {
-        matches!(self, Vectors::F32(Cow::Borrowed(_)) | Vectors::F16(Cow::Borrowed(_)))
+        matches!(self, Vectors::F32(Cow::Borrowed(_)) | Vectors::F16(Cow::Borrowed(_)) | Vectors::Bit(Cow::Borrowed(_)))
     }
 }
 
@@ -313,22 +374,38 @@ mod tests {
             assert_eq!(Element::from_code(e.code()), Some(e));
         }
         assert_eq!(Element::F32.code(), 0, "pages and files older than halfvec have 0 here");
-        assert_eq!(Element::from_code(2), None);
+        assert_eq!(Element::from_code(3), None);
         assert_eq!((Shape::new(3, Element::F16).bytes(), Shape::f32(3).bytes()), (6, 12));
+        assert_eq!((Shape::new(9, Element::Bit).bytes(), Element::Bit.dims_in(2)), (2, 16));
     }
 
     #[test]
     fn rows_read_in_place_and_widen_exactly() {
         let halves: Vec<f16> = [1.0f32, -0.5, 65504.0].iter().map(|x| f16::from_f32(*x)).collect();
-        let row = Row::from_bytes(Element::F16, Row::F16(&halves).bytes());
+        let row = Row::from_bytes(Shape::new(3, Element::F16), Row::F16(&halves).bytes());
         assert_eq!(row, Row::F16(&halves));
         assert_eq!(row.to_f32().as_ref(), &[1.0, -0.5, 65504.0]);
         let mut column = Vectors::new(Element::F16);
         column.push(row);
         column.push(row);
-        assert_eq!((column.elements(), column.row(1, 3)), (6, row));
+        assert_eq!((column.bytes().len(), column.row(1, 3)), (12, row));
         let from_bytes = Vectors::from_bytes(Element::F16, column.all().bytes());
         assert_eq!(from_bytes, column);
+    }
+
+    #[test]
+    fn bit_rows_take_whole_bytes() {
+        let shape = Shape::new(10, Element::Bit);
+        let row = Row::from_bytes(shape, &[0b1010_0000, 0b0100_0000]);
+        assert_eq!((row.len(), row.element()), (10, Element::Bit));
+        assert_eq!(row.to_f32().as_ref(), &[1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
+        let mut column = Vectors::new(Element::Bit);
+        column.push(row);
+        column.push(Row::from_bytes(shape, &[0xff, 0xc0]));
+        assert_eq!(column.bytes(), &[0b1010_0000, 0b0100_0000, 0xff, 0xc0]);
+        assert_eq!(column.row(1, 10), Row::Bit { bits: &[0xff, 0xc0], len: 10 });
+        assert_eq!(Vectors::from_bytes(Element::Bit, column.bytes()), column);
+        assert_eq!(column.to_f32(), None, "a bit graph is built on the bits");
     }
 
     #[test]

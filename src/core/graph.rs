@@ -533,8 +533,10 @@ mod tests {
             assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "nearest first");
             assert!(got.iter().all(|(_, r)| !skip(*r)), "no skipped row");
             ours += got.iter().filter(|(_, r)| truth.contains(r)).count() as f64 / 10.0;
-            theirs += index.search(&q, 10, 40, &|r| skip(r as u32)).iter().filter(|r| truth.contains(r)).count() as f64
-                / 10.0;
+            theirs +=
+                index.search(Row::F32(&q), 10, 40, &|r| skip(r as u32)).iter().filter(|r| truth.contains(r)).count()
+                    as f64
+                    / 10.0;
         }
         (ours / 50.0, theirs / 50.0)
     }

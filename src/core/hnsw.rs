@@ -32,6 +32,7 @@ use hnsw_rs::hnswio::{HnswIo, ReloadOptions};
 use hnsw_rs::prelude::{Distance, Hnsw};
 
 use crate::distance::Metric;
+use crate::element::{Element, Row, Vectors};
 use crate::format::index::{self, IndexFile};
 use crate::format::insert::InsertBinlog;
 use crate::format::{Check, FormatError};
@@ -69,13 +70,28 @@ fn graph_distance(metric: Metric, a: &[f32], b: &[f32]) -> f32 {
     if d.is_nan() { f32::MAX } else { d }
 }
 
-/// A graph of one of the three metrics.
+/// The distance of a graph over bits, by metric code: 5 = Hamming,
+/// 6 = Jaccard. The rows are their bytes, as stored.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BitDistance<const CODE: u8>;
+
+impl<const CODE: u8> Distance<u8> for BitDistance<CODE> {
+    #[inline]
+    fn eval(&self, a: &[u8], b: &[u8]) -> f32 {
+        let metric = const { if CODE == 5 { Metric::Hamming } else { Metric::Jaccard } };
+        metric.distance_bits(a, b)
+    }
+}
+
+/// A graph of one of the metrics.
 enum Graph {
     L2(Hnsw<'static, f32, SimdDistance<1>>),
     /// Over the augmented vectors `[x, sqrt(M² - |x|²)]`, under L2.
     InnerProduct(Hnsw<'static, f32, SimdDistance<1>>),
     Cosine(Hnsw<'static, f32, SimdDistance<3>>),
     L1(Hnsw<'static, f32, SimdDistance<4>>),
+    Hamming(Hnsw<'static, u8, BitDistance<5>>),
+    Jaccard(Hnsw<'static, u8, BitDistance<6>>),
 }
 
 /// Runs `$body` with `$h` bound to the graph, whatever its metric.
@@ -86,6 +102,8 @@ macro_rules! with_graph {
             Graph::InnerProduct($h) => $body,
             Graph::Cosine($h) => $body,
             Graph::L1($h) => $body,
+            Graph::Hamming($h) => $body,
+            Graph::Jaccard($h) => $body,
         }
     };
 }
@@ -174,23 +192,51 @@ impl SegmentIndex {
     /// Builds the graph of a segment. `cancel` is checked between chunks.
     pub fn build(binlog: &InsertBinlog<'_>, params: HnswParams, cancel: &AtomicBool) -> Result<Self, IndexError> {
         params.validate().map_err(IndexError::Params)?;
-        // The vectors the graph is built from, and its distance: the rows
-        // under their metric, or the augmented rows under L2 for inner
+        if !binlog.metric.measures(binlog.element()) {
+            let (metric, element) = (binlog.metric, binlog.element());
+            return Err(IndexError::Params(format!("{metric:?} does not measure {element:?} rows")));
+        }
+        // Bits: the graph is built on the rows as stored, under their metric.
+        if let Vectors::Bit(bits) = binlog.vectors() {
+            let stride = Element::Bit.bytes(binlog.dims);
+            let graph = match binlog.metric {
+                Metric::Hamming => Graph::Hamming(build_graph(stride, bits, params, cancel)?),
+                _ => Graph::Jaccard(build_graph(stride, bits, params, cancel)?),
+            };
+            let distance = |a: u32, b: u32| binlog.metric.between(binlog.vector(a as usize), binlog.vector(b as usize));
+            return Self::refined(graph, binlog, params, cancel, &distance);
+        }
+        // Floats: the vectors the graph is built from, and its distance: the
+        // rows under their metric, or the augmented rows under L2 for inner
         // product (see the module doc). The builder works in f32: half rows
         // are widened (exactly) for the build, which then holds the segment
         // twice; searches read them as stored.
-        let rows = binlog.vectors().to_f32();
+        let rows = binlog.vectors().to_f32().expect("float rows");
         let augmented = (binlog.metric == Metric::InnerProduct).then(|| augment_for_inner_product(binlog.dims, &rows));
         let (dims, vectors, metric) = match &augmented {
             Some(rows) => (binlog.dims + 1, &rows[..], Metric::L2),
             None => (binlog.dims, &rows[..], binlog.metric),
         };
         let graph = match binlog.metric {
-            Metric::L2 => Graph::L2(build_graph(dims, vectors, params, cancel)?),
             Metric::InnerProduct => Graph::InnerProduct(build_graph(dims, vectors, params, cancel)?),
             Metric::Cosine => Graph::Cosine(build_graph(dims, vectors, params, cancel)?),
             Metric::L1 => Graph::L1(build_graph(dims, vectors, params, cancel)?),
+            _ => Graph::L2(build_graph(dims, vectors, params, cancel)?),
         };
+        let row = |r: u32| &vectors[r as usize * dims..(r as usize + 1) * dims];
+        let distance = |a: u32, b: u32| graph_distance(metric, row(a), row(b));
+        Self::refined(graph, binlog, params, cancel, &distance)
+    }
+
+    /// The index of a graph hnsw_rs built, refined ([`FlatGraph::refine`])
+    /// with `distance` between two rows.
+    fn refined(
+        graph: Graph,
+        binlog: &InsertBinlog<'_>,
+        params: HnswParams,
+        cancel: &AtomicBool,
+        distance: &(dyn Fn(u32, u32) -> f32 + Sync),
+    ) -> Result<Self, IndexError> {
         let mut index = SegmentIndex {
             hnsw: ManuallyDrop::new(graph),
             _io: None,
@@ -201,9 +247,7 @@ impl SegmentIndex {
             refined: None,
         };
         let mut flat = index.builder_graph();
-        let row = |r: u32| &vectors[r as usize * dims..(r as usize + 1) * dims];
-        let distance = |a: u32, b: u32| graph_distance(metric, row(a), row(b));
-        if !flat.refine(&distance, params.threads, &|| cancel.load(Ordering::Relaxed)) {
+        if !flat.refine(distance, params.threads, &|| cancel.load(Ordering::Relaxed)) {
             return Err(IndexError::Cancelled);
         }
         index.refined = Some(flat);
@@ -217,20 +261,27 @@ impl SegmentIndex {
     /// Up to `k` rows (positions) near `query`, in the graph's order,
     /// skipping rows for which `deleted` is true. Graph distances are not the
     /// metric's for inner product: callers rank by exact distance.
-    pub fn search(&self, query: &[f32], k: usize, ef_search: usize, deleted: &dyn Fn(usize) -> bool) -> Vec<u32> {
+    ///
+    /// The query is of the rows' element type (a float graph takes an f16
+    /// query widened).
+    pub fn search(&self, query: Row<'_>, k: usize, ef_search: usize, deleted: &dyn Fn(usize) -> bool) -> Vec<u32> {
         if self.rows == 0 || k == 0 {
             return Vec::new();
         }
         let keep = |id: &usize| !deleted(*id);
         let ef = ef_search.max(k);
-        let found = match &*self.hnsw {
-            Graph::InnerProduct(h) => {
-                let mut q = Vec::with_capacity(query.len() + 1);
-                q.extend_from_slice(query);
+        let found = match (&*self.hnsw, query) {
+            (Graph::Hamming(h), Row::Bit { bits, .. }) => h.search_filter(bits, k, ef, Some(&keep)),
+            (Graph::Jaccard(h), Row::Bit { bits, .. }) => h.search_filter(bits, k, ef, Some(&keep)),
+            (Graph::Hamming(_) | Graph::Jaccard(_), _) | (_, Row::Bit { .. }) => Vec::new(),
+            (Graph::InnerProduct(h), query) => {
+                let mut q = query.to_f32().into_owned();
                 q.push(0.0);
                 h.search_filter(&q, k, ef, Some(&keep))
             }
-            other => with_graph!(other, h => h.search_filter(query, k, ef, Some(&keep))),
+            (Graph::L2(h), query) => h.search_filter(&query.to_f32(), k, ef, Some(&keep)),
+            (Graph::Cosine(h), query) => h.search_filter(&query.to_f32(), k, ef, Some(&keep)),
+            (Graph::L1(h), query) => h.search_filter(&query.to_f32(), k, ef, Some(&keep)),
         };
         found.into_iter().map(|n| n.d_id as u32).collect()
     }
@@ -314,6 +365,8 @@ impl SegmentIndex {
             Metric::InnerProduct => load_graph(&mut io).map(Graph::InnerProduct),
             Metric::Cosine => load_graph(&mut io).map(Graph::Cosine),
             Metric::L1 => load_graph(&mut io).map(Graph::L1),
+            // 0.1, which wrote these files, had no bit indexes.
+            Metric::Hamming | Metric::Jaccard => Err(format!("0.1 wrote no {metric:?} graphs")),
         };
         let hnsw = ManuallyDrop::new(graph.map_err(|e| io_err(format!("hnsw_rs could not reload it: {e}")))?);
         let rows = with_graph!(&*hnsw, h => h.get_nb_point());
@@ -346,17 +399,17 @@ fn augment_for_inner_product(dims: usize, vectors: &[f32]) -> Vec<f32> {
     out
 }
 
-/// Inserts rows (row-major, `dims` each; row `i` gets id `i`) in chunks on
-/// a bounded pool.
-fn build_graph<const CODE: u8>(
-    dims: usize,
-    vectors: &[f32],
+/// Inserts rows (row-major, `stride` elements each; row `i` gets id `i`)
+/// in chunks on a bounded pool.
+fn build_graph<T: Clone + Send + Sync, D: Distance<T> + Default + Send + Sync>(
+    stride: usize,
+    vectors: &[T],
     params: HnswParams,
     cancel: &AtomicBool,
-) -> Result<Hnsw<'static, f32, SimdDistance<CODE>>, IndexError> {
-    let rows = vectors.len() / dims;
+) -> Result<Hnsw<'static, T, D>, IndexError> {
+    let (dims, rows) = (stride, vectors.len() / stride);
     let max_layer = 16;
-    let mut hnsw = Hnsw::new(params.m, rows.max(1), max_layer, params.ef_construction, SimdDistance::<CODE>);
+    let mut hnsw = Hnsw::new(params.m, rows.max(1), max_layer, params.ef_construction, D::default());
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(params.threads)
         .thread_name(|i| format!("milvus-hnsw-{i}"))
@@ -369,7 +422,7 @@ fn build_graph<const CODE: u8>(
             return Err(IndexError::Cancelled);
         }
         let end = (start + BUILD_CHUNK).min(rows);
-        let chunk: Vec<(&[f32], usize)> =
+        let chunk: Vec<(&[T], usize)> =
             order[start..end].iter().map(|&i| (&vectors[i * dims..(i + 1) * dims], i)).collect();
         pool.install(|| hnsw.parallel_insert_slice(&chunk));
         start = end;
@@ -434,7 +487,7 @@ mod tests {
         for _ in 0..50 {
             let q = rng.vector(b.dims);
             let want = exact(b, &q, 10, deleted);
-            let got = index.search(&q, 10, 64, deleted);
+            let got = index.search(Row::F32(&q), 10, 64, deleted);
             assert!(got.iter().all(|i| !deleted(*i as usize)), "a deleted row was returned");
             hit += got.iter().filter(|i| want.contains(i)).count();
             total += want.len();
@@ -457,7 +510,7 @@ mod tests {
         let (mut hit, mut total) = (0, 0);
         for q in (0..12_000).step_by(40).map(|i| b.vector(i).to_f32().iter().map(|x| x + 0.01).collect::<Vec<f32>>()) {
             let want = exact(&b, &q, 10, &none);
-            hit += index.search(&q, 10, 40, &none).iter().filter(|i| want.contains(i)).count();
+            hit += index.search(Row::F32(&q), 10, 40, &none).iter().filter(|i| want.contains(i)).count();
             total += want.len();
         }
         let r = hit as f64 / total as f64;
@@ -479,7 +532,7 @@ mod tests {
             assert!(r >= 0.9, "{metric:?}: recall with tombstones {r}");
 
             let q = b.vector(5).to_f32().into_owned();
-            let hits = index.search(&q, 3, 40, &none);
+            let hits = index.search(Row::F32(&q), 3, 40, &none);
             if metric != Metric::InnerProduct {
                 assert_eq!(hits[0], 5, "{metric:?}: a row is its own nearest neighbour");
             }
@@ -491,7 +544,7 @@ mod tests {
             let cache = tempfile::tempdir().unwrap();
             let loaded = SegmentIndex::from_hnsw_dump("seg/3/index", &file, metric, &cache.path().join("3")).unwrap();
             assert_eq!((loaded.segment, loaded.rows()), (SegmentId(3), 3000));
-            assert_eq!(loaded.search(&q, 3, 40, &none), hits, "{metric:?}: reloaded graph answers the same");
+            assert_eq!(loaded.search(Row::F32(&q), 3, 40, &none), hits, "{metric:?}: reloaded graph answers the same");
             assert!(loaded.to_flat() == index.builder_graph(), "{metric:?}: and has the builder's flat arrays");
             drop(loaded);
             assert!(!cache.path().join("3").exists(), "the unpacked graph goes with the index");
@@ -533,6 +586,6 @@ mod tests {
         let bytes = insert::encode(SegmentId(1), Metric::L2, 4, &[], Row::F32(&[]));
         let b = InsertBinlog::decode("o", &bytes).unwrap();
         let index = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap();
-        assert!(index.search(&[0.0; 4], 5, 40, &|_| false).is_empty());
+        assert!(index.search(Row::F32(&[0.0; 4]), 5, 40, &|_| false).is_empty());
     }
 }

@@ -786,6 +786,45 @@ mod tests {
         }
     }
 
+    /// A bit index (`bit_hamming_ops`, `bit_jaccard_ops`): binary-quantized
+    /// clustered rows, a graph built on the bits as stored. Distances are
+    /// integers for Hamming, so ties are many: a hit counts when its
+    /// distance is within the exact 10th nearest's.
+    #[test]
+    fn bit_segments_search_by_their_metric() {
+        use crate::element::{Element, pack_bits};
+        let (rows, dims) = (4000, 256);
+        let floats = crate::synthetic::gaussian_mixture(rows, dims, 40, 0.3, 5);
+        let quantize = |r: &[f32]| pack_bits(&r.iter().map(|x| *x > 0.0).collect::<Vec<_>>());
+        let bits: Vec<u8> = floats.chunks(dims).flat_map(quantize).collect();
+        let keys: Vec<u64> = (0..rows as u64).collect();
+        for metric in Metric::BITS {
+            let row = Row::Bit { bits: &bits, len: 8 * bits.len() };
+            let bytes = insert::encode(SegmentId(1), metric, dims, &keys, row);
+            let binlog = InsertBinlog::decode("o", &bytes).unwrap().into_owned();
+            assert_eq!(binlog.element(), Element::Bit);
+            let index = SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+            let segment = LoadedSegment::new(binlog, Some(index), vec![]);
+            let mut within = 0;
+            for q in (0..rows).step_by(97) {
+                let query = segment.binlog().vector(q);
+                let mut exact: Vec<f32> =
+                    (0..rows).map(|r| metric.between(query, segment.binlog().vector(r))).collect();
+                exact.sort_by(f32::total_cmp);
+                let got = segment.search(query, 10, 40, &|_| false);
+                assert_eq!(got.len(), 10);
+                within += got.iter().filter(|h| h.distance <= exact[9]).count();
+            }
+            let recall = within as f64 / (10 * rows.div_ceil(97)) as f64;
+            assert!(recall >= 0.95, "{metric:?}: {recall}");
+        }
+        // A bit metric over floats, or a float metric over bits, is no index.
+        let row = Row::Bit { bits: &bits[..32], len: 256 };
+        let bytes = insert::encode(SegmentId(1), Metric::L2, dims, &keys[..1], row);
+        let binlog = InsertBinlog::decode("o", &bytes).unwrap();
+        assert!(SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).is_err());
+    }
+
     #[test]
     fn ef_is_split_across_segments_by_their_rows() {
         assert_eq!(segment_ef(40, 100_000, 100_000), 40, "one segment: the whole budget");

@@ -40,6 +40,8 @@ pub enum VectorError {
     TypmodMismatch { expected: usize, actual: usize },
     #[error("different vector dimensions {0} and {1}")]
     DimensionMismatch(usize, usize),
+    #[error("different bit lengths {0} and {1}")]
+    BitLengthMismatch(usize, usize),
     #[error("{0}")]
     Typmod(String),
     #[error("invalid binary vector: {0}")]
@@ -59,7 +61,10 @@ impl VectorError {
     pub fn message_for(&self, type_name: &str) -> String {
         let message = self.to_string();
         match self {
-            VectorError::Syntax { .. } | VectorError::Typmod(_) | VectorError::HalfOutOfRange { .. } => message,
+            VectorError::Syntax { .. }
+            | VectorError::Typmod(_)
+            | VectorError::HalfOutOfRange { .. }
+            | VectorError::BitLengthMismatch(..) => message,
             _ => message.replacen("vector", type_name, 1),
         }
     }
@@ -78,7 +83,9 @@ impl VectorError {
             VectorError::Syntax { .. } => SqlState::InvalidTextRepresentation,
             VectorError::Empty | VectorError::TooManyDimensions(_) => SqlState::ProgramLimitExceeded,
             VectorError::NaN { .. } | VectorError::Infinite { .. } => SqlState::DataException,
-            VectorError::TypmodMismatch { .. } | VectorError::DimensionMismatch(..) => SqlState::DataException,
+            VectorError::TypmodMismatch { .. }
+            | VectorError::DimensionMismatch(..)
+            | VectorError::BitLengthMismatch(..) => SqlState::DataException,
             VectorError::Typmod(_) => SqlState::InvalidParameterValue,
             VectorError::Binary(_) => SqlState::InvalidBinaryRepresentation,
             VectorError::Overflow { .. } | VectorError::Underflow { .. } | VectorError::HalfOutOfRange { .. } => {
@@ -192,6 +199,11 @@ pub fn check_typmod(declared: Option<usize>, actual: usize) -> Result<(), Vector
 /// Checks that two operands have the same dimensions.
 pub fn check_same_dims(a: usize, b: usize) -> Result<(), VectorError> {
     if a == b { Ok(()) } else { Err(VectorError::DimensionMismatch(a, b)) }
+}
+
+/// [`check_same_dims`] for two bit strings (pgvector's message).
+pub fn check_same_bits(a: usize, b: usize) -> Result<(), VectorError> {
+    if a == b { Ok(()) } else { Err(VectorError::BitLengthMismatch(a, b)) }
 }
 
 /// Parses the text form `[1, 2.5, -3e-2]` into checked elements.

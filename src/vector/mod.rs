@@ -97,10 +97,12 @@ impl<E: Element> Packed<E> {
 }
 
 /// A vector datum as an index stores it: `vector` for an index of f32
-/// elements, `halfvec` for one of f16 (the opclass fixes which).
+/// elements, `halfvec` for one of f16, `bit` for one of bits (the opclass
+/// fixes which).
 pub enum IndexVector {
     F32(PgVector),
     F16(PgHalfvec),
+    Bit(bit::PgBit),
 }
 
 impl IndexVector {
@@ -116,6 +118,7 @@ impl IndexVector {
             match element {
                 Stored::F32 => IndexVector::F32(PgVector::from_datum(datum, false).expect("not null")),
                 Stored::F16 => IndexVector::F16(PgHalfvec::from_datum(datum, false).expect("not null")),
+                Stored::Bit => IndexVector::Bit(bit::PgBit::from_datum(datum, false).expect("not null")),
             }
         }
     }
@@ -125,6 +128,7 @@ impl IndexVector {
         match self {
             IndexVector::F32(v) => Row::F32(v.as_slice()),
             IndexVector::F16(v) => Row::F16(v.as_slice()),
+            IndexVector::Bit(v) => Row::Bit { bits: v.bytes(), len: v.bit_len() },
         }
     }
 }

@@ -5,7 +5,7 @@
 //!      0    8  magic "PGMVINS\0"
 //!      8    2  format version (1: f32 rows; 2: any element type)
 //!     10    1  metric code (1 = L2, 2 = inner product, 3 = cosine, 4 = L1)
-//!     11    1  element code (0 = f32, 1 = f16); 0 in version 1
+//!     11    1  element code (0 = f32, 1 = f16, 2 = bit); 0 in version 1
 //!     12    4  dims
 //!     16    8  rows
 //!     24    8  segment id
@@ -13,12 +13,13 @@
 //!     36   24  reserved, 0
 //!     60    4  CRC-32C of bytes 0..60
 //!     64       body: keys   u64 x rows      (the row's heap TID, packed)
-//!              then vectors f32 or f16 x rows*dims (row-major)
+//!              then vectors f32 or f16 x rows*dims (row-major), or of
+//!              bits: ceil(dims / 8) bytes a row
 //! ```
 //!
 //! A binlog of f32 rows is written as version 1, as before halfvec; one of
-//! f16 rows as version 2, so that a build older than halfvec refuses it
-//! ("format version 2 is not supported") instead of reading halves as floats.
+//! f16 rows or bits as version 2, so that a build older than halfvec refuses
+//! it ("format version 2 is not supported") instead of reading them as floats.
 //!
 //! The body starts 64 bytes in and the keys are 8 bytes each, so both
 //! columns are aligned whenever the object is (a page-aligned mmap, or an
@@ -60,8 +61,8 @@ pub fn encode<'v>(
     vectors: impl Into<Row<'v>>,
 ) -> Vec<u8> {
     let vectors = vectors.into();
-    assert_eq!(vectors.len(), keys.len() * dims, "vectors must be keys x dims");
     let element = vectors.element();
+    assert_eq!(vectors.bytes().len(), keys.len() * element.bytes(dims), "vectors must be keys x dims");
     let version = if element == Element::F32 { VERSION_F32 } else { VERSION };
     // One buffer: the body is written in place after a header-sized gap,
     // then the header (which carries the body's checksum) fills the gap.
@@ -102,7 +103,7 @@ impl<'a> InsertBinlog<'a> {
             return Err(invalid(format!("dimensions {dims} out of range 1..={MAX_DIM}")));
         }
         let body_len = rows
-            .checked_mul(8 + (element.size() * dims) as u64)
+            .checked_mul(8 + element.bytes(dims) as u64)
             .ok_or_else(|| invalid(format!("{rows} rows of {dims} dimensions overflow")))?;
         let body = &bytes[HEADER_LEN..];
         check_body(object, body, body_len, body_crc, check)?;

@@ -60,7 +60,7 @@ fn item_room() -> usize {
 
 /// The largest vector of `element`s a row page holds as one item.
 pub fn max_dims_per_page(element: Element) -> usize {
-    (item_room() - 8) / element.size()
+    element.dims_in(item_room() - 8)
 }
 
 /// Bytes before a chunk's elements: key, seq, count, unused.
@@ -77,12 +77,14 @@ pub struct Chunks {
 }
 
 impl Chunks {
-    /// `None` when a row of `shape` fits one item.
+    /// `None` when a row of `shape` fits one item, and for bits: an index
+    /// of bits takes at most the 65,024 one page holds (CREATE INDEX
+    /// refuses more; pgvector's HNSW takes 64,000).
     pub fn of(shape: Shape) -> Option<Chunks> {
-        if shape.dims <= max_dims_per_page(shape.element) {
+        if shape.dims <= max_dims_per_page(shape.element) || shape.element == Element::Bit {
             return None;
         }
-        let most = (item_room() - CHUNK_HEADER) / shape.element.size();
+        let most = shape.element.dims_in(item_room() - CHUNK_HEADER);
         let count = shape.dims.div_ceil(most);
         Some(Chunks { shape, count, per_chunk: shape.dims.div_ceil(count) })
     }
@@ -230,12 +232,13 @@ impl<'a> RowPage<'a> {
         let seq = u16::from_le_bytes([item[8], item[9]]) as usize;
         let count = u16::from_le_bytes([item[10], item[11]]) as usize;
         let len = item.len();
-        let size = self.shape.element.size();
-        if count != chunks.count || seq >= count || len - CHUNK_HEADER != size * chunks.range(seq).len() {
+        let element = self.shape.element;
+        let shape = Shape::new(chunks.range(seq.min(count)).len(), element);
+        if count != chunks.count || seq >= count || len - CHUNK_HEADER != shape.bytes() {
             let what = format!("chunk {offset}: chunk {seq} of {count}, {len} bytes");
             return Err(PageError { dims: self.shape.dims, what });
         }
-        Ok(Some(Chunk { key: item_key(item), seq, count, elements: self.elements(&item[CHUNK_HEADER..]) }))
+        Ok(Some(Chunk { key: item_key(item), seq, count, elements: Row::from_bytes(shape, &item[CHUNK_HEADER..]) }))
     }
 
     /// Calls `f(offset, chunk)` for every live chunk of a page of rows cut
@@ -265,12 +268,12 @@ impl<'a> RowPage<'a> {
         self.for_each_row(|_, key, vector| hits.push(key, metric.between(query, vector)))
     }
 
-    /// The elements that fill the rest of an item, from an 8-byte boundary:
-    /// the page is 4-byte aligned (checked in `RowPage::new`) and an item
-    /// starts 8-byte aligned within it, its elements after an 8- or 16-byte
-    /// header, so they are aligned.
+    /// The elements that fill the rest of a row's item, from an 8-byte
+    /// boundary: the page is 4-byte aligned (checked in `RowPage::new`) and
+    /// an item starts 8-byte aligned within it, its elements after an 8- or
+    /// 16-byte header, so they are aligned.
     fn elements(&self, bytes: &'a [u8]) -> Row<'a> {
-        Row::from_bytes(self.shape.element, bytes)
+        Row::from_bytes(self.shape, bytes)
     }
 }
 
@@ -347,13 +350,12 @@ impl RowPageBuilder {
     }
 }
 
-/// Pages holding `vectors` (row-major, of `shape` each), keyed 0, 1, 2...:
-/// the growing segment a bench scans.
-pub fn row_pages<'v>(shape: Shape, vectors: impl Into<Row<'v>>) -> Vec<RowPageBuilder> {
-    let vectors = vectors.into();
+/// Pages holding `vectors` (of `shape` each), keyed 0, 1, 2...: the
+/// growing segment a bench scans.
+pub fn row_pages(shape: Shape, vectors: &Vectors<'_>) -> Vec<RowPageBuilder> {
     let mut pages = vec![RowPageBuilder::new(shape, [0; SPECIAL_SIZE])];
-    for key in 0..vectors.len() / shape.dims {
-        let v = vectors.slice(key * shape.dims..(key + 1) * shape.dims);
+    for key in 0..vectors.bytes().len() / shape.bytes() {
+        let v = vectors.row(key, shape.dims);
         if !pages.last_mut().expect("a page").add(key as u64, v) {
             pages.push(RowPageBuilder::new(shape, [0; SPECIAL_SIZE]));
             assert!(pages.last_mut().expect("a page").add(key as u64, v), "a row fits an empty page");
@@ -367,7 +369,7 @@ mod tests {
     use super::*;
     use crate::synthetic::Rng;
 
-    const ELEMENTS: [Element; 2] = [Element::F32, Element::F16];
+    const ELEMENTS: [Element; 3] = [Element::F32, Element::F16, Element::Bit];
 
     /// `n` random rows of `shape`, row-major.
     fn random_rows(shape: Shape, n: usize, seed: u64) -> Vectors<'static> {
@@ -375,6 +377,12 @@ mod tests {
         match shape.element {
             Element::F32 => Vectors::F32(floats.into()),
             Element::F16 => Vectors::F16(floats.iter().map(|x| crate::element::f16::from_f32(*x)).collect()),
+            Element::Bit => {
+                let set = |r: &[f32]| r.iter().map(|x| *x > 0.0).collect::<Vec<bool>>();
+                let bytes: Vec<u8> =
+                    floats.chunks(shape.dims).flat_map(|r| crate::element::pack_bits(&set(r))).collect();
+                Vectors::Bit(bytes.into())
+            }
         }
     }
 
@@ -388,7 +396,7 @@ mod tests {
             for dims in [1, 128, 768, max_dims_per_page(element)] {
                 let shape = Shape::new(dims, element);
                 let vectors = random_rows(shape, 40, dims as u64);
-                let pages = row_pages(shape, vectors.all());
+                let pages = row_pages(shape, &vectors);
                 let per_page = rows_per_page(shape);
                 assert!(pages.iter().all(|p| RowPage::new(p.bytes(), shape).unwrap().max_offset() <= per_page));
                 assert_eq!(pages.len(), 40usize.div_ceil(per_page), "{shape:?}: pages full but the last");
@@ -409,8 +417,8 @@ mod tests {
             let max = max_dims_per_page(element);
             let (fits, wider) = (Shape::new(max, element), Shape::new(max + 1, element));
             assert_eq!((rows_per_page(fits), rows_per_page(wider)), (1, 0));
-            assert!(RowPageBuilder::new(fits, [0; SPECIAL_SIZE]).add(1, random_rows(fits, 1, 1).all()));
-            assert!(!RowPageBuilder::new(wider, [0; SPECIAL_SIZE]).add(1, random_rows(wider, 1, 1).all()));
+            assert!(RowPageBuilder::new(fits, [0; SPECIAL_SIZE]).add(1, random_rows(fits, 1, 1).row(0, max)));
+            assert!(!RowPageBuilder::new(wider, [0; SPECIAL_SIZE]).add(1, random_rows(wider, 1, 1).row(0, max + 1)));
         }
     }
 
@@ -477,7 +485,7 @@ mod tests {
         for element in ELEMENTS {
             let shape = Shape::new(16, element);
             let vectors = random_rows(shape, 10, 3);
-            let mut page = row_pages(shape, vectors.all()).remove(0);
+            let mut page = row_pages(shape, &vectors).remove(0);
             page.kill(2);
             page.kill(7);
             let query = random_rows(shape, 1, 4);
@@ -494,7 +502,7 @@ mod tests {
     #[test]
     fn damage_is_an_error_not_a_wild_read() {
         let shape = Shape::f32(8);
-        let page = row_pages(shape, &Rng::new(5).vector(3 * 8)).remove(0);
+        let page = row_pages(shape, &Rng::new(5).vector(3 * 8).into()).remove(0);
         let other_dims = RowPage::new(page.bytes(), Shape::f32(9)).unwrap();
         assert!(other_dims.for_each_row(|_, _, _| ()).is_err(), "other dims");
         let other_element = RowPage::new(page.bytes(), Shape::new(8, Element::F16)).unwrap();
