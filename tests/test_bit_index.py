@@ -9,16 +9,12 @@ import numpy as np
 import pytest
 from pgvector.psycopg import register_vector
 
+from test_halfvec_index import load
+
 DIMS = 128
 # '%' doubled: the queries carry psycopg placeholders.
 OPS = {"bit_hamming_ops": "<~>", "bit_jaccard_ops": "<%%>"}
 QUANTIZED = f"binary_quantize(embedding)::bit({DIMS})"
-
-
-def load(conn, rows, start):
-    with conn.cursor().copy("COPY items (id, embedding) FROM STDIN") as copy:
-        for i, v in enumerate(rows):
-            copy.write_row((start + i, "[" + ",".join(f"{x:.4f}" for x in v) + "]"))
 
 
 def distances(conn, op, q, scan):
@@ -37,7 +33,7 @@ def items(db):
     rng = np.random.default_rng(8)
     centres = rng.standard_normal((50, DIMS)).astype(np.float32)
     rows = centres[rng.integers(0, 50, 6200)] + np.float32(0.4) * rng.standard_normal((6200, DIMS)).astype(np.float32)
-    load(db, rows[:6000], 0)
+    load(db, "items", rows[:6000], 0)
     return db, rows
 
 
@@ -46,7 +42,7 @@ def test_a_binary_quantized_index_answers_as_a_sequential_scan(items, opclass):
     conn, rows = items
     op = OPS[opclass]
     conn.execute(f"CREATE INDEX items_bq ON items USING milvus (({QUANTIZED}) {opclass})")
-    load(conn, rows[6000:], 6000)
+    load(conn, "items", rows[6000:], 6000)
     segments = conn.execute(
         "SELECT state, rows, bytes FROM milvus_segments('items_bq') ORDER BY segment_id").fetchall()
     assert [s[:2] for s in segments] == [("flushed", 6000), ("growing", 200)]

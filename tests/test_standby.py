@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
+from pgvector import HalfVector
 from pgvector.psycopg import register_vector
 
 from conftest import CLUSTER, Cluster
@@ -56,6 +57,27 @@ def test_standby_replays_reads_the_same_storage_and_takes_over():
                 for q in queries:
                     assert index_ids(s, "<->", q, 10) == index_ids(p, "<->", q, 10)
                 assert sorted(all_index_ids(s)) == list(range(5300))
+                # Rows wider than a page (in chunks, a WAL record each), halfvec
+                # rows and bits replay like any row.
+                p.execute("CREATE TABLE wide (id int PRIMARY KEY, v vector(3072), h halfvec(16000), b bit(3072))")
+                for column, ops in (("v", "vector_l2_ops"), ("h", "halfvec_l2_ops"), ("b", "bit_hamming_ops")):
+                    p.execute(f"CREATE INDEX ON wide USING milvus ({column} {ops})")
+                wide = np.random.default_rng(5).standard_normal((20, 16000)).astype(np.float32)
+                for i, w in enumerate(wide):
+                    p.execute("INSERT INTO wide VALUES (%s, %s, %s, binary_quantize(%s)::bit(3072))",
+                              (i, w[:3072], HalfVector(w), w[:3072]))
+                replayed(p, s)
+                for i in (0, 7, 19):
+                    for column, value in (("v", wide[i][:3072]), ("h", HalfVector(wide[i]))):
+                        with s.transaction():
+                            s.execute("SET LOCAL enable_seqscan = off")
+                            got = s.execute(f"SELECT id FROM wide ORDER BY {column} <-> %s LIMIT 1", (value,)).fetchone()
+                        assert got == (i,), column
+                    with s.transaction():
+                        s.execute("SET LOCAL enable_seqscan = off")
+                        got = s.execute("SELECT id FROM wide ORDER BY b <~> binary_quantize(%s)::bit(3072) LIMIT 1",
+                                        (wide[i][:3072],)).fetchone()
+                    assert got == (i,), "b"
                 # Its own cache, filled from the shared store.
                 assert s.execute("SELECT misses > 0 AND cached_bytes > 0 FROM milvus_cache_stats()").fetchone() == (True,)
                 assert list(standby_cache.iterdir())

@@ -220,7 +220,7 @@ fn init_index(index: Index, fork: pg_sys::ForkNumber::Type) {
 
 /// The metric and element type of an index, from its opclass' distance
 /// function: its name, and the type it takes (`vector` or `halfvec`, this
-/// extension's or pgvector's: the same layout).
+/// extension's or pgvector's: the same layout; or Postgres' `bit`).
 fn opclass_of(index: Index) -> (Metric, Element) {
     // SAFETY: an open index with one key column and one support function
     // of two arguments.

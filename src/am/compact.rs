@@ -36,7 +36,7 @@ use crate::pages::{Index, manifest};
 use crate::shared::{JobKind, JobRecord};
 use crate::{catalog, shared, storage};
 
-/// The compaction policy of `index` (of `dims` dimensions), from its
+/// The compaction policy of `index` (of rows of `shape`), from its
 /// reloptions and the settings.
 pub fn policy(index: Index, shape: Shape) -> CompactionPolicy {
     let o = options::of(index);

@@ -2,8 +2,8 @@
 //! (docs/format.md, "Index pages").
 //!
 //! - **row pages**: standard slotted pages (line pointers) whose items are
-//!   `[heap TID packed in u64][dims elements: f32, or f16 for halfvec]`,
-//!   chained by `next` in the page's
+//!   `[heap TID packed in u64][dims elements: f32, f16 for halfvec, or
+//!   bits in whole bytes]`, chained by `next` in the page's
 //!   special space, which also names the segment the page belongs to. A row
 //!   deleted by VACUUM is removed from its page.
 //! - **manifest pages**: the encoded manifest
@@ -235,12 +235,18 @@ mod tests {
     fn rows_per_page_is_what_a_page_takes() {
         let f32s = [1, 4, 64, 128, 768, layout::max_dims_per_page(Element::F32)];
         let f16s = [1, 3, 768, 1536, layout::max_dims_per_page(Element::F16)];
+        let bits = [1, 9, 768, 3072, layout::max_dims_per_page(Element::Bit)];
         let shapes = f32s.map(Shape::f32).into_iter().chain(f16s.map(|d| Shape::new(d, Element::F16)));
-        for shape in shapes {
+        for shape in shapes.chain(bits.map(|d| Shape::new(d, Element::Bit))) {
             let mut block = vec![0u64; pg_sys::BLCKSZ as usize / 8]; // MAXALIGNed
             let mut page = PageMut(block.as_mut_ptr().cast(), std::marker::PhantomData);
             let (floats, halves) = (vec![0.5f32; shape.dims], vec![f16::from_f32(0.5); shape.dims]);
-            let vector = if shape.element == Element::F16 { Row::F16(&halves) } else { Row::F32(&floats) };
+            let set = vec![0b1010_1010u8; shape.bytes()];
+            let vector = match shape.element {
+                Element::F32 => Row::F32(&floats),
+                Element::F16 => Row::F16(&halves),
+                Element::Bit => Row::Bit { bits: &set, len: shape.dims },
+            };
             let mut rows = 0;
             page.init_rows(1);
             while page.add_row(rows as u64, vector) {

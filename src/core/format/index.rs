@@ -11,7 +11,8 @@
 //! offset size  field
 //!      0    8  magic "PGMVHNS\0"
 //!      8    2  format version (2)
-//!     10    1  metric code (1 = L2, 2 = inner product, 3 = cosine)
+//!     10    1  metric code (1 = L2, 2 = inner product, 3 = cosine, 4 = L1,
+//!              5 = Hamming, 6 = Jaccard)
 //!     11    1  reserved, 0
 //!     12    8  segment id
 //!     20    8  rows (nodes; node i is row i of the insert binlog)

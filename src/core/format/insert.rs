@@ -4,7 +4,8 @@
 //! offset size  field
 //!      0    8  magic "PGMVINS\0"
 //!      8    2  format version (1: f32 rows; 2: any element type)
-//!     10    1  metric code (1 = L2, 2 = inner product, 3 = cosine, 4 = L1)
+//!     10    1  metric code (1 = L2, 2 = inner product, 3 = cosine, 4 = L1,
+//!              5 = Hamming, 6 = Jaccard)
 //!     11    1  element code (0 = f32, 1 = f16, 2 = bit); 0 in version 1
 //!     12    4  dims
 //!     16    8  rows

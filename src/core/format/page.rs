@@ -7,11 +7,11 @@
 //! of 4-byte line pointers from byte 24 (`pd_lower` ends it), items placed
 //! from the end of the page down (`pd_upper` starts them), and the 16-byte
 //! special space of a chain page at `pd_special`. An item is a row: the heap
-//! TID packed in a `u64`, then `dims` elements (`f32`, or `f16` for a
-//! halfvec index: [`Shape`]), at a MAXALIGNed offset. A line
-//! pointer is `lp_off:15, lp_flags:2, lp_len:15` from the low bit up (the
-//! bit-field layout of GCC on little-endian hosts); a live row has
-//! `lp_flags` 1 (`LP_NORMAL`).
+//! TID packed in a `u64`, then `dims` elements (`f32`; `f16` for a halfvec
+//! index; bits, in whole bytes, for a bit index: [`Shape`]), at a
+//! MAXALIGNed offset. A line pointer is `lp_off:15, lp_flags:2, lp_len:15`
+//! from the low bit up (the bit-field layout of GCC on little-endian
+//! hosts); a live row has `lp_flags` 1 (`LP_NORMAL`).
 //!
 //! A row of more dimensions than one page holds ([`max_dims_per_page`], up
 //! to the type's 16,000) is stored in [`Chunks`]: `count` items of about
