@@ -226,8 +226,10 @@ pub fn pack_bits(bits: &[bool]) -> Vec<u8> {
         .collect()
 }
 
-/// Views `bytes` as elements in place.
-fn cast<T: Copy>(bytes: &[u8]) -> &[T] {
+/// Views `bytes` as elements in place (f32 or f16: aligned and whole, as
+/// pages and mapped files hold them).
+#[inline]
+pub(crate) fn cast<T: Copy>(bytes: &[u8]) -> &[T] {
     // SAFETY: T is f32 or f16, for which every bit pattern is a value; the
     // host is little-endian like the formats (a compile-time requirement).
     let (head, mid, tail) = unsafe { bytes.align_to::<T>() };
