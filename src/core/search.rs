@@ -105,23 +105,39 @@ impl Ord for ByOrder {
 /// hits, never all of them (collecting and partitioning every row's hit
 /// was a tenth of a streaming query's profile).
 fn top_k(candidates: impl IntoIterator<Item = Hit>, k: usize) -> Vec<Hit> {
-    if k == 0 {
-        return Vec::new();
+    let mut top = TopK::new(k);
+    candidates.into_iter().for_each(|hit| top.push(hit));
+    top.into_sorted()
+}
+
+/// [`top_k`], fed one hit at a time.
+struct TopK {
+    k: usize,
+    /// A max-heap: its top is the farthest hit kept.
+    heap: BinaryHeap<ByOrder>,
+}
+
+impl TopK {
+    fn new(k: usize) -> Self {
+        TopK { k, heap: BinaryHeap::with_capacity(k + 1) }
     }
-    // A max-heap: its top is the farthest hit kept.
-    let mut heap: BinaryHeap<ByOrder> = BinaryHeap::with_capacity(k + 1);
-    for hit in candidates {
-        if heap.len() < k {
-            heap.push(ByOrder(hit));
-        } else if let Some(mut top) = heap.peek_mut()
+
+    #[inline]
+    fn push(&mut self, hit: Hit) {
+        if self.heap.len() < self.k {
+            self.heap.push(ByOrder(hit));
+        } else if let Some(mut top) = self.heap.peek_mut()
             && hit.order(&top.0) == Ordering::Less
         {
             *top = ByOrder(hit);
         }
     }
-    let mut hits: Vec<Hit> = heap.into_iter().map(|f| f.0).collect();
-    hits.sort_by(Hit::order);
-    hits
+
+    fn into_sorted(self) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = self.heap.into_iter().map(|f| f.0).collect();
+        hits.sort_by(Hit::order);
+        hits
+    }
 }
 
 /// Rows held in index pages, with their vectors row-major.
@@ -348,12 +364,21 @@ impl LoadedSegment {
         self.tombstones.len()
     }
 
-    fn hit(&self, query: Row<'_>, row: u32) -> Hit {
-        Hit {
-            source: Source::Segment(self.id),
-            row,
-            key: self.binlog.keys()[row as usize],
-            distance: self.binlog.metric.between(query, self.binlog.vector(row as usize)),
+    /// Calls `f(row, distance to query)` for each of `rows`. The element
+    /// type is matched once, not once a row (as the growing scan's pages
+    /// are: a `Row` built and matched a row cost more than a 128-d
+    /// distance).
+    fn distances(&self, query: Row<'_>, rows: impl Iterator<Item = u32>, mut f: impl FnMut(u32, f32)) {
+        let (metric, dims) = (self.binlog.metric, self.binlog.dims);
+        let at = |row: u32, stride: usize| row as usize * stride..(row as usize + 1) * stride;
+        match (query, self.binlog.vectors()) {
+            (Row::F32(q), Vectors::F32(v)) => rows.for_each(|r| f(r, metric.distance(q, &v[at(r, dims)]))),
+            (Row::F16(q), Vectors::F16(v)) => rows.for_each(|r| f(r, metric.distance_f16(q, &v[at(r, dims)]))),
+            (Row::Bit { bits, .. }, Vectors::Bit(v)) => {
+                let stride = crate::element::Element::Bit.bytes(dims);
+                rows.for_each(|r| f(r, metric.distance_bits(bits, &v[at(r, stride)])))
+            }
+            _ => rows.for_each(|r| f(r, metric.between(query, self.binlog.vector(r as usize)))),
         }
     }
 
@@ -373,7 +398,10 @@ impl LoadedSegment {
                     .collect();
             }
         }
-        top_k((0..self.rows() as u32).filter(|r| !excluded(*r)).map(|row| self.hit(query, row)), k)
+        let (mut top, source, keys) = (TopK::new(k), Source::Segment(self.id), self.binlog.keys());
+        let rows = (0..self.rows() as u32).filter(|r| !excluded(*r));
+        self.distances(query, rows, |row, distance| top.push(Hit { source, row, key: keys[row as usize], distance }));
+        top.into_sorted()
     }
 }
 
@@ -655,12 +683,9 @@ impl Search {
             }
         }
         for (s, segment) in self.segments.iter().enumerate() {
-            for row in 0..segment.rows() as u32 {
-                if !segment.is_deleted(row) && !offered.contains(s + 1, row) {
-                    let distance = segment.binlog.metric.between(self.query.all(), segment.binlog.vector(row as usize));
-                    rows.push(Remaining { distance, source: s as u32 + 1, row });
-                }
-            }
+            let left = (0..segment.rows() as u32).filter(|r| !segment.is_deleted(*r) && !offered.contains(s + 1, *r));
+            let source = s as u32 + 1;
+            segment.distances(self.query.all(), left, |row, distance| rows.push(Remaining { distance, source, row }));
         }
         BinaryHeap::from(rows)
     }
