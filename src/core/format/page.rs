@@ -233,7 +233,7 @@ impl<'a> RowPage<'a> {
         let count = u16::from_le_bytes([item[10], item[11]]) as usize;
         let len = item.len();
         let element = self.shape.element;
-        let shape = Shape::new(chunks.range(seq.min(count)).len(), element);
+        let shape = Shape::new(chunks.range(seq).len(), element);
         if count != chunks.count || seq >= count || len - CHUNK_HEADER != shape.bytes() {
             let what = format!("chunk {offset}: chunk {seq} of {count}, {len} bytes");
             return Err(PageError { dims: self.shape.dims, what });
