@@ -20,9 +20,9 @@ BIN=$(pg_config --bindir)
 # are beside initdb.
 [ -x "$BIN/initdb" ] || BIN=/usr/lib/postgresql/15/bin
 
-# RUST_BACKTRACE in the caller's environment would make the server attach
-# Rust backtraces to error messages clients see; servers run without it.
-as_pg() { env -u RUST_BACKTRACE runuser -u postgres -- "$@"; }
+# Servers get the caller's environment (RUST_BACKTRACE included: the
+# extension keeps backtraces out of client messages whatever it says).
+as_pg() { runuser -u postgres -- "$@"; }
 
 free_port() {
   local p=$1

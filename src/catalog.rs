@@ -40,14 +40,41 @@ pub fn check_milvus_index(index: Index) {
     }
 }
 
+/// Whether the current user owns the relation (superusers own everything).
+pub fn owns(oid: pg_sys::Oid) -> bool {
+    // SAFETY: a catalog check of the current user.
+    unsafe { pg_sys::pg_class_ownercheck(oid, pg_sys::GetUserId()) }
+}
+
 /// Refuses a user who does not own the index (superusers own everything).
 pub fn check_owner(index: Index) {
-    // SAFETY: a catalog check of the current user.
-    if !unsafe { pg_sys::pg_class_ownercheck(index.oid(), pg_sys::GetUserId()) } {
+    if !owns(index.oid()) {
         ereport!(
             ERROR,
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             format!("must be owner of index {}", index.name())
+        );
+    }
+}
+
+/// Refuses a user who may not read the index's table: `SELECT` on it, or
+/// its owner's rights. What the inspection functions show (rows, sizes,
+/// times, errors) is about the table's data.
+pub fn check_can_read(index: Index) {
+    // SAFETY: a catalog lookup of the index's table and an ACL check of the
+    // current user on it.
+    let allowed = unsafe {
+        let table = pg_sys::IndexGetRelation(index.oid(), false);
+        pg_sys::pg_class_aclcheck(table, pg_sys::GetUserId(), pg_sys::ACL_SELECT as pg_sys::AclMode)
+            == pg_sys::AclResult::ACLCHECK_OK
+            || owns(table)
+    };
+    if !allowed {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("permission denied for index {}", index.name()),
+            "Inspecting a milvus index needs SELECT on its table."
         );
     }
 }

@@ -122,7 +122,8 @@ pub fn init() {
     GucRegistry::define_string_guc(
         c"milvus.cache_dir",
         c"Local directory where downloaded segments are cached.",
-        c"Empty (the default) means <data directory>/pg_milvus/cache. Superuser only.",
+        c"Empty (the default) means <data directory>/pg_milvus/pgsql_tmp_cache, which base backups leave out. \
+            Superuser only.",
         &CACHE_DIR,
         GucContext::Suset,
         GucFlags::default(),
@@ -351,7 +352,8 @@ pub fn check_outside_data_dir(url: &str) -> Result<(), (String, String)> {
     if location::is_inside_data_dir(url, std::path::Path::new(&data_dir), &default_storage_url()) {
         return Err((
             format!("storage location \"{url}\" is inside the data directory"),
-            format!("Objects there could overwrite the server's own files; choose a directory outside {data_dir}."),
+            "Objects there could overwrite the server's own files; choose a directory outside the data directory."
+                .to_owned(),
         ));
     }
     Ok(())
@@ -377,8 +379,24 @@ pub fn default_storage_url() -> String {
     format!("file://{}/pg_milvus/objects", data_dir())
 }
 
-pub fn cache_dir() -> String {
-    non_empty(CACHE_DIR.get()).unwrap_or_else(|| format!("{}/pg_milvus/cache", data_dir()))
+/// The embedded default cache directory, relative to the data directory.
+/// Its name begins with `pgsql_tmp`, which pg_basebackup leaves out of a
+/// backup as Postgres' own temporary files: it holds only copies of
+/// objects (and files derived from them) that any server rebuilds from
+/// object storage, so a backup or a new standby does not carry them.
+pub const DEFAULT_CACHE_DIR: &str = "pg_milvus/pgsql_tmp_cache";
+
+/// Where 0.2 and before kept the cache by default: in base backups, with
+/// names too long for tar. Removed when the default cache is opened.
+pub const OLD_DEFAULT_CACHE_DIR: &str = "pg_milvus/cache";
+
+/// The cache directory and, for the embedded default, how messages name
+/// it (relative to the data directory, as Postgres names its own files).
+pub fn cache_dir() -> (String, Option<&'static str>) {
+    match non_empty(CACHE_DIR.get()) {
+        Some(dir) => (dir, None),
+        None => (format!("{}/{DEFAULT_CACHE_DIR}", data_dir()), Some(DEFAULT_CACHE_DIR)),
+    }
 }
 
 /// The file listing every storage URL an index was built with: GC looks

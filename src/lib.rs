@@ -36,6 +36,7 @@ mod worker;
 /// by the first backend that uses the extension.
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    no_backtraces_in_messages();
     gucs::init();
     am::options::init();
     hooks::init();
@@ -45,6 +46,21 @@ pub extern "C-unwind" fn _PG_init() {
         shared::init();
         worker::init();
     }
+}
+
+/// pgrx attaches a Rust backtrace to the DETAIL of every error this
+/// library raises whenever the server's environment asks for backtraces
+/// (`RUST_BACKTRACE=1` in a DBA's shell): 25 lines of our internals in a
+/// client's message. `RUST_LIB_BACKTRACE=0` turns off the captures that
+/// feed it (`std::backtrace::Backtrace::capture`, which pgrx's panic hook
+/// calls), and only those: a panic's own report in the server log still
+/// follows `RUST_BACKTRACE`.
+fn no_backtraces_in_messages() {
+    // SAFETY: _PG_init runs on the process' only thread (the postmaster
+    // loading shared_preload_libraries, or a backend loading the library
+    // before it starts any thread), so nothing reads the environment
+    // meanwhile. Backends forked from the postmaster inherit it.
+    unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
 }
 
 #[cfg(any(test, feature = "pg_test"))]

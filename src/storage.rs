@@ -94,7 +94,13 @@ pub fn try_storage_at(url: Option<&str>) -> Result<Arc<Storage>, String> {
             return Ok(storage.clone());
         }
         let retry = RetryPolicy { request_timeout: key.2, ..RetryPolicy::default() };
-        let storage = Arc::new(Storage::open(&key.0, &key.1, retry).map_err(|e| e.to_string())?);
+        let mut storage = Storage::open(&key.0, &key.1, retry).map_err(|e| e.to_string())?;
+        // The embedded default is named as Postgres names its files: relative
+        // to the data directory, whose path only superusers may see.
+        if key.0 == gucs::default_storage_url() {
+            storage = storage.labelled("pg_milvus/objects");
+        }
+        let storage = Arc::new(storage);
         // Settings changed or many URLs: keep the few most recent.
         if opened.len() >= 8 {
             opened.remove(0);
@@ -132,17 +138,42 @@ pub fn remembered_locations() -> Vec<String> {
 
 /// The backend's view of the shared segment cache.
 pub fn cache() -> Arc<SegmentCache> {
-    let key = (gucs::cache_dir(), gucs::cache_size_bytes());
+    let (dir, label) = gucs::cache_dir();
+    let key = (dir, gucs::cache_size_bytes());
     CACHE.with_borrow_mut(|slot| {
         if let Some((_, cache)) = slot.as_ref().filter(|(k, _)| *k == key) {
             return cache.clone();
         }
-        let cache = Arc::new(SegmentCache::new(&key.0, key.1).unwrap_or_else(|e| {
-            ereport!(ERROR, PgSqlErrorCode::ERRCODE_IO_ERROR, e.to_string(), "Check milvus.cache_dir.");
+        if label.is_some() {
+            remove_old_default_cache();
+        }
+        let opened = SegmentCache::new(&key.0, key.1).map(|c| match label {
+            Some(label) => c.labelled(label),
+            None => c,
+        });
+        let cache = Arc::new(opened.unwrap_or_else(|e| {
+            let message = match label {
+                Some(label) => format!("cannot create the segment cache directory {label}"),
+                None => e.to_string(),
+            };
+            ereport!(ERROR, PgSqlErrorCode::ERRCODE_IO_ERROR, message, "Check milvus.cache_dir.");
         }));
         *slot = Some((key, cache.clone()));
         cache
     })
+}
+
+/// Removes the cache directory 0.2 and before used by default (only copies
+/// of objects, in base backups with names tar refuses), if it is there.
+/// Backends racing to do it are harmless; one that still maps a file from
+/// it keeps its pages until it unmaps them.
+fn remove_old_default_cache() {
+    let old = std::path::Path::new(&gucs::data_dir()).join(gucs::OLD_DEFAULT_CACHE_DIR);
+    if old.exists()
+        && let Err(e) = std::fs::remove_dir_all(&old)
+    {
+        debug1!("pg_milvus: could not remove the old cache directory {}: {e}", gucs::OLD_DEFAULT_CACHE_DIR);
+    }
 }
 
 thread_local! {

@@ -18,10 +18,12 @@ CLUSTER = ROOT / "scripts" / "cluster.sh"
 
 
 class Cluster:
-    def __init__(self, name: str, settings: list[str] = ()):
-        """Starts a fresh cluster; `settings` are extra postgresql.conf lines."""
+    def __init__(self, name: str, settings: list[str] = (), env: dict | None = None):
+        """Starts a fresh cluster; `settings` are extra postgresql.conf lines,
+        `env` extra variables of the server's environment."""
         self.name = name
-        self.port = int(subprocess.check_output([CLUSTER, "start", name, *settings], text=True).strip())
+        environment = {**os.environ, **(env or {})}
+        self.port = int(subprocess.check_output([CLUSTER, "start", name, *settings], text=True, env=environment).strip())
         self.host = subprocess.check_output([CLUSTER, "host", name], text=True).strip()
 
     @classmethod

@@ -365,7 +365,7 @@ def test_inserts_seal_a_full_segment_themselves(conn):
     sealed = [r for r in rows if r[0] == "sealed"]
     assert len(sealed) == 3 and rows[-1][0] == "growing", rows
     per_page = 30  # 64-d rows: 8 + 256 bytes and a line pointer each, in 8 kB pages
-    assert all(1000 - per_page < r[1] <= 1000 and r[2].startswith("full at") for r in sealed), rows
+    assert all(1000 - per_page < r[1] <= 1000 and r[2].startswith("pages full: ") for r in sealed), rows
     assert sum(r[1] for r in rows) == 3500
     ids = all_index_ids(conn)
     assert len(ids) == len(set(ids)) == 3500

@@ -13,7 +13,7 @@ from pgvector.psycopg import register_vector
 from test_flush import segments
 from test_index import all_index_ids, index_ids, load, near, objects_of
 
-CACHE = Path("data") / "pg_milvus" / "cache" / "objects"
+CACHE = Path("data") / "pg_milvus" / "pgsql_tmp_cache" / "objects"
 
 
 def cache_files(cluster, conn, suffix=""):

@@ -80,7 +80,7 @@ def test_segments_seal_flush_and_get_indexed_by_themselves(cluster, conn):
     assert any(s[2] == "ready" for s in segs), segs  # big enough for an HNSW graph
     seals = jobs(conn, "seal")
     assert seals and all(j[2] == "done" for j in seals), seals
-    assert any(j[3].startswith("full at") for j in seals), seals
+    assert any(j[3].startswith("pages full: ") for j in seals), seals
     flushes = jobs(conn, "flush")
     assert flushes and all(j[2] == "done" and j[3] == "sealed; background worker" for j in flushes), flushes
     assert sum(j[4] for j in flushes) == 12_000
@@ -120,7 +120,7 @@ def test_small_segments_are_flushed_at_once_and_merged_into_large_ones(cluster, 
     live = [s for s in segs if s[1] in ("flushed", "growing") and s[3] > 0]
     assert sorted(s[3] for s in live) == [10_000 - 5 * cap, cap, 4 * cap], segs
     seals = jobs(conn, "seal")
-    assert all(j[3] == f"full at {cap} rows (limit 2000)" for j in seals if j[3].startswith("full")), seals
+    assert all(j[3].endswith(f"pages hold {cap} rows (limit 2000)") for j in seals if j[3].startswith("pages")), seals
     merges = jobs(conn, "compact")
     assert [j[3].split(" [")[0] for j in merges if j[2] == "done"] == ["merge 4 segments of tier 0"], merges
     tiers = conn.execute(

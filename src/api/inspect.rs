@@ -44,6 +44,7 @@ fn milvus_segments(
 > {
     let rel = OpenIndex::open(index, pg_sys::AccessShareLock);
     check_milvus_index(*rel);
+    catalog::check_can_read(*rel);
     let (manifest, page_rows, policy) = {
         let meta = rel.meta(Lock::Share);
         let page_rows: Vec<(u64, u64)> =
@@ -119,6 +120,7 @@ COMMENT ON FUNCTION milvus_index_pages(regclass) IS 'the pages of a milvus index
 fn milvus_index_pages(index: pg_sys::Oid) -> TableIterator<'static, (name!(kind, String), name!(pages, i64))> {
     let rel = OpenIndex::open(index, pg_sys::AccessShareLock);
     check_milvus_index(*rel);
+    catalog::check_can_read(*rel);
     TableIterator::new(free::census(*rel).into_iter().map(|(kind, n)| (kind.to_owned(), n)))
 }
 
@@ -162,15 +164,14 @@ fn milvus_job_log() -> TableIterator<
     let mut jobs = shared::jobs();
     // A superuser sees every job; anybody else, the jobs on indexes they own
     // in this database.
-    // SAFETY: catalog checks of the current user.
+    // SAFETY: a catalog check of the current user.
     if !unsafe { pg_sys::superuser() } {
         let database = catalog::database();
         jobs.retain(|j| {
             j.database == database
                 && j.index != 0
                 && catalog::relation_exists(j.index)
-                // SAFETY: a catalog check of an existing relation.
-                && unsafe { pg_sys::pg_class_ownercheck(pg_sys::Oid::from(j.index), pg_sys::GetUserId()) }
+                && catalog::owns(pg_sys::Oid::from(j.index))
         });
     }
     let rows = jobs.into_iter().map(|j| {

@@ -45,9 +45,12 @@ impl Run {
 }
 
 /// The indexes a maintenance call works on: `index` (its partitions' for a
-/// partitioned one), or every milvus index of the database.
+/// partitioned one), or every milvus index of the database the caller owns
+/// (a superuser owns them all): other roles' indexes are theirs to flush.
 fn targets(index: Option<pg_sys::Oid>) -> Vec<pg_sys::Oid> {
-    index.map(catalog::leaf_indexes).unwrap_or_else(catalog::all_milvus_indexes)
+    index
+        .map(catalog::leaf_indexes)
+        .unwrap_or_else(|| catalog::all_milvus_indexes().into_iter().filter(|oid| catalog::owns(*oid)).collect())
 }
 
 /// Seals the growing segment of `index` (of every milvus index of the

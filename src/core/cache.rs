@@ -24,11 +24,28 @@
 //! search over it reads wrong bytes but never outside the mapping (graph
 //! neighbours are bounds-checked as they are read).
 //!
-//! The cache is bounded in bytes (`milvus.cache_size`):
-//! [`SegmentCache::evict`] removes the least recently used entries, by
-//! modification time, which opening refreshes. Removing a file another
-//! backend has mapped is safe on POSIX systems: its pages stay valid until
-//! unmapped, and the next open finds it missing and fetches it again.
+//! The cache is bounded in bytes (`milvus.cache_size`), and shared by
+//! processes that each hold some of its files mapped, so its rules are
+//! about files in use:
+//! - **Pins.** A mapped file is pinned by a shared `flock` on it, held as
+//!   long as the mapping ([`ObjectBytes::Mapped`]). Eviction takes an
+//!   exclusive lock without waiting before it unlinks, so it never removes
+//!   a file a backend maps (which would free no disk anyway: a mapped file's
+//!   pages live until unmapped, and the next backend would fetch it again).
+//!   A reader that opened a file just as it was evicted sees it unlinked once
+//!   it holds its pin, and takes it as a miss.
+//! - **Eviction** ([`SegmentCache::evict`]) removes the least recently used
+//!   unpinned entries, by modification time, which opening refreshes. Files
+//!   being written (temporary names) are never candidates; those a crashed
+//!   writer left are removed once an hour old.
+//! - **One download per object.** A miss takes one of 64 lock files (by the
+//!   key's hash) for the download, and looks in the cache again once it
+//!   holds it: backends missing the same object wait for the first one's
+//!   download and map its file, instead of each fetching its own.
+//! - **Over the bound.** When pinned files leave no room for an object, it
+//!   is served from memory, not stored: a working set larger than the cache
+//!   costs downloads, never an error. Concurrent stores of one object are
+//!   atomic renames of identical, verified bytes: the last one wins.
 
 use std::io::Write;
 use std::ops::Deref;
@@ -59,10 +76,15 @@ pub struct CacheStats {
 }
 
 /// An object's bytes as a search reads them: a read-only mapping of its
-/// cache file, or (for bytes that never were a file) memory.
+/// cache file, pinned while it lives, or memory (bytes that never were a
+/// file, or an object the cache had no room for).
 #[derive(Debug)]
 pub enum ObjectBytes {
-    Mapped(memmap2::Mmap),
+    Mapped {
+        bytes: memmap2::Mmap,
+        /// The file, holding the shared lock that keeps eviction off it.
+        pin: std::fs::File,
+    },
     Memory(Vec<u8>),
 }
 
@@ -70,17 +92,18 @@ impl Deref for ObjectBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            ObjectBytes::Mapped(m) => m,
+            ObjectBytes::Mapped { bytes, .. } => bytes,
             ObjectBytes::Memory(v) => v,
         }
     }
 }
 
 impl ObjectBytes {
-    /// A read-only mapping of `file`; an empty file is empty memory (a
-    /// zero-length mapping is refused by the OS).
-    fn map(file: &std::fs::File) -> std::io::Result<ObjectBytes> {
-        if file.metadata()?.len() == 0 {
+    /// A read-only mapping of `file`, which the caller has pinned (a shared
+    /// lock); an empty file is empty memory (a zero-length mapping is
+    /// refused by the OS).
+    fn map(pin: std::fs::File) -> std::io::Result<ObjectBytes> {
+        if pin.metadata()?.len() == 0 {
             return Ok(ObjectBytes::Memory(Vec::new()));
         }
         // SAFETY: cache files are never written after the rename that
@@ -88,13 +111,36 @@ impl ObjectBytes {
         // mapped bytes do not change while mapped. Truncating one in place
         // from outside would fault a reader: the cache directory belongs to
         // the server, like its data directory.
-        Ok(ObjectBytes::Mapped(unsafe { memmap2::Mmap::map(file)? }))
+        let bytes = unsafe { memmap2::Mmap::map(&pin)? };
+        Ok(ObjectBytes::Mapped { bytes, pin })
     }
+}
+
+/// How many lock files downloads share (by the key's hash): two misses of
+/// one object always meet on one; two of different objects rarely do.
+const DOWNLOAD_LOCKS: u32 = 64;
+
+/// A temporary file older than this is a crashed writer's: removed.
+const STALE_TEMPORARY: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// What a cache file's name has while it is being written.
+const TEMPORARY: &str = ".tmp-";
+
+/// Opens the cache file at `path` and pins it (a shared lock); `None` if
+/// there is none, or eviction unlinked it before the pin held.
+fn open_pinned(path: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::File::open(path).ok()?;
+    file.lock_shared().ok()?;
+    file.metadata().is_ok_and(|m| m.nlink() > 0).then_some(file)
 }
 
 #[derive(Debug)]
 pub struct SegmentCache {
     dir: PathBuf,
+    /// How messages name the directory (its path, unless
+    /// [`SegmentCache::labelled`]).
+    label: String,
     capacity: u64,
     pub stats: CacheStats,
 }
@@ -103,12 +149,26 @@ impl SegmentCache {
     pub fn new(dir: impl Into<PathBuf>, capacity: u64) -> Result<Self, CacheError> {
         let dir = dir.into();
         std::fs::create_dir_all(dir.join("objects"))
+            .and_then(|_| std::fs::create_dir_all(dir.join("locks")))
             .map_err(|e| CacheError::Io { dir: dir.display().to_string(), message: e.to_string() })?;
-        Ok(SegmentCache { dir, capacity, stats: CacheStats::default() })
+        let label = dir.display().to_string();
+        Ok(SegmentCache { dir, label, capacity, stats: CacheStats::default() })
+    }
+
+    /// The same cache, named `label` in messages (the embedded default is
+    /// named relative to the data directory, as Postgres names its files).
+    pub fn labelled(mut self, label: &str) -> Self {
+        self.label = label.to_owned();
+        self
     }
 
     fn io(&self, message: String) -> CacheError {
-        CacheError::Io { dir: self.dir.display().to_string(), message }
+        CacheError::Io { dir: self.label.clone(), message }
+    }
+
+    /// A cache file as messages name it: relative to the directory.
+    fn shown(&self, path: &Path) -> String {
+        path.strip_prefix(&self.dir).unwrap_or(path).display().to_string()
     }
 
     /// The file an object is cached in: its key with '/' flattened (keys are
@@ -136,9 +196,48 @@ impl SegmentCache {
             // full disk or a stray write can): refetch it.
             let _ = std::fs::remove_file(&path);
         }
+        let _download = self.download_lock(&object.key)?;
+        // Another backend may have fetched it while this one waited.
+        if let Ok(bytes) = std::fs::read(&path)
+            && verify(object, &bytes).is_ok()
+        {
+            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(bytes);
+        }
         let bytes = self.download(storage, object)?;
         self.store(&object.key, &bytes)?;
         Ok(bytes)
+    }
+
+    /// The lock this process holds while it downloads `key`: one of
+    /// [`DOWNLOAD_LOCKS`] files, released when dropped.
+    fn download_lock(&self, key: &str) -> Result<std::fs::File, CacheError> {
+        let path = self.dir.join("locks").join(format!("{:02}", crc32c::crc32c(key.as_bytes()) % DOWNLOAD_LOCKS));
+        let file = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.lock().map(|_| f))
+            .map_err(|e| self.io(format!("cannot lock {}: {e}", self.shown(&path))))?;
+        Ok(file)
+    }
+
+    /// The cached file of `object`, pinned and mapped, if it is there whole
+    /// (its size is the manifest's; the caller checks its header); a file
+    /// of another size is removed.
+    fn map_cached(&self, object: &ObjectRef) -> Result<Option<ObjectBytes>, CacheError> {
+        let path = self.path_of(&object.key);
+        let Some(file) = open_pinned(&path) else { return Ok(None) };
+        if !file.metadata().is_ok_and(|m| m.len() == object.size) {
+            drop(file);
+            let _ = std::fs::remove_file(&path);
+            return Ok(None);
+        }
+        let bytes = ObjectBytes::map(file).map_err(|e| self.io(format!("cannot map {}: {e}", self.shown(&path))))?;
+        self.stats.hits.fetch_add(1, Ordering::Relaxed);
+        touch(&path);
+        Ok(Some(bytes))
     }
 
     /// The object mapped read-only from its cache file, downloaded and
@@ -146,16 +245,13 @@ impl SegmentCache {
     /// size is the manifest's; the caller checks its header as it decodes
     /// it, and on a failure calls [`Self::remove`] and maps again.
     pub fn map(&self, storage: &Storage, object: &ObjectRef) -> Result<ObjectBytes, CacheError> {
-        let path = self.path_of(&object.key);
-        if let Ok(file) = std::fs::File::open(&path) {
-            if file.metadata().is_ok_and(|m| m.len() == object.size) {
-                let bytes =
-                    ObjectBytes::map(&file).map_err(|e| self.io(format!("cannot map {}: {e}", path.display())))?;
-                self.stats.hits.fetch_add(1, Ordering::Relaxed);
-                touch(&path);
-                return Ok(bytes);
-            }
-            let _ = std::fs::remove_file(&path);
+        if let Some(bytes) = self.map_cached(object)? {
+            return Ok(bytes);
+        }
+        let _download = self.download_lock(&object.key)?;
+        // Another backend may have fetched it while this one waited.
+        if let Some(bytes) = self.map_cached(object)? {
+            return Ok(bytes);
         }
         let bytes = self.download(storage, object)?;
         self.store(&object.key, &bytes)
@@ -170,8 +266,9 @@ impl SegmentCache {
         make: impl FnOnce() -> Result<Vec<u8>, E>,
     ) -> Result<ObjectBytes, E> {
         let path = self.path_of(name);
-        if let Ok(file) = std::fs::File::open(&path) {
-            let bytes = ObjectBytes::map(&file).map_err(|e| self.io(format!("cannot map {}: {e}", path.display())))?;
+        if let Some(file) = open_pinned(&path) {
+            let bytes =
+                ObjectBytes::map(file).map_err(|e| self.io(format!("cannot map {}: {e}", self.shown(&path))))?;
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
             touch(&path);
             return Ok(bytes);
@@ -214,28 +311,39 @@ impl SegmentCache {
         Ok(bytes.to_vec())
     }
 
-    /// Writes verified bytes as the cache file of `key` (a temporary file
-    /// renamed into place), evicts down to the bound, and returns the file
-    /// mapped: the mapping outlives an eviction of the file it maps.
+    /// Writes verified bytes as the cache file of `key` (a temporary file,
+    /// pinned, renamed into place) once eviction has made room, and returns
+    /// it mapped. Without room (pinned files fill the cache) the bytes are
+    /// served from memory and not stored.
     fn store(&self, key: &str, bytes: &[u8]) -> Result<ObjectBytes, CacheError> {
+        if !self.make_room(bytes.len() as u64)? {
+            return Ok(ObjectBytes::Memory(bytes.to_vec()));
+        }
         let path = self.path_of(key);
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let tmp = path.with_extension(format!("tmp-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+        let tmp = path.with_extension(format!(
+            "{}{}-{}",
+            &TEMPORARY[1..],
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
         let written = std::fs::File::options()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
             .open(&tmp)
+            .and_then(|f| f.lock_shared().map(|_| f))
             .and_then(|mut f| f.write_all(bytes).map(|_| f))
             .and_then(|f| std::fs::rename(&tmp, &path).map(|_| f));
         let file = written.map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             self.io(format!("cannot store {key}: {e}"))
         })?;
-        let mapped = ObjectBytes::map(&file).map_err(|e| self.io(format!("cannot map {}: {e}", path.display())))?;
-        self.evict()?;
-        Ok(mapped)
+        // Another process may have stored beside this one since the room
+        // was made: trim to the bound again (this file is pinned).
+        self.make_room(0)?;
+        ObjectBytes::map(file).map_err(|e| self.io(format!("cannot map {}: {e}", self.shown(&path))))
     }
 
     /// Bytes held in the cache.
@@ -243,36 +351,60 @@ impl SegmentCache {
         Ok(self.entries()?.iter().map(|e| e.1).sum())
     }
 
+    /// The cache's files (not those being written), with their sizes and
+    /// times of last use.
     fn entries(&self) -> Result<Vec<(PathBuf, u64, SystemTime)>, CacheError> {
         let dir = self.dir.join("objects");
         let mut out = Vec::new();
-        for entry in std::fs::read_dir(&dir).map_err(|e| self.io(e.to_string()))? {
+        let listed = std::fs::read_dir(&dir).map_err(|e| self.io(format!("cannot list {}: {e}", self.shown(&dir))))?;
+        for entry in listed {
             let Ok(entry) = entry else { continue };
             let Ok(meta) = entry.metadata() else { continue };
-            if meta.is_file() {
-                out.push((entry.path(), meta.len(), meta.modified().unwrap_or(SystemTime::UNIX_EPOCH)));
+            if !meta.is_file() {
+                continue;
             }
+            let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            if entry.file_name().to_string_lossy().contains(TEMPORARY) {
+                if modified.elapsed().is_ok_and(|age| age > STALE_TEMPORARY) {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+                continue;
+            }
+            out.push((entry.path(), meta.len(), modified));
         }
         Ok(out)
     }
 
-    /// Removes least recently used entries until the cache fits its bound.
+    /// Removes least recently used entries that no process pins until the
+    /// cache fits its bound; returns how many it removed.
     pub fn evict(&self) -> Result<u64, CacheError> {
+        let before = self.stats.evictions.load(Ordering::Relaxed);
+        self.make_room(0)?;
+        Ok(self.stats.evictions.load(Ordering::Relaxed) - before)
+    }
+
+    /// Evicts unpinned entries, least recently used first, until `incoming`
+    /// more bytes fit the bound; false if they cannot (pinned files, or an
+    /// object larger than the cache).
+    fn make_room(&self, incoming: u64) -> Result<bool, CacheError> {
+        if incoming > self.capacity {
+            return Ok(false);
+        }
         let mut entries = self.entries()?;
         let mut total: u64 = entries.iter().map(|e| e.1).sum();
         entries.sort_by_key(|e| e.2);
-        let mut removed = 0;
         for (path, size, _) in entries {
-            if total <= self.capacity {
+            if total + incoming <= self.capacity {
                 break;
             }
-            if std::fs::remove_file(&path).is_ok() {
+            // Pinned files refuse the exclusive lock: they stay.
+            let Ok(file) = std::fs::File::open(&path) else { continue };
+            if file.try_lock().is_ok() && std::fs::remove_file(&path).is_ok() {
                 total -= size;
-                removed += 1;
                 self.stats.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }
-        Ok(removed)
+        Ok(total + incoming <= self.capacity)
     }
 }
 
@@ -363,7 +495,7 @@ mod tests {
         let (storage, refs) = setup(&[("1/2/a", 100), ("1/2/b", 50)]);
         let cache = SegmentCache::new(dir.path(), 1 << 20).unwrap();
         let mapped = cache.map(&storage, &refs[0]).unwrap();
-        assert!(matches!(mapped, ObjectBytes::Mapped(_)) && mapped[..] == [5u8; 100]);
+        assert!(matches!(mapped, ObjectBytes::Mapped { .. }) && mapped[..] == [5u8; 100]);
         assert_eq!(cache.map(&storage, &refs[0]).unwrap()[..], [5u8; 100]);
         assert_eq!((cache.stats.misses.load(Ordering::Relaxed), cache.stats.hits.load(Ordering::Relaxed)), (1, 1));
         // A cut file (wrong size) is never mapped: fetched again.
@@ -396,5 +528,74 @@ mod tests {
         assert!(cache.path_of("1/2/a").exists() && !cache.path_of("1/2/b").exists() && cache.path_of("1/2/c").exists());
         assert_eq!(cache.get(&storage, &refs[1]).unwrap(), vec![5u8; 400], "re-downloaded after eviction");
         assert!(cache.stats.evictions.load(Ordering::Relaxed) >= 1);
+    }
+
+    #[test]
+    fn pinned_files_are_never_evicted_and_go_once_unpinned() {
+        let dir = tempfile::tempdir().unwrap();
+        let (storage, refs) = setup(&[("1/2/a", 400), ("1/2/b", 400), ("1/2/c", 400)]);
+        let cache = SegmentCache::new(dir.path(), 1000).unwrap();
+        let a = cache.map(&storage, &refs[0]).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let b = cache.map(&storage, &refs[1]).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        // c does not fit beside a and b, both mapped (another process'
+        // eviction sees the same locks): served from memory, not stored.
+        let other = SegmentCache::new(dir.path(), 1000).unwrap();
+        let c = other.map(&storage, &refs[2]).unwrap();
+        assert!(matches!(c, ObjectBytes::Memory(_)) && c[..] == [5u8; 400]);
+        assert_eq!(other.evict().unwrap(), 0);
+        assert!(cache.path_of("1/2/a").exists() && cache.path_of("1/2/b").exists());
+        assert!(!cache.path_of("1/2/c").exists());
+        // a unpinned: the least recently used unpinned file makes room.
+        drop(a);
+        assert!(matches!(other.map(&storage, &refs[2]).unwrap(), ObjectBytes::Mapped { .. }));
+        assert!(!cache.path_of("1/2/a").exists() && cache.path_of("1/2/c").exists());
+        assert_eq!(&b[..], &[5u8; 400][..], "b's mapping was never touched");
+        // An object larger than the whole cache is read, never an error.
+        let (big_storage, big) = setup(&[("1/2/big", 2000)]);
+        assert_eq!(other.map(&big_storage, &big[0]).unwrap().len(), 2000);
+    }
+
+    #[test]
+    fn concurrent_misses_of_one_object_download_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (storage, refs) = setup(&[("1/2/a", 1 << 20)]);
+        let storage = std::sync::Arc::new(storage);
+        let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let misses: u64 = (0..8)
+            .map(|_| {
+                let (dir, storage, object, start) =
+                    (dir.path().to_owned(), storage.clone(), refs[0].clone(), start.clone());
+                std::thread::spawn(move || {
+                    // A backend each: its own cache handle on the shared directory.
+                    let cache = SegmentCache::new(dir, 1 << 30).unwrap();
+                    start.wait();
+                    assert_eq!(cache.map(&storage, &object).unwrap().len(), 1 << 20);
+                    cache.stats.misses.load(Ordering::Relaxed)
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .sum();
+        assert_eq!(misses, 1, "one download, seven waits and hits");
+    }
+
+    #[test]
+    fn files_being_written_are_not_evicted_until_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let (storage, refs) = setup(&[("1/2/a", 400)]);
+        let cache = SegmentCache::new(dir.path(), 1000).unwrap();
+        let writing = cache.path_of("1/2/b").with_extension("tmp-1-1");
+        std::fs::write(&writing, [0u8; 100]).unwrap();
+        cache.get(&storage, &refs[0]).unwrap();
+        let tiny = SegmentCache::new(dir.path(), 0).unwrap();
+        assert_eq!(tiny.evict().unwrap(), 1, "the entry, not the file being written");
+        assert!(writing.exists() && tiny.size().unwrap() == 0);
+        let old = SystemTime::now() - STALE_TEMPORARY - Duration::from_secs(1);
+        std::fs::File::options().append(true).open(&writing).unwrap().set_modified(old).unwrap();
+        tiny.evict().unwrap();
+        assert!(!writing.exists(), "a crashed writer's file is removed");
     }
 }

@@ -221,10 +221,13 @@ impl MetaPage {
 
     /// The size rule, asked when the growing tail is full and a row needs a
     /// new page: `Some(reason)` to seal instead, the rule the workers apply
-    /// too ([`seal_by_rows`]). `None` when the page count is unknown.
+    /// to counted rows too ([`seal_by_rows`]), here by the rows the pages
+    /// have room for (which the reason says: the rows in them may be fewer).
+    /// `None` when the page count is unknown.
     pub fn needs_seal(&self, policy: &SealPolicy) -> Option<SealReason> {
-        let rows = self.growing_rows(policy)?;
-        seal_by_rows(&GrowingStats { rows, bytes: 0, created_at: 0, last_insert_at: 0 }, policy)
+        let capacity = self.growing_rows(policy)?;
+        seal_by_rows(&GrowingStats { rows: capacity, bytes: 0, created_at: 0, last_insert_at: 0 }, policy)
+            .map(|_| SealReason::Pages { pages: self.growing_pages as u64, capacity, max_rows: policy.max_rows })
     }
 
     /// Whether another sealed chain fits.
@@ -453,12 +456,18 @@ mod tests {
             m.extend(block);
         }
         assert_eq!(m.growing_pages, 33);
-        assert_eq!(m.needs_seal(&POLICY), Some(SealReason::Rows { rows: 990, max_rows: 1000 }));
+        let full = SealReason::Pages { pages: 33, capacity: 990, max_rows: 1000 };
+        assert_eq!(m.needs_seal(&POLICY), Some(full.clone()));
+        assert_eq!(full.to_string(), "pages full: 33 pages hold 990 rows (limit 1000)");
         let counted = GrowingStats { rows: 990, bytes: 0, created_at: 0, last_insert_at: 0 };
-        assert_eq!(POLICY.check(&counted, 0), m.needs_seal(&POLICY), "the workers' check agrees");
+        assert_eq!(
+            POLICY.check(&counted, 0),
+            Some(SealReason::Rows { rows: 990, max_rows: 1000 }),
+            "the workers' check of counted rows agrees"
+        );
         // A segment smaller than a page seals at one page.
         let small = SealPolicy { max_rows: 10, ..POLICY };
-        assert_eq!(fresh().needs_seal(&small), Some(SealReason::Rows { rows: 30, max_rows: 10 }));
+        assert_eq!(fresh().needs_seal(&small), Some(SealReason::Pages { pages: 1, capacity: 30, max_rows: 10 }));
     }
 
     /// A meta page written before the page count (zeros there) never seals

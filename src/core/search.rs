@@ -339,7 +339,7 @@ impl LoadedSegment {
     /// Whether rows and graph are read in place from mapped files.
     pub fn is_mapped(&self) -> bool {
         !self.files.is_empty()
-            && self.files.iter().all(|f| matches!(f, ObjectBytes::Mapped(_)))
+            && self.files.iter().all(|f| matches!(f, ObjectBytes::Mapped { .. }))
             && self.binlog.is_borrowed()
     }
 

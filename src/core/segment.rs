@@ -155,12 +155,21 @@ pub enum SealReason {
     Build,
     /// Written by compaction, replacing the segments it names.
     Compaction { inputs: Vec<SegmentId> },
+    /// The growing chain's pages were full: `pages` pages, room for
+    /// `capacity` rows, which `max_rows` allows no more of. The rule an
+    /// insert applies, by pages, not by rows counted: rows of aborted
+    /// inserts and rows VACUUM removed took room too, so the segment may
+    /// hold far fewer (its `rows` says how many).
+    Pages { pages: u64, capacity: u64, max_rows: u64 },
 }
 
 impl fmt::Display for SealReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SealReason::Rows { rows, max_rows } => write!(f, "full at {rows} rows (limit {max_rows})"),
+            SealReason::Pages { pages, capacity, max_rows } => {
+                write!(f, "pages full: {pages} pages hold {capacity} rows (limit {max_rows})")
+            }
             SealReason::Bytes { bytes, max_bytes } => write!(f, "bytes {bytes} >= {max_bytes}"),
             SealReason::Idle { idle_secs } => write!(f, "idle for {idle_secs}s"),
             SealReason::Lifetime { age_secs } => write!(f, "open for {age_secs}s"),

@@ -12,10 +12,18 @@
 //! storage prefix:
 //!
 //! ```text
-//! <prefix>/<cluster:016x>/<database>/<index>/<segment:020>/insert-<nonce:016x>.bin
-//! <prefix>/<cluster:016x>/<database>/<index>/<segment:020>/index-<nonce:016x>.hnsw
-//! <prefix>/<cluster:016x>/<database>/<index>/<segment:020>/delta-<nonce:016x>.bin
+//! <prefix>/<cluster:016x>/<database>/<index>/<segment:x>/insert-<nonce:08x>.bin
+//! <prefix>/<cluster:016x>/<database>/<index>/<segment:x>/index-<nonce:08x>.hnsw
+//! <prefix>/<cluster:016x>/<database>/<index>/<segment:x>/delta-<nonce:08x>.bin
 //! ```
+//!
+//! Names are short enough for every tool Postgres users run over the
+//! embedded default store, which lives in the data directory: tar (and so
+//! pg_basebackup, in tar and plain form) takes at most 99 characters, and
+//! `pg_milvus/objects/` plus the longest key (every number at its widest)
+//! plus an upload's staging suffix stays within that ([`MAX_KEY_LEN`]).
+//! Keys of 0.2 and before (segment ids in 20 digits, 16-digit nonces) stay
+//! valid where manifests name them.
 //!
 //! The cluster comes first because OIDs repeat across Postgres clusters: two
 //! clusters sharing a bucket must never see, let alone collect, each other's
@@ -142,8 +150,13 @@ pub struct ObjectKey {
     pub segment: SegmentId,
     pub kind: ObjectKind,
     /// Unique per write attempt (see the module doc).
-    pub nonce: u64,
+    pub nonce: u32,
 }
+
+/// The longest key [`ObjectKey::path`] makes: every number at its widest.
+/// With `pg_milvus/objects/` (18) before it and a staging suffix (`#` and a
+/// counter, 3) after it, a path in the data directory stays within tar's 99.
+pub const MAX_KEY_LEN: usize = 75;
 
 impl ObjectKey {
     /// The key relative to the storage prefix.
@@ -154,7 +167,7 @@ impl ObjectKey {
             ObjectKind::DeltaBinlog => ("delta", "bin"),
         };
         format!(
-            "{}{:020}/{stem}-{:016x}.{ext}",
+            "{}{:x}/{stem}-{:08x}.{ext}",
             Self::index_prefix(self.cluster, self.database, self.index),
             self.segment.0,
             self.nonce
@@ -177,15 +190,16 @@ impl ObjectKey {
     }
 }
 
-/// A fresh nonce: time and process id mixed, unique across restarts and
-/// across backends writing at the same instant.
-pub fn new_nonce() -> u64 {
+/// A fresh nonce: time and process id mixed, so that two attempts at one
+/// segment's object (a retry after a crash, two backends at the same
+/// instant) get different keys, with a chance of 2^-32 per pair otherwise.
+pub fn new_nonce() -> u32 {
     let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     let mut x = nanos ^ ((std::process::id() as u64) << 40);
     // splitmix64 finaliser, so close timestamps give unrelated nonces
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
+    ((x ^ (x >> 31)) >> 32) as u32
 }
 
 /// An object as listed.
@@ -257,8 +271,12 @@ impl StorageUrl {
 pub struct Storage {
     store: Arc<dyn ObjectStore>,
     prefix: Path,
-    /// The URL, for messages (it never contains credentials).
+    /// The URL (it never contains credentials).
     url: String,
+    /// How messages name the store: the URL, or what [`Storage::labelled`]
+    /// says (the embedded default is named relative to the data directory,
+    /// as Postgres names its own files).
+    label: String,
     retry: RetryPolicy,
     runtime: tokio::runtime::Runtime,
     /// For `file://` stores, the directory: where a crash mid-upload leaves
@@ -329,7 +347,24 @@ impl Storage {
             .enable_all()
             .build()
             .map_err(|e| invalid(&format!("cannot start the I/O runtime: {e}")))?;
-        Ok(Storage { store, prefix: Path::from(prefix), url: url.to_owned(), retry, runtime, local_root })
+        let label = url.to_owned();
+        Ok(Storage { store, prefix: Path::from(prefix), url: url.to_owned(), label, retry, runtime, local_root })
+    }
+
+    /// The same store, named `label` in messages: its URL, and for a local
+    /// directory its path in any cause an error reports, are replaced by it.
+    pub fn labelled(mut self, label: &str) -> Self {
+        self.label = label.to_owned();
+        self
+    }
+
+    /// A failure's cause, the local directory's path named by the label.
+    fn cause(&self, e: &object_store::Error) -> String {
+        let cause = error_cause(e);
+        match &self.local_root {
+            Some(root) if self.label != self.url => cause.replace(&*root.to_string_lossy(), &self.label),
+            _ => cause,
+        }
     }
 
     pub fn url(&self) -> &str {
@@ -352,15 +387,15 @@ impl Storage {
             match self.runtime.block_on(f()) {
                 Ok(v) => return Ok(v),
                 Err(object_store::Error::NotFound { .. }) => {
-                    return Err(StorageError::NotFound { storage: self.url.clone(), key: key.to_owned() });
+                    return Err(StorageError::NotFound { storage: self.label.clone(), key: key.to_owned() });
                 }
                 Err(e) if attempt >= self.retry.max_attempts || !is_transient(&e) => {
                     return Err(StorageError::Failed {
-                        storage: self.url.clone(),
+                        storage: self.label.clone(),
                         op,
                         key: key.to_owned(),
                         attempts: attempt,
-                        cause: error_cause(&e),
+                        cause: self.cause(&e),
                     });
                 }
                 Err(_) => std::thread::sleep(self.retry.backoff(attempt)),
@@ -496,26 +531,39 @@ fn error_cause(e: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
 
-    fn key(segment: u64, kind: ObjectKind, nonce: u64) -> ObjectKey {
+    fn key(segment: u64, kind: ObjectKind, nonce: u32) -> ObjectKey {
         ObjectKey { cluster: 0x7301, database: 5, index: 16384, segment: SegmentId(segment), kind, nonce }
     }
 
     #[test]
     fn keys_are_built_from_numbers_only() {
-        assert_eq!(
-            key(7, ObjectKind::InsertBinlog, 0xab).path(),
-            "0000000000007301/5/16384/00000000000000000007/insert-00000000000000ab.bin"
-        );
-        assert_eq!(
-            key(7, ObjectKind::IndexFile, 1).path(),
-            "0000000000007301/5/16384/00000000000000000007/index-0000000000000001.hnsw"
-        );
-        assert_eq!(
-            key(7, ObjectKind::DeltaBinlog, 2).path(),
-            "0000000000007301/5/16384/00000000000000000007/delta-0000000000000002.bin"
-        );
+        assert_eq!(key(0x7a, ObjectKind::InsertBinlog, 0xab).path(), "0000000000007301/5/16384/7a/insert-000000ab.bin");
+        assert_eq!(key(7, ObjectKind::IndexFile, 1).path(), "0000000000007301/5/16384/7/index-00000001.hnsw");
+        assert_eq!(key(7, ObjectKind::DeltaBinlog, 2).path(), "0000000000007301/5/16384/7/delta-00000002.bin");
         assert_eq!(ObjectKey::index_prefix(0x7301, 5, 16384), "0000000000007301/5/16384/");
         assert_ne!(new_nonce(), new_nonce());
+    }
+
+    /// tar's limit, for every key in the embedded default store.
+    #[test]
+    fn the_longest_key_fits_tar_in_the_data_directory() {
+        let widest = |kind| {
+            ObjectKey {
+                cluster: u64::MAX,
+                database: u32::MAX,
+                index: u32::MAX,
+                segment: SegmentId(u64::MAX),
+                kind,
+                nonce: 0,
+            }
+            .path()
+        };
+        for kind in [ObjectKind::InsertBinlog, ObjectKind::IndexFile, ObjectKind::DeltaBinlog] {
+            let key = widest(kind);
+            assert!(key.len() <= MAX_KEY_LEN, "{key}: {} characters", key.len());
+            assert!("pg_milvus/objects/".len() + key.len() + "#99".len() <= 99, "{key}");
+        }
+        assert_eq!(widest(ObjectKind::IndexFile).len(), MAX_KEY_LEN, "the bound is the longest key");
     }
 
     #[test]
@@ -626,6 +674,23 @@ mod tests {
     #[test]
     fn memory_store_round_trip_and_gc() {
         round_trip_and_gc(&Storage::open("memory://", &S3Options::default(), RetryPolicy::default()).unwrap());
+    }
+
+    #[test]
+    fn a_labelled_store_never_names_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        let url = format!("file://{}", root.display());
+        let storage =
+            Storage::open(&url, &S3Options::default(), RetryPolicy::default()).unwrap().labelled("pg_milvus/objects");
+        storage.put("1/2/a", Bytes::from_static(b"x")).unwrap();
+        let missing = storage.get("1/2/b").unwrap_err().to_string();
+        assert_eq!(missing, "storage pg_milvus/objects: object 1/2/b not found");
+        // A failure whose cause names a file: an object where a directory
+        // would have to be.
+        let failed = storage.put("1/2/a/b", Bytes::from_static(b"x")).unwrap_err().to_string();
+        assert!(failed.starts_with("storage pg_milvus/objects: put 1/2/a/b failed"), "{failed}");
+        assert!(!failed.contains(&*dir.path().to_string_lossy()), "{failed}");
     }
 
     #[test]

@@ -279,17 +279,20 @@ fn index_files_of_version_1_still_load() {
     assert_eq!(other.stats.misses.load(Ordering::Relaxed), 0, "everything was in the cache, the conversion too");
 }
 
-/// Eviction unlinks files that backends still map: the mapped segment
-/// keeps answering from its pages, and the next open fetches the file again.
+/// A segment in use is pinned: eviction leaves its files while a backend
+/// maps them, and removes them once nobody does; the next open fetches
+/// them again.
 #[test]
-fn a_segment_evicted_while_mapped_keeps_answering() {
+fn a_segment_in_use_is_pinned_against_eviction() {
     let OneSegment { storage, cache, cache_dir, manifest: m, data } = one_segment();
     let loaded = load_all(&storage, &cache, &m);
     let before = check_search(&loaded, &data, &|_| false);
     let tiny = SegmentCache::new(cache_dir.path(), 0).unwrap();
-    assert_eq!(tiny.evict().unwrap(), 2, "binlog and index file unlinked");
+    assert_eq!(tiny.evict().unwrap(), 0, "binlog and index file are mapped");
+    assert_eq!(check_search(&loaded, &data, &|_| false), before);
+    drop(loaded);
+    assert_eq!(tiny.evict().unwrap(), 2, "unpinned, unlinked");
     assert_eq!(tiny.size().unwrap(), 0);
-    assert_eq!(check_search(&loaded, &data, &|_| false), before, "the mapping outlives the file");
     let again = load_all(&storage, &cache, &m);
     assert_eq!(cache.stats.misses.load(Ordering::Relaxed), 2, "fetched again");
     assert_eq!(check_search(&again, &data, &|_| false), before);

@@ -1,0 +1,254 @@
+"""What a DBA does every day, on indexes with flushed segments: base
+backups in tar and plain form of a cluster whose OIDs are long, messages
+with no Rust backtrace and no server path, inspection and maintenance
+within a role's own rights, seal reasons that say what happened."""
+
+import subprocess
+import tarfile
+import threading
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+
+from conftest import CLUSTER, DIMS, Cluster
+from test_index import all_index_ids, index_ids, load, near
+
+BIN = Path("/usr/lib/postgresql/15/bin")
+TAR_NAME_MAX = 99  # tar's limit on a member's name, which pg_basebackup keeps
+
+
+def as_postgres(*args, **kwargs):
+    return subprocess.run(["runuser", "-u", "postgres", "--", *map(str, args)], check=True, capture_output=True,
+                          text=True, **kwargs)
+
+
+@pytest.fixture
+def long_oids():
+    """A cluster whose next OID has ten digits: every database, table and
+    index made from now on has an OID as long as an OID gets."""
+    c = Cluster("longoids", ["milvus.max_workers = 0"])
+    subprocess.run([CLUSTER, "stop", c.name], check=True)
+    as_postgres(BIN / "pg_resetwal", "-o", "4000000000", "-D", Path(c.host) / "data")
+    subprocess.run([CLUSTER, "restart", c.name], check=True)
+    yield c
+    c.stop()
+
+
+def test_base_backups_of_long_oids_in_tar_and_plain_form(long_oids):
+    with long_oids.connect() as admin:
+        admin.execute("CREATE DATABASE app")
+        assert admin.execute("SELECT oid FROM pg_database WHERE datname = 'app'").fetchone()[0] >= 4_000_000_000
+    with long_oids.connect("app") as p:
+        p.execute("CREATE EXTENSION pg_milvus")
+        register_vector(p)
+        p.execute(f"CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector({DIMS}))")
+        rows = load(p, 3000)
+        p.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 1000)")
+        rows = np.concatenate([rows, load(p, 200, seed=2, start_id=3000)])
+        p.execute("SELECT milvus_flush('items_idx')")
+        index_oid = p.execute("SELECT 'items_idx'::regclass::oid").fetchone()[0]
+        assert index_oid >= 4_000_000_000
+        flushed = p.execute("SELECT count(*) FROM milvus_segments('items_idx') WHERE state = 'flushed'").fetchone()[0]
+        assert flushed >= 4
+        queries = near(rows, 5)
+        expected = [index_ids(p, "<->", q, 10) for q in queries]
+
+    # The flush left objects in the store and in the cache, both in the data
+    # directory: every name fits tar, and the cache is not in the backup.
+    data = Path(long_oids.host) / "data"
+    names = [str(f.relative_to(data)) for f in (data / "pg_milvus").rglob("*") if f.is_file()]
+    assert any("/pgsql_tmp_cache/" in n for n in names) and any("/insert-" in n for n in names)
+    assert max(len(n) for n in names if "/pgsql_tmp_cache/" not in n) <= TAR_NAME_MAX
+
+    backup = Path(long_oids.host) / "backup-tar"
+    as_postgres(BIN / "pg_basebackup", "-h", long_oids.host, "-p", long_oids.port, "-U", "postgres",
+                "-D", backup, "-Ft", "-X", "fetch", "-c", "fast", cwd="/")
+    with tarfile.open(backup / "base.tar") as tar:
+        members = tar.getnames()
+    objects = [m for m in members if m.startswith("pg_milvus/objects/")]
+    assert sum("/insert-" in m for m in objects) == flushed
+    assert not any("pgsql_tmp_cache" in m for m in members), "the cache is rebuilt from the store, not backed up"
+
+    # Plain form, started as a standby: it answers from the objects the
+    # backup carried, its cache empty.
+    standby = Cluster.standby_of("longoids_standby", long_oids)
+    try:
+        with standby.connect("app") as s:
+            register_vector(s)
+            assert [index_ids(s, "<->", q, 10) for q in queries] == expected
+            assert sorted(all_index_ids(s)) == list(range(3200))
+    finally:
+        standby.stop()
+
+
+def test_no_rust_backtrace_reaches_a_client():
+    c = Cluster("backtraces", ["milvus.max_workers = 0"], env={"RUST_BACKTRACE": "1"})
+    try:
+        with c.connect() as conn:
+            conn.execute("CREATE EXTENSION pg_milvus")
+            conn.execute("CREATE TABLE t (id int, v vector(3))")
+            failures = [
+                "CREATE INDEX ON t USING milvus (v vector_l2_ops) WITH (m = 1000)",
+                "CREATE INDEX ON t USING milvus (v vector_l2_ops) WITH (storage_url = 'bogus://x')",
+                "CREATE INDEX ON t USING milvus (v vector_l2_ops) WITH (storage_url = 's3://')",
+                "SELECT '[1,2'::vector",
+                "SELECT * FROM milvus_segments('t')",
+            ]
+            for statement in failures:
+                with pytest.raises(psycopg.Error) as e:
+                    conn.execute(statement)
+                diag = e.value.diag
+                text = "\n".join(filter(None, [diag.message_primary, diag.message_detail, diag.message_hint]))
+                assert "backtrace" not in text.lower() and "rust_begin_unwind" not in text, text
+                assert text.count("\n") < 3, text
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def roles(conn):
+    conn.execute("CREATE ROLE milvus_alice LOGIN")
+    conn.execute("CREATE ROLE milvus_bob LOGIN")
+    yield
+    conn.execute("RESET ROLE")
+    for role in ["milvus_alice", "milvus_bob"]:
+        conn.execute(f"DROP OWNED BY {role}")
+        conn.execute(f"DROP ROLE {role}")
+
+
+def test_inspection_needs_the_right_to_read_the_table(cluster, conn, roles):
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    load(conn, 300)
+    conn.execute("SELECT milvus_flush('items_idx')")
+    conn.execute("SET ROLE milvus_alice")
+    for call in ["milvus_segments('items_idx')", "milvus_index_pages('items_idx')"]:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied for index items_idx"):
+            conn.execute(f"SELECT * FROM {call}")
+    conn.execute("RESET ROLE")
+    conn.execute("GRANT SELECT ON items TO milvus_alice")
+    conn.execute("SET ROLE milvus_alice")
+    assert conn.execute("SELECT count(*) FROM milvus_segments('items_idx')").fetchone()[0] == 2
+    assert conn.execute("SELECT count(*) FROM milvus_index_pages('items_idx')").fetchone()[0] > 0
+
+
+def test_no_server_path_in_a_message(cluster, conn, roles):
+    data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+    # A storage URL inside the data directory is refused without naming it.
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as e:
+        conn.execute(f"CREATE INDEX ON items USING milvus (embedding vector_l2_ops) "
+                     f"WITH (storage_url = 'file://{data_dir}/elsewhere')")
+    assert data_dir not in e.value.diag.message_detail
+    # An object gone from the embedded store, and from the cache: the
+    # search's error names it relative to the data directory.
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+    rows = load(conn, 300)
+    conn.execute("SELECT milvus_flush('items_idx')")
+    conn.execute("GRANT SELECT ON items TO milvus_alice")
+    data = Path(cluster.host) / "data" / "pg_milvus"
+    index_oid = str(conn.execute("SELECT 'items_idx'::regclass::oid").fetchone()[0])
+    for f in (data / "objects").rglob("*.bin"):
+        if f.parts[-3] == index_oid:
+            f.unlink()
+    for f in (data / "pgsql_tmp_cache" / "objects").iterdir():
+        f.unlink()
+    dbname = conn.info.dbname
+    with cluster.connect(dbname) as fresh:
+        register_vector(fresh)
+        fresh.execute("SET ROLE milvus_alice")
+        with pytest.raises(psycopg.Error) as e:
+            fresh.execute("SELECT id FROM items ORDER BY embedding <-> %s LIMIT 5", (rows[0],))
+    text = "\n".join(filter(None, [e.value.diag.message_primary, e.value.diag.message_detail]))
+    assert "pg_milvus/objects" in text and "not found" in text, text
+    assert data_dir not in text, text
+
+
+def test_maintenance_of_every_index_means_the_callers_own(conn, roles):
+    for role, table in [("milvus_alice", "a"), ("milvus_bob", "b")]:
+        conn.execute(f"CREATE TABLE {table} (id int, v vector(3))")
+        conn.execute(f"CREATE INDEX {table}_idx ON {table} USING milvus (v vector_l2_ops)")
+        conn.execute(f"INSERT INTO {table} SELECT i, ARRAY[i, 1, 2]::real[]::vector FROM generate_series(1, 50) i")
+        conn.execute(f"ALTER TABLE {table} OWNER TO {role}")
+    conn.execute("SET ROLE milvus_alice")
+    assert [r[0] for r in conn.execute("SELECT index::text FROM milvus_flush()")] == ["a_idx"]
+    assert {r[0] for r in conn.execute("SELECT index::text FROM milvus_compact()")} <= {"a_idx"}
+    conn.execute("RESET ROLE")
+    assert conn.execute("SELECT state, rows FROM milvus_segments('b_idx')").fetchall() == [("growing", 50)]
+    conn.execute("INSERT INTO a VALUES (51, '[1,2,3]')")
+    # A superuser owns them all.
+    assert [r[0] for r in conn.execute("SELECT index::text FROM milvus_flush() ORDER BY 1")] == ["a_idx", "b_idx"]
+
+
+def test_a_seal_by_pages_says_so(conn):
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 1000)")
+    # Rows of a transaction that rolled back fill the growing pages: the
+    # insert that finds them full seals a segment of a few live rows.
+    conn.execute("BEGIN")
+    load(conn, 1200)
+    conn.execute("ROLLBACK")
+    load(conn, 10, seed=2, start_id=5000)
+    reasons = conn.execute("SELECT seal_reason FROM milvus_segments('items_idx') WHERE state = 'sealed'").fetchall()
+    assert reasons and all(r[0].startswith("pages full: ") for r in reasons), reasons
+    assert "rows (limit 1000)" in reasons[0][0]
+
+
+def test_a_cache_a_quarter_of_the_working_set_serves_every_connection(cluster, db):
+    """Two tables of eight segments each (~70 MB of objects), a 16 MB cache,
+    100 connections of one query each from four clients at once: every
+    answer right, no error."""
+    dims, per_segment = 256, 4400
+    dbname = db.info.dbname
+    register_vector(db)
+    rng = np.random.default_rng(7)
+    data = {}
+    for table in ["a", "b"]:
+        db.execute(f"CREATE TABLE {table} (id int, v vector({dims}))")
+        db.execute(f"CREATE INDEX {table}_idx ON {table} USING milvus (v vector_l2_ops) "
+                   f"WITH (segment_max_rows = {per_segment}, growing_max_rows = {per_segment})")
+        data[table] = rng.standard_normal((8 * per_segment, dims)).astype(np.float32)
+        with db.cursor() as cur, cur.copy(f"COPY {table} (id, v) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "vector"])
+            for i, v in enumerate(data[table]):
+                copy.write_row((i, v))
+        db.execute(f"SELECT milvus_flush('{table}_idx')")
+        assert db.execute(f"SELECT count(*) FROM milvus_segments('{table}_idx') WHERE state = 'flushed'").fetchone()[0] >= 8
+    stored = db.execute("SELECT sum(bytes) FROM milvus_segments('a_idx') s UNION ALL "
+                        "SELECT sum(bytes) FROM milvus_segments('b_idx')").fetchall()
+    assert sum(r[0] for r in stored) >= 4 * (16 << 20), stored
+    queries = {t: data[t][rng.integers(0, len(data[t]), 4)] for t in data}
+    expected = {t: [[r[0] for r in db.execute(f"SELECT id FROM {t} ORDER BY v <-> %s LIMIT 10", (q,))]
+                    for q in queries[t]] for t in data}
+    db.execute(f'ALTER DATABASE "{dbname}" SET milvus.cache_size = 16')
+    # The flushes left every segment in the cache: start from an empty one.
+    for f in (Path(cluster.host) / "data" / "pg_milvus" / "pgsql_tmp_cache" / "objects").iterdir():
+        f.unlink()
+
+    errors, answered = [], []
+
+    def client(n):
+        for i in range(25):
+            table = "ab"[(n + i) % 2]
+            q = (n * 25 + i) % 4
+            try:
+                with cluster.connect(dbname) as c:
+                    register_vector(c)
+                    got = [r[0] for r in c.execute(f"SELECT id FROM {table} ORDER BY v <-> %s LIMIT 10",
+                                                   (queries[table][q],))]
+                answered.append(got == expected[table][q])
+            except psycopg.Error as e:
+                errors.append(str(e))
+
+    try:
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [] and len(answered) == 100 and all(answered), (errors[:3], answered.count(False))
+        with cluster.connect(dbname) as c:
+            misses, evictions = c.execute("SELECT misses, evictions FROM milvus_cache_stats()").fetchone()
+            assert misses >= 32 and evictions > 0, (misses, evictions)
+    finally:
+        db.execute(f'ALTER DATABASE "{dbname}" RESET milvus.cache_size')
