@@ -11,6 +11,12 @@ CREATE FUNCTION milvus_segments(index regclass)
     STABLE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', 'milvus_segments_wrapper';
 COMMENT ON FUNCTION milvus_segments(regclass) IS 'the segments of a milvus index, growing one included';
 
+-- milvus_verify(): whether every object of an index is whole in the store.
+CREATE FUNCTION milvus_verify(index regclass)
+    RETURNS TABLE(index regclass, segment_id bigint, object text, bytes bigint, error text)
+    VOLATILE PARALLEL UNSAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', 'milvus_verify_wrapper';
+COMMENT ON FUNCTION milvus_verify(regclass) IS 'check that every object of a milvus index is whole in object storage';
+
 -- The rest of pgvector's SQL surface for vector: the L1 distance, <+> and
 -- the index's vector_l1_ops,
 -- element-wise *, ||, subvector, binary_quantize, sum() and avg(); the

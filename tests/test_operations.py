@@ -252,3 +252,34 @@ def test_a_cache_a_quarter_of_the_working_set_serves_every_connection(cluster, d
             assert misses >= 32 and evictions > 0, (misses, evictions)
     finally:
         db.execute(f'ALTER DATABASE "{dbname}" RESET milvus.cache_size')
+
+
+def test_verify_says_which_segments_the_store_can_no_longer_rebuild(cluster, conn):
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 1000)")
+    rows = load(conn, 2500)
+    conn.execute("SELECT milvus_flush('items_idx')")
+    conn.execute("DELETE FROM items WHERE id < 10")
+    conn.execute("VACUUM items")  # a delta binlog too
+    verify = "SELECT segment_id, object, bytes, error FROM milvus_verify('items_idx') ORDER BY 1, 2"
+    whole = conn.execute(verify).fetchall()
+    segments = conn.execute("SELECT count(*) FROM milvus_segments('items_idx') WHERE state = 'flushed'").fetchone()[0]
+    assert len({r[0] for r in whole}) == segments and all(r[3] is None and r[2] > 0 for r in whole), whole
+    assert any("/delta-" in r[1] for r in whole)
+
+    # One object damaged, one gone: searches still answer from the cache,
+    # and only the check of the store tells.
+    index_oid = str(conn.execute("SELECT 'items_idx'::regclass::oid").fetchone()[0])
+    store = Path(cluster.host) / "data" / "pg_milvus" / "objects"
+    mine = sorted(f for f in store.rglob("*") if f.is_file() and f.parts[-3] == index_oid)
+    gone, damaged = mine[0], mine[-1]
+    gone.unlink()
+    damaged.write_bytes(b"\0" * damaged.stat().st_size)
+    assert len(index_ids(conn, "<->", rows[100], 10)) == 10
+    found = {r[1].rsplit("/", 1)[-1]: r[3] for r in conn.execute(verify).fetchall()}
+    assert found[gone.name].endswith("not found") and "pg_milvus/objects" in found[gone.name]
+    assert "is corrupt: checksum" in found[damaged.name], found[damaged.name]
+    assert sum(e is not None for e in found.values()) == 2
+    # The whole store gone: every object says so.
+    for f in mine:
+        f.unlink(missing_ok=True)
+    assert all(r[3] and r[3].endswith("not found") for r in conn.execute(verify).fetchall())

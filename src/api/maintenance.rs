@@ -293,3 +293,57 @@ fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments,
     }
     TableIterator::once((count, bytes))
 }
+
+/// Reads every object the manifest of `index` (of each partition's index,
+/// for a partitioned one) references from object storage, bypassing the
+/// cache, and checks each in full: one row per object, `error` saying why
+/// its segment could not be rebuilt from the store (gone, unreadable,
+/// damaged) or NULL when it is whole. Searches served from the cache do not
+/// tell: this does, before the cache loses its copies. For whoever may read
+/// the table, as `milvus_segments()`; on a standby too.
+#[pg_extern(sql = "
+CREATE FUNCTION milvus_verify(index regclass)
+    RETURNS TABLE(index regclass, segment_id bigint, object text, bytes bigint, error text)
+    VOLATILE PARALLEL UNSAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+COMMENT ON FUNCTION milvus_verify(regclass) IS 'check that every object of a milvus index is whole in object storage';
+")]
+#[allow(clippy::type_complexity)] // a SQL result row, spelled out for pgrx
+fn milvus_verify(
+    index: pg_sys::Oid,
+) -> TableIterator<
+    'static,
+    (
+        name!(index, pg_sys::Oid),
+        name!(segment_id, i64),
+        name!(object, String),
+        name!(bytes, i64),
+        name!(error, Option<String>),
+    ),
+> {
+    let mut rows = Vec::new();
+    for oid in catalog::leaf_indexes(index) {
+        let (flushed, url) = {
+            let index = crate::pages::OpenIndex::open(oid, pg_sys::AccessShareLock);
+            catalog::check_milvus_index(*index);
+            catalog::check_can_read(*index);
+            let (_, manifest) = manifest::snapshot(*index);
+            let flushed: Vec<SegmentEntry> =
+                manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).cloned().collect();
+            (flushed, manifest.storage_url)
+        };
+        let storage = storage::storage_at(url.as_deref());
+        let checked = storage::run_job("verify", move |control| {
+            flushed
+                .iter()
+                .map(|e| (e.meta.id, jobs::verify_stored(&storage, e, control.cancel_flag())))
+                .collect::<Vec<_>>()
+        });
+        for (segment, objects) in checked {
+            for o in objects {
+                rows.push((oid, segment.0 as i64, o.key, o.bytes as i64, o.error));
+            }
+        }
+    }
+    TableIterator::new(rows)
+}
+

@@ -212,12 +212,11 @@ impl SegmentCache {
     /// The lock this process holds while it downloads `key`: one of
     /// [`DOWNLOAD_LOCKS`] files, released when dropped.
     fn download_lock(&self, key: &str) -> Result<std::fs::File, CacheError> {
-        let path = self.dir.join("locks").join(format!("{:02}", crc32c::crc32c(key.as_bytes()) % DOWNLOAD_LOCKS));
-        let file = std::fs::File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
+        let dir = self.dir.join("locks");
+        let path = dir.join(format!("{:02}", crc32c::crc32c(key.as_bytes()) % DOWNLOAD_LOCKS));
+        // Made again if somebody removed the cache directory meanwhile.
+        let file = std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::File::options().create(true).truncate(false).write(true).open(&path))
             .and_then(|f| f.lock().map(|_| f))
             .map_err(|e| self.io(format!("cannot lock {}: {e}", self.shown(&path))))?;
         Ok(file)
@@ -327,12 +326,8 @@ impl SegmentCache {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
-        let written = std::fs::File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
+        let written = std::fs::create_dir_all(self.dir.join("objects"))
+            .and_then(|_| std::fs::File::options().read(true).write(true).create(true).truncate(true).open(&tmp))
             .and_then(|f| f.lock_shared().map(|_| f))
             .and_then(|mut f| f.write_all(bytes).map(|_| f))
             .and_then(|f| std::fs::rename(&tmp, &path).map(|_| f));

@@ -320,6 +320,35 @@ pub fn verify_cached(cache: &SegmentCache, entry: &SegmentEntry) -> Vec<String> 
     damaged
 }
 
+/// What object storage holds of one object a manifest references.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredObject {
+    pub key: String,
+    pub bytes: u64,
+    /// Why the segment could not be rebuilt from it: gone, unreadable, or
+    /// not the bytes the manifest recorded. `None` when it is whole.
+    pub error: Option<String>,
+}
+
+/// Reads every object of a flushed segment from object storage (never the
+/// cache) and checks each in full against the manifest's size and
+/// checksum: whether the segment can still be rebuilt from its objects,
+/// which a search served from the cache does not tell. Stops between two
+/// objects once `cancel` is set.
+pub fn verify_stored(storage: &Storage, entry: &SegmentEntry, cancel: &AtomicBool) -> Vec<StoredObject> {
+    let objects = entry.insert_binlog.iter().chain(&entry.index_file).chain(&entry.delta_binlogs);
+    objects
+        .take_while(|_| !cancel.load(Ordering::Relaxed))
+        .map(|object| {
+            let error = match storage.get(&object.key) {
+                Ok(bytes) => crate::cache::verify(object, &bytes).err().map(|e| e.to_string()),
+                Err(e) => Some(e.to_string()),
+            };
+            StoredObject { key: object.key.clone(), bytes: object.size, error }
+        })
+        .collect()
+}
+
 /// Up to this many rows, a flush that other sealed segments wait behind
 /// writes no graph: the segment is searched by brute force until a merge
 /// rewrites it with one. A bulk insert seals many small segments at once,

@@ -326,3 +326,24 @@ fn damaged_cache_files_are_found_and_fetched_again() {
     load_all(&storage, &cache, &m);
     assert!(cache.verify_entry(&index_ref).unwrap(), "fetched again, whole");
 }
+
+/// The store's copy of a segment checked in full, whatever the cache holds:
+/// whole, then one object gone and one damaged, each named with its cause.
+#[test]
+fn verify_stored_reads_the_store_not_the_cache() {
+    let OneSegment { storage, cache, cache_dir: _cache_dir, manifest: m, .. } = one_segment();
+    let entry = m.segments.iter().find(|e| e.insert_binlog.is_some()).unwrap();
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let whole = jobs::verify_stored(&storage, entry, &cancel);
+    assert_eq!(whole.len(), 2, "binlog and index file");
+    assert!(whole.iter().all(|o| o.error.is_none() && o.bytes > 0), "{whole:?}");
+    let (binlog, index) = (&whole[0].key, &whole[1].key);
+    storage.delete(binlog).unwrap();
+    storage.put(index, bytes::Bytes::from(vec![0u8; 16])).unwrap();
+    let found = jobs::verify_stored(&storage, entry, &cancel);
+    assert_eq!(found[0].error.as_deref(), Some(format!("storage memory://: object {binlog} not found").as_str()));
+    let damaged = found[1].error.as_deref().unwrap();
+    assert!(damaged.starts_with(&format!("object {index} is corrupt: 16 bytes, the manifest says ")), "{damaged}");
+    // The cache still serves searches: only the store's copy was checked.
+    assert_eq!(load_all(&storage, &cache, &m).len(), 1);
+}
