@@ -283,3 +283,49 @@ def test_verify_says_which_segments_the_store_can_no_longer_rebuild(cluster, con
     for f in mine:
         f.unlink(missing_ok=True)
     assert all(r[3] and r[3].endswith("not found") for r in conn.execute(verify).fetchall())
+
+
+def test_vacuum_succeeds_while_the_store_refuses_writes(cluster, conn):
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 1000)")
+    load(conn, 3000)
+    conn.execute("SELECT milvus_flush('items_idx')")
+    dbname = conn.info.dbname
+    index_oid = str(conn.execute("SELECT 'items_idx'::regclass::oid").fetchone()[0])
+    [index_dir] = [d for d in (Path(cluster.host) / "data" / "pg_milvus" / "objects").glob(f"*/*/{index_oid}")]
+    deltas = "SELECT count(*) FROM milvus_verify('items_idx') WHERE object LIKE '%/delta-%'"
+    deleted = "SELECT sum(deleted_rows) FROM milvus_segments('items_idx')"
+
+    def truth(c):
+        with c.transaction():
+            c.execute("SET LOCAL enable_indexscan = off")
+            return sorted(r[0] for r in c.execute("SELECT id FROM items"))
+
+    subprocess.run(["chmod", "-R", "a-w", index_dir], check=True)  # the store refuses every write
+    try:
+        conn.execute("DELETE FROM items WHERE id < 300")
+        conn.execute("VACUUM items")
+        assert conn.execute(deleted).fetchone()[0] == 300
+        assert conn.execute(deltas).fetchone()[0] == 0, "recorded in the manifest, not in the store"
+        # The heap reuses the dead rows' TIDs: none of them comes back.
+        load(conn, 300, seed=3, start_id=10_000)
+        assert sorted(all_index_ids(conn)) == truth(conn)
+        with pytest.raises(psycopg.errors.IoError):
+            conn.execute("SELECT milvus_flush('items_idx')")
+        # The recorded tombstones are WAL-logged: they survive a crash.
+        cluster.crash()
+        cluster.restart()
+        with cluster.connect(dbname) as c:
+            register_vector(c)
+            assert sorted(all_index_ids(c)) == truth(c)
+            assert c.execute(deleted).fetchone()[0] == 300
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", index_dir], check=True)
+    # Once the store takes writes again, a flush writes them as a delta
+    # binlog; nothing is counted twice, nothing comes back.
+    with cluster.connect(dbname) as c:
+        register_vector(c)
+        c.execute("SELECT milvus_flush('items_idx')")
+        assert c.execute(deltas).fetchone()[0] >= 1
+        assert c.execute(deleted).fetchone()[0] == 300
+        assert sorted(all_index_ids(c)) == truth(c)
+        assert all(r[0] is None for r in c.execute("SELECT error FROM milvus_verify('items_idx')"))

@@ -140,31 +140,13 @@ pub fn run_plan(index: Index, plan: &CompactionPlan, meanwhile: &mut dyn FnMut()
         return Ok(Compacted::Skipped);
     }
     let after = inputs_of(plan, segments::loaded(index, &manifest, metric));
+    // Rows VACUUM found dead while the merge wrote: pending on the output,
+    // like any VACUUM's, so publishing writes nothing more to the store.
     let carried = jobs::carried_tombstones(&refs(&before), &refs(&after));
-    let delta = if carried.is_empty() {
-        None
-    } else {
-        let store = storage::try_storage_at(url.as_deref());
-        let rows = carried.clone();
-        let written = storage::run_job("tombstones", move |_| {
-            jobs::write_tombstones(&*store?, id, output, &rows).map_err(|e| e.to_string())
-        });
-        match written {
-            Ok(delta) => Some(delta),
-            Err(cause) => {
-                let message = format!("could not compact {what}: the rows deleted meanwhile: {cause}");
-                job.failed(&message);
-                return Err(message);
-            }
-        }
-    };
     let (rows, bytes) = (flushed.rows, flushed.bytes);
     manifest::change(index, |m| {
         m.publish_compaction(&plan.inputs, flushed, unix_now())?;
-        match delta {
-            Some(delta) => m.add_tombstones(output, delta, carried.len() as u64),
-            None => Ok(()),
-        }
+        if carried.is_empty() { Ok(()) } else { m.add_pending_tombstones(output, &carried) }
     })
     .unwrap_or_else(|e| error!("{e}"));
     job.done(rows, bytes);

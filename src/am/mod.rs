@@ -35,7 +35,7 @@ pub mod options;
 mod scan;
 pub mod segment_lock;
 pub mod segments;
-mod vacuum;
+pub mod vacuum;
 
 use pgrx::prelude::*;
 

@@ -18,15 +18,17 @@ use super::explain;
 use crate::pages::Index;
 use crate::{catalog, shared, storage};
 
-/// A flushed segment as loaded, and how many delta binlogs it had then.
-type Loaded = (usize, Arc<LoadedSegment>);
+/// A flushed segment as loaded, and its tombstones' version then
+/// (`SegmentEntry::tombstone_version`).
+type Loaded = ((usize, usize), Arc<LoadedSegment>);
 
 thread_local! {
     /// Flushed segments this backend has loaded, by index and by the key of
     /// their insert binlog: unique per write, unlike segment ids, which start
     /// again at 1 when TRUNCATE or REINDEX rebuilds the index under the same
-    /// OID. A segment is immutable but for its tombstones: reloaded when its
-    /// count of delta binlogs changes, dropped when it leaves the manifest.
+    /// OID. A segment is immutable but for its tombstones: reloaded when
+    /// they change (a delta binlog, or pending tombstones, more or fewer),
+    /// dropped when it leaves the manifest.
     static LOADED: RefCell<HashMap<(u32, String), Loaded>> = RefCell::new(HashMap::new());
 }
 
@@ -51,7 +53,7 @@ pub fn loaded(index: Index, manifest: &Manifest, metric: Metric) -> Vec<Arc<Load
         flushed
             .iter()
             .zip(&keys)
-            .filter(|(e, k)| loaded.get(*k).is_none_or(|(deltas, _)| *deltas != e.delta_binlogs.len()))
+            .filter(|(e, k)| loaded.get(*k).is_none_or(|(version, _)| *version != e.tombstone_version()))
             .map(|(e, _)| (*e).clone())
             .collect()
     });
@@ -64,12 +66,12 @@ pub fn loaded(index: Index, manifest: &Manifest, metric: Metric) -> Vec<Arc<Load
             missing
                 .iter()
                 .zip(loaded)
-                .map(|(e, l)| (loaded_key(oid, e), e.meta.id, e.delta_binlogs.len(), l))
+                .map(|(e, l)| (loaded_key(oid, e), e.meta.id, e.tombstone_version(), l))
                 .collect::<Vec<_>>()
         });
         storage::report_cache_use();
         let database = catalog::database();
-        for (key, id, deltas, result) in results {
+        for (key, id, version, result) in results {
             let segment = result.unwrap_or_else(|e| {
                 // Shown by milvus_segments() until the segment loads again.
                 shared::set_damage(database, oid, id.0, Some(&e.to_string()));
@@ -83,7 +85,7 @@ pub fn loaded(index: Index, manifest: &Manifest, metric: Metric) -> Vec<Arc<Load
             });
             shared::set_damage(database, oid, id.0, None);
             explain::count_load();
-            LOADED.with_borrow_mut(|loaded| loaded.insert(key, (deltas, Arc::new(segment))));
+            LOADED.with_borrow_mut(|loaded| loaded.insert(key, (version, Arc::new(segment))));
         }
     }
     LOADED.with_borrow(|loaded| keys.iter().map(|k| loaded[k].1.clone()).collect())

@@ -10,15 +10,21 @@
 //! delete the dead rows from the page in one WAL record.
 //!
 //! Pass 2, flushed segments: load the segment (its keys are the TIDs), find
-//! the positions of rows that just died, write them as a delta binlog to
-//! object storage, and publish it in the manifest. A compaction running
-//! meanwhile holds its inputs' locks only to read them and to publish: it
-//! carries the tombstones this pass writes in between over to its output,
-//! and the pass goes on until it has seen every flushed segment of the
-//! manifest, an output published meanwhile included. Searches skip
-//! tombstoned positions; compaction drops them. If storage is unreachable,
-//! VACUUM fails with the cause and the heap keeps its dead tuples (nothing
-//! is reused, so nothing is wrong); the next VACUUM tries again.
+//! the positions of rows that just died, and record them in the manifest as
+//! the segment's pending tombstones: WAL-logged, and written to object
+//! storage by nobody here, so VACUUM (and the heap's, and anti-wraparound
+//! VACUUM) never waits for the store nor fails with it. A job moves them
+//! into a delta binlog later ([`settle_tombstones`]: the workers after
+//! their flushes, and `milvus_flush()`), as Milvus' L0 deletes reach
+//! segments. A compaction running meanwhile holds its inputs' locks only to
+//! read them and to publish: it carries the tombstones this pass records in
+//! between over to its output, and the pass goes on until it has seen every
+//! flushed segment of the manifest, an output published meanwhile included.
+//! Searches skip tombstoned positions, pending or written; compaction drops
+//! them. Loading a segment reads the local cache, and the store only for a
+//! segment the cache lost: then, with the store unreachable too, VACUUM
+//! fails with the cause and the heap keeps its dead tuples (nothing is
+//! reused, so nothing is wrong).
 //!
 //! `amvacuumcleanup` empties the page chains commits released (after a crash
 //! some may wait here), offers every free page to the free space map again,
@@ -98,7 +104,7 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         if !dead.is_empty() {
             // SAFETY: VACUUM's cost-based delay, between segments.
             unsafe { pg_sys::vacuum_delay_point() };
-            write_tombstones(index, manifest.storage_url.as_deref(), segment.id, &dead);
+            manifest::change(index, |m| m.add_pending_tombstones(segment.id, &dead)).unwrap_or_else(|e| error!("{e}"));
             stats.tuples_removed += dead.len() as f64;
         }
     }
@@ -134,22 +140,43 @@ fn delete_from_chain(index: Index, head: Block, shape: Shape, is_dead: &dyn Fn(u
     (removed, kept)
 }
 
-/// Writes tombstones to storage, then publishes them in the manifest.
-fn write_tombstones(index: Index, url: Option<&str>, segment: SegmentId, rows: &[u32]) {
+/// Writes the pending tombstones of every flushed segment of `index` to a
+/// delta binlog each and publishes them: the store's part of VACUUM's
+/// work, done after it. The upload holds no lock; the publication takes
+/// the segment's job lock, and settles only the rows it wrote (VACUUM may
+/// have recorded more meanwhile). A segment compacted meanwhile is passed
+/// over: its output carries its tombstones, and what was written is
+/// garbage. Returns how many tombstones it settled, or why it failed.
+pub fn settle_tombstones(index: Index) -> Result<u64, String> {
+    let (_, manifest) = manifest::snapshot(index);
+    let pending: Vec<(SegmentId, Vec<u32>)> = manifest
+        .segments
+        .iter()
+        .filter(|e| e.meta.state == SegmentState::Flushed && !e.pending_tombstones.is_empty())
+        .map(|e| (e.meta.id, e.pending_tombstones.clone()))
+        .collect();
+    if pending.is_empty() {
+        return Ok(0);
+    }
     let id = crate::catalog::index_id(index);
-    let storage = crate::storage::storage_at(url);
-    let rows_owned = rows.to_vec();
-    let delta =
-        crate::storage::run_job("tombstones", move |_| jobs::write_tombstones(&storage, id, segment, &rows_owned))
-            .unwrap_or_else(|e| {
-                ereport!(
-                    ERROR,
-                    PgSqlErrorCode::ERRCODE_IO_ERROR,
-                    format!("could not write tombstones of segment {segment} of index \"{}\": {e}", index.name()),
-                    "VACUUM keeps the dead tuples until it can record them; run it again once storage is back."
-                );
-            });
-    manifest::change(index, |m| m.add_tombstones(segment, delta, rows.len() as u64)).unwrap_or_else(|e| error!("{e}"));
+    let store = crate::storage::try_storage_at(manifest.storage_url.as_deref())?;
+    let mut settled = 0;
+    for (segment, rows) in pending {
+        let written = rows.clone();
+        let store = store.clone();
+        let delta =
+            crate::storage::run_job("tombstones", move |_| jobs::write_tombstones(&store, id, segment, &written))
+                .map_err(|e| {
+                    format!("could not write tombstones of segment {segment} of index \"{}\": {e}", index.name())
+                })?;
+        let _lock = SegmentLock::acquire(index, segment.0);
+        let (_, now) = manifest::snapshot(index);
+        if now.segment(segment).is_some_and(|e| e.meta.state == SegmentState::Flushed) {
+            manifest::change(index, |m| m.settle_tombstones(segment, delta, &rows)).unwrap_or_else(|e| error!("{e}"));
+            settled += rows.len() as u64;
+        }
+    }
+    Ok(settled)
 }
 
 #[pg_guard]

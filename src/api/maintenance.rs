@@ -55,7 +55,8 @@ fn targets(index: Option<pg_sys::Oid>) -> Vec<pg_sys::Oid> {
 
 /// Seals the growing segment of `index` (of every milvus index of the
 /// database when NULL) and flushes every sealed segment: binlog and HNSW
-/// index written to object storage, then published in the manifest.
+/// index written to object storage, then published in the manifest; and
+/// writes the tombstones VACUUM recorded to delta binlogs.
 ///
 /// With `wait` (the default) the calling backend flushes, interruptibly; a
 /// segment a worker or another session is flushing is waited for. A cancel
@@ -114,6 +115,10 @@ fn flush_index(oid: pg_sys::Oid, run: Run) -> Vec<(SegmentId, SegmentState)> {
                 ereport!(ERROR, PgSqlErrorCode::ERRCODE_IO_ERROR, message, flush::FLUSH_FAILED_DETAIL);
             }
         }
+    }
+    // The tombstones VACUUM recorded in the manifest go to the store too.
+    if let Err(message) = crate::am::vacuum::settle_tombstones(*index) {
+        ereport!(ERROR, PgSqlErrorCode::ERRCODE_IO_ERROR, message, flush::FLUSH_FAILED_DETAIL);
     }
     // The flushed rows' pages are free: give the file's tail back.
     free::give_back_tail(*index);
@@ -346,4 +351,3 @@ fn milvus_verify(
     }
     TableIterator::new(rows)
 }
-

@@ -243,6 +243,7 @@ pub fn load(
         let bytes = cache.get(storage, delta_ref)?;
         tombstones.extend(DeltaBinlog::decode(&delta_ref.key, &bytes)?.rows);
     }
+    tombstones.extend_from_slice(&entry.pending_tombstones);
     match open(storage, cache, entry, metric, tombstones.clone()) {
         Err(JobError::Open(_) | JobError::Format(_)) => {
             for object in entry.insert_binlog.iter().chain(&entry.index_file) {

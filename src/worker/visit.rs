@@ -3,10 +3,11 @@
 //! For each milvus index, in a transaction of its own: seal the growing
 //! segment if the seal policy says so, flush every sealed segment, run the
 //! compaction plans one by one, flushing what inserts seal while a merge
-//! writes; then, every `milvus.gc_interval`, collect garbage. The
-//! jobs are the ones `milvus_flush()`, `milvus_compact()` and `milvus_gc()`
-//! run, under the same per-segment job locks, so a worker and a user (or two
-//! workers) never do the same job at once.
+//! writes, and write the tombstones VACUUM recorded to delta binlogs;
+//! then, every `milvus.gc_interval`, collect garbage. The jobs are the
+//! ones `milvus_flush()`, `milvus_compact()` and `milvus_gc()` run, under
+//! the same per-segment job locks, so a worker and a user (or two workers)
+//! never do the same job at once.
 //!
 //! An index that a DDL statement holds (REINDEX, DROP) is skipped, not
 //! waited for. A failure (storage down, disk full) aborts that index's
@@ -25,7 +26,7 @@ use pgrx::prelude::*;
 use super::signals::reload_if_asked;
 use crate::am::flush::{self, SealRequest};
 use crate::am::insert::size_rule;
-use crate::am::{compact, gc, options};
+use crate::am::{compact, gc, options, vacuum};
 use crate::catalog;
 use crate::pages::{OpenIndex, chain, manifest};
 use crate::shared;
@@ -195,6 +196,10 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
         flush_sealed()?;
         done.insert(plan.inputs);
     }
+
+    // Write the tombstones VACUUM recorded in the manifest to the store
+    // (after the merges, which drop the rows of segments they purge).
+    vacuum::settle_tombstones(*index).map_err(|m| failed(0, m))?;
     Ok(Visited::Done { name })
 }
 

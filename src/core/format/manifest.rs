@@ -25,6 +25,13 @@
 //! the index is built, so changing `milvus.storage_url` later moves new
 //! indexes, never strands existing ones. A version 1 manifest reads as
 //! `None`, the embedded default directory.
+//!
+//! Version 3 added each segment's `pending_tombstones`: rows VACUUM found
+//! dead, recorded here (WAL-logged, with no object storage involved) until
+//! a job writes them to a delta binlog, as Milvus keeps L0 deletes before
+//! they are compacted into segments. Searches skip them from the moment
+//! VACUUM records them. Version 3 also knows the seal reason `Pages`. Older
+//! manifests read with none pending.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,7 +39,7 @@ use super::{Check, FormatError, FormatErrorKind, Reader, Writer, check_body, che
 use crate::segment::{IndexState, LifecycleError, SealReason, SegmentId, SegmentMeta, SegmentState};
 
 pub const MAGIC: &[u8; 8] = b"PGMVMAN\0";
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 pub const HEADER_LEN: usize = 64;
 
 /// An object in storage, as the manifest references it.
@@ -79,12 +86,44 @@ pub struct SegmentEntry {
     pub insert_binlog: Option<ObjectRef>,
     pub index_file: Option<ObjectRef>,
     pub delta_binlogs: Vec<ObjectRef>,
+    /// Row positions VACUUM found dead that no delta binlog holds yet.
+    pub pending_tombstones: Vec<u32>,
 }
 
 impl SegmentEntry {
+    fn new(meta: SegmentMeta) -> Self {
+        SegmentEntry { meta, insert_binlog: None, index_file: None, delta_binlogs: vec![], pending_tombstones: vec![] }
+    }
+
     /// Every object this entry references.
     pub fn objects(&self) -> impl Iterator<Item = &ObjectRef> {
         self.insert_binlog.iter().chain(self.index_file.iter()).chain(self.delta_binlogs.iter())
+    }
+
+    /// What changes when the segment's tombstones do: a loaded copy of it
+    /// is stale once this differs.
+    pub fn tombstone_version(&self) -> (usize, usize) {
+        (self.delta_binlogs.len(), self.pending_tombstones.len())
+    }
+}
+
+/// A segment as versions 1 and 2 stored it: no pending tombstones.
+#[derive(Deserialize)]
+struct SegmentEntryV2 {
+    meta: SegmentMeta,
+    insert_binlog: Option<ObjectRef>,
+    index_file: Option<ObjectRef>,
+    delta_binlogs: Vec<ObjectRef>,
+}
+
+impl From<SegmentEntryV2> for SegmentEntry {
+    fn from(e: SegmentEntryV2) -> Self {
+        SegmentEntry {
+            insert_binlog: e.insert_binlog,
+            index_file: e.index_file,
+            delta_binlogs: e.delta_binlogs,
+            ..Self::new(e.meta)
+        }
     }
 }
 
@@ -110,18 +149,43 @@ struct ManifestV1 {
     next_segment_id: u64,
     dims: u32,
     metric: u8,
-    segments: Vec<SegmentEntry>,
+    segments: Vec<SegmentEntryV2>,
 }
 
 impl From<ManifestV1> for Manifest {
     fn from(m: ManifestV1) -> Self {
-        Manifest {
+        ManifestV2 {
             generation: m.generation,
             next_segment_id: m.next_segment_id,
             dims: m.dims,
             metric: m.metric,
             segments: m.segments,
             storage_url: None,
+        }
+        .into()
+    }
+}
+
+/// The body of a version 2 manifest.
+#[derive(Deserialize)]
+struct ManifestV2 {
+    generation: u64,
+    next_segment_id: u64,
+    dims: u32,
+    metric: u8,
+    segments: Vec<SegmentEntryV2>,
+    storage_url: Option<String>,
+}
+
+impl From<ManifestV2> for Manifest {
+    fn from(m: ManifestV2) -> Self {
+        Manifest {
+            generation: m.generation,
+            next_segment_id: m.next_segment_id,
+            dims: m.dims,
+            metric: m.metric,
+            segments: m.segments.into_iter().map(SegmentEntry::from).collect(),
+            storage_url: m.storage_url,
         }
     }
 }
@@ -153,12 +217,7 @@ impl Manifest {
     /// Adds a new, empty growing segment.
     pub fn add_growing(&mut self, now: u64) -> SegmentId {
         let id = self.allocate();
-        self.segments.push(SegmentEntry {
-            meta: SegmentMeta::growing(id, now),
-            insert_binlog: None,
-            index_file: None,
-            delta_binlogs: vec![],
-        });
+        self.segments.push(SegmentEntry::new(SegmentMeta::growing(id, now)));
         self.generation += 1;
         id
     }
@@ -192,6 +251,29 @@ impl Manifest {
         Ok(())
     }
 
+    /// Records rows of a flushed segment that VACUUM found dead, in the
+    /// manifest alone: searches skip them from this change on, and
+    /// [`Manifest::settle_tombstones`] moves them to a delta binlog later.
+    pub fn add_pending_tombstones(&mut self, id: SegmentId, rows: &[u32]) -> Result<(), ManifestError> {
+        let entry = self.segment_mut(id)?;
+        entry.meta.deleted_rows = (entry.meta.deleted_rows + rows.len() as u64).min(entry.meta.rows);
+        entry.pending_tombstones.extend_from_slice(rows);
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Publishes a delta binlog holding `rows`, pending tombstones of the
+    /// segment, which stop being pending (those recorded since stay). The
+    /// deleted count does not change: they were counted when recorded.
+    pub fn settle_tombstones(&mut self, id: SegmentId, delta: ObjectRef, rows: &[u32]) -> Result<(), ManifestError> {
+        let entry = self.segment_mut(id)?;
+        let written: std::collections::HashSet<u32> = rows.iter().copied().collect();
+        entry.pending_tombstones.retain(|r| !written.contains(r));
+        entry.delta_binlogs.push(delta);
+        self.generation += 1;
+        Ok(())
+    }
+
     /// Swaps compaction inputs for its output in one change: the inputs
     /// become dropped (their objects garbage after the grace period).
     pub fn publish_compaction(&mut self, inputs: &[SegmentId], output: Flushed, now: u64) -> Result<(), ManifestError> {
@@ -201,7 +283,7 @@ impl Manifest {
         let mut meta = SegmentMeta::growing(output.segment, now);
         meta.seal(SealReason::Compaction { inputs: inputs.to_vec() }, now)?;
         meta.start_flush()?;
-        let mut entry = SegmentEntry { meta, insert_binlog: None, index_file: None, delta_binlogs: vec![] };
+        let mut entry = SegmentEntry::new(meta);
         publish(&mut entry, output, now)?;
         self.segments.push(entry);
         self.generation += 1;
@@ -266,7 +348,8 @@ impl Manifest {
         check_body(object, body, body_len, body_crc, Check::Full)?;
         match version {
             1 => decode_body::<ManifestV1>(object, body).map(Manifest::from),
-            2 => decode_body::<Manifest>(object, body),
+            2 => decode_body::<ManifestV2>(object, body).map(Manifest::from),
+            3 => decode_body::<Manifest>(object, body),
             _ => unreachable!("check_header refuses versions above {VERSION}"),
         }
     }
@@ -321,16 +404,41 @@ mod tests {
             insert_binlog: Some(ObjectRef::of("i/1/seg/1/insert", b"abc")),
             index_file: None,
             delta_binlogs: vec![ObjectRef::of("i/1/seg/1/delta-1", b"d")],
+            pending_tombstones: vec![],
         });
-        m.segments.push(SegmentEntry {
-            meta: SegmentMeta::growing(SegmentId(2), 12),
-            insert_binlog: None,
-            index_file: None,
-            delta_binlogs: vec![],
-        });
+        m.segments.push(SegmentEntry::new(SegmentMeta::growing(SegmentId(2), 12)));
         m.next_segment_id = 3;
         m.generation = 7;
         m
+    }
+
+    /// A segment as versions 1 and 2 wrote it.
+    #[derive(Serialize)]
+    struct OldEntry<'a> {
+        meta: &'a SegmentMeta,
+        insert_binlog: &'a Option<ObjectRef>,
+        index_file: &'a Option<ObjectRef>,
+        delta_binlogs: &'a [ObjectRef],
+    }
+
+    fn old_entries(m: &Manifest) -> Vec<OldEntry<'_>> {
+        m.segments
+            .iter()
+            .map(|e| OldEntry {
+                meta: &e.meta,
+                insert_binlog: &e.insert_binlog,
+                index_file: &e.index_file,
+                delta_binlogs: &e.delta_binlogs,
+            })
+            .collect()
+    }
+
+    fn with_header(version: u16, body: &[u8]) -> Vec<u8> {
+        let mut w = Writer(Vec::new());
+        w.bytes(MAGIC).u16(version).u16(0).u64(body.len() as u64).u32(crc32c::crc32c(body));
+        let mut bytes = finish_header(w, HEADER_LEN);
+        bytes.extend_from_slice(body);
+        bytes
     }
 
     #[test]
@@ -342,7 +450,7 @@ mod tests {
             next_segment_id: u64,
             dims: u32,
             metric: u8,
-            segments: &'a [SegmentEntry],
+            segments: Vec<OldEntry<'a>>,
         }
         let m = sample();
         let v1 = V1 {
@@ -350,14 +458,53 @@ mod tests {
             next_segment_id: m.next_segment_id,
             dims: m.dims,
             metric: m.metric,
-            segments: &m.segments,
+            segments: old_entries(&m),
         };
         let body = bincode::serde::encode_to_vec(&v1, bincode::config::standard()).unwrap();
-        let mut w = Writer(Vec::new());
-        w.bytes(MAGIC).u16(1).u16(0).u64(body.len() as u64).u32(crc32c::crc32c(&body));
-        let mut bytes = finish_header(w, HEADER_LEN);
-        bytes.extend_from_slice(&body);
-        assert_eq!(Manifest::decode("o", &bytes).unwrap(), Manifest { storage_url: None, ..m });
+        assert_eq!(Manifest::decode("o", &with_header(1, &body)).unwrap(), Manifest { storage_url: None, ..m });
+    }
+
+    #[test]
+    fn reads_version_2_with_nothing_pending() {
+        #[derive(Serialize)]
+        struct V2<'a> {
+            generation: u64,
+            next_segment_id: u64,
+            dims: u32,
+            metric: u8,
+            segments: Vec<OldEntry<'a>>,
+            storage_url: &'a Option<String>,
+        }
+        let m = sample();
+        let v2 = V2 {
+            generation: m.generation,
+            next_segment_id: m.next_segment_id,
+            dims: m.dims,
+            metric: m.metric,
+            segments: old_entries(&m),
+            storage_url: &m.storage_url,
+        };
+        let body = bincode::serde::encode_to_vec(&v2, bincode::config::standard()).unwrap();
+        assert_eq!(Manifest::decode("o", &with_header(2, &body)).unwrap(), m);
+    }
+
+    #[test]
+    fn pending_tombstones_are_counted_once_and_settle_into_a_delta_binlog() {
+        let mut m = sample();
+        let id = SegmentId(1);
+        m.add_pending_tombstones(id, &[5, 9]).unwrap();
+        m.add_pending_tombstones(id, &[11]).unwrap();
+        let e = m.segment(id).unwrap();
+        assert_eq!((e.meta.deleted_rows, e.tombstone_version()), (6, (1, 3)));
+        assert_eq!(Manifest::decode("o", &m.encode()).unwrap(), m, "pending tombstones round-trip");
+        // A job wrote 5 and 9; 11 came meanwhile and stays pending.
+        m.settle_tombstones(id, ObjectRef::of("i/1/seg/1/delta-2", b"e"), &[5, 9]).unwrap();
+        let e = m.segment(id).unwrap();
+        assert_eq!(
+            (e.meta.deleted_rows, e.pending_tombstones.as_slice(), e.tombstone_version()),
+            (6, &[11][..], (2, 1))
+        );
+        assert!(m.referenced_keys().any(|k| k == "i/1/seg/1/delta-2"));
     }
 
     #[test]
