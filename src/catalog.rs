@@ -160,10 +160,11 @@ pub fn index_id(index: Index) -> IndexId {
 }
 
 /// The same for an index of this database known only by its OID (GC of
-/// dropped indexes).
+/// dropped indexes). The first number is the cluster's writer id
+/// ([`crate::storage::writer_id`]), not its system identifier: a clone
+/// promoted beside its origin writes, and collects, under its own.
 pub fn index_id_of(index: u32) -> IndexId {
-    // SAFETY: reading a backend global set at start.
-    IndexId { cluster: unsafe { pg_sys::GetSystemIdentifier() }, database: database(), index }
+    IndexId { cluster: crate::storage::writer_id(), database: database(), index }
 }
 
 /// Maintenance writes WAL and objects: not on a standby, where the

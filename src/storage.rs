@@ -129,6 +129,66 @@ pub fn remember_location(url: &str) {
     }
 }
 
+thread_local! {
+    /// The writer id this backend read, with the timeline it holds for.
+    static WRITER: std::cell::Cell<Option<(u32, u64)>> = const { std::cell::Cell::new(None) };
+}
+
+/// The number this cluster's object keys begin with: the system identifier
+/// on the timeline where pg_milvus first wrote, and a new random number
+/// from the first write on any later timeline. A timeline changes when a
+/// standby or a restored backup is promoted: that server is a clone of the
+/// one it came from (the system identifier is the same), which may still be
+/// running and sharing the store, so from then on it writes, and collects
+/// garbage, under a prefix of its own, and its indexes adopt what they
+/// reference (`am/adopt.rs`). Kept in `pg_milvus/writer` ("<id hex>
+/// <timeline>"), written once per timeline under a lock file.
+pub fn writer_id() -> u64 {
+    // SAFETY: reads of shared state and a backend global.
+    let (system, in_recovery) = unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::RecoveryInProgress()) };
+    let path = std::path::PathBuf::from(format!("{}/pg_milvus/writer", gucs::data_dir()));
+    let recorded = || -> Option<(u64, u32)> {
+        let text = std::fs::read_to_string(&path).ok()?;
+        let mut words = text.split_whitespace();
+        Some((u64::from_str_radix(words.next()?, 16).ok()?, words.next()?.parse().ok()?))
+    };
+    if in_recovery {
+        // A standby writes nothing: the id it reads keys under is its
+        // primary's, carried by the base backup.
+        return recorded().map_or(system, |(id, _)| id);
+    }
+    // SAFETY: valid once recovery is over.
+    let timeline = unsafe { pg_sys::GetWALInsertionTimeLine() };
+    if let Some((t, id)) = WRITER.get()
+        && t == timeline
+    {
+        return id;
+    }
+    let decided = (|| -> std::io::Result<u64> {
+        std::fs::create_dir_all(path.parent().expect("inside the data directory"))?;
+        let lock = std::fs::File::create(path.with_extension("lock"))?;
+        lock.lock()?;
+        let id = match recorded() {
+            Some((id, t)) if t == timeline => return Ok(id),
+            // Another timeline: a promoted clone, a new writer.
+            Some(_) => {
+                use std::hash::BuildHasher;
+                std::collections::hash_map::RandomState::new().hash_one((system, timeline, std::process::id()))
+            }
+            // The first write of this cluster.
+            None => system,
+        };
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, format!("{id:016x} {timeline}\n"))?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(id)
+    })();
+    let id = decided.unwrap_or_else(|e| error!("cannot record the writer id in pg_milvus/writer: {e}"));
+    WRITER.set(Some((timeline, id)));
+    id
+}
+
 /// Every URL [`remember_location`] recorded.
 pub fn remembered_locations() -> Vec<String> {
     std::fs::read_to_string(gucs::locations_file())

@@ -73,6 +73,11 @@ fn record(r: &GcReport, job: JobRecord) {
 pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
     let index = catalog::open_owned(oid, pg_sys::RowExclusiveLock);
     let name = index.name();
+    // A copy takes what it references under its own prefix first: the
+    // collection below keeps to that prefix, its origin does not.
+    if let Err(message) = super::adopt::adopt_if_copied(*index) {
+        return (Collected::failed(Some(oid), message), None);
+    }
     let job = JobRecord::start(JobKind::Gc, oid.to_u32(), &[], format!("index \"{name}\""), why.to_owned());
     let (_, snapshot) = manifest::snapshot(*index);
     let referenced: HashSet<String> = snapshot.referenced_keys().map(str::to_owned).collect();

@@ -24,6 +24,7 @@
 //! The pages themselves are `crate::pages`; the SQL functions that run these
 //! jobs by hand are `crate::api`.
 
+pub mod adopt;
 mod build;
 pub mod compact;
 mod cost;

@@ -153,7 +153,7 @@ pub fn settle_tombstones(index: Index) -> Result<u64, String> {
         .segments
         .iter()
         .filter(|e| e.meta.state == SegmentState::Flushed && !e.pending_tombstones.is_empty())
-        .map(|e| (e.meta.id, e.pending_tombstones.clone()))
+        .map(|e| (e.meta.id, e.pending_tombstones.iter().collect()))
         .collect();
     if pending.is_empty() {
         return Ok(0);

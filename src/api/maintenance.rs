@@ -97,6 +97,7 @@ fn milvus_flush(
 /// it first) once flushed, `sealed` when left to the workers.
 fn flush_index(oid: pg_sys::Oid, run: Run) -> Vec<(SegmentId, SegmentState)> {
     let index = catalog::open_owned(oid, pg_sys::RowExclusiveLock);
+    adopt_if_copied(*index);
     flush::seal(*index, SealRequest::growing(SealReason::Manual));
     let sealed: Vec<SegmentId> = index.meta_copy().sealed().iter().map(|c| SegmentId(c.segment)).collect();
     if run == Run::Workers {
@@ -123,6 +124,14 @@ fn flush_index(oid: pg_sys::Oid, run: Run) -> Vec<(SegmentId, SegmentState)> {
     // The flushed rows' pages are free: give the file's tail back.
     free::give_back_tail(*index);
     out
+}
+
+/// Adopts what a copied index references (`am/adopt.rs`) before a job
+/// writes to it; its failure is the call's.
+fn adopt_if_copied(index: crate::pages::Index) {
+    if let Err(message) = crate::am::adopt::adopt_if_copied(index) {
+        raise_io(message);
+    }
 }
 
 /// What `milvus_compact()` does with the plans.
@@ -180,6 +189,9 @@ fn milvus_compact(
 /// workers, output NULL), or what it did (skipped plans left out).
 fn compact_index(oid: pg_sys::Oid, mode: CompactMode) -> Vec<CompactRow> {
     let index = catalog::open_owned(oid, pg_sys::RowExclusiveLock);
+    if mode != CompactMode::DryRun {
+        adopt_if_copied(*index);
+    }
     let mut rows = Vec::new();
     for plan in compact::plans(*index) {
         let row = |output: Option<SegmentId>| {

@@ -122,6 +122,45 @@ impl IndexId {
     }
 }
 
+/// Copies every object of `objects` (segment, reference) under the index
+/// `id`'s own prefix, in the same store: what an index copied with its
+/// database or cluster does before it writes anything, so that nothing its
+/// manifest references can be deleted by the instance it was copied from.
+/// Returns each old key with its copy's key. A copy the manifest never
+/// names (a crash before the change that adopts them) is garbage under the
+/// index's own prefix, collected after the grace period.
+pub fn adopt(
+    storage: &Storage,
+    id: IndexId,
+    objects: &[(SegmentId, ObjectRef)],
+    cancel: &AtomicBool,
+) -> Result<Vec<(String, String)>, JobError> {
+    let mut moved = Vec::with_capacity(objects.len());
+    for (segment, object) in objects {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(StorageError::Cancelled.into());
+        }
+        let kind = object_kind(&object.key);
+        let to = id.key(*segment, kind);
+        storage.copy(&object.key, &to)?;
+        moved.push((object.key.clone(), to));
+    }
+    Ok(moved)
+}
+
+/// The kind of object a key names, from its file name (`insert-`, `index-`,
+/// `delta-`, in every key format so far).
+fn object_kind(key: &str) -> ObjectKind {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    if name.starts_with("index-") {
+        ObjectKind::IndexFile
+    } else if name.starts_with("delta-") {
+        ObjectKind::DeltaBinlog
+    } else {
+        ObjectKind::InsertBinlog
+    }
+}
+
 /// Uploads an object and, if `cache` is given, caches it: the cache is a
 /// convenience here, so a full cache disk costs a later download, never
 /// the write.
@@ -243,7 +282,7 @@ pub fn load(
         let bytes = cache.get(storage, delta_ref)?;
         tombstones.extend(DeltaBinlog::decode(&delta_ref.key, &bytes)?.rows);
     }
-    tombstones.extend_from_slice(&entry.pending_tombstones);
+    tombstones.extend(entry.pending_tombstones.iter());
     match open(storage, cache, entry, metric, tombstones.clone()) {
         Err(JobError::Open(_) | JobError::Format(_)) => {
             for object in entry.insert_binlog.iter().chain(&entry.index_file) {

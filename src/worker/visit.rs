@@ -26,7 +26,7 @@ use pgrx::prelude::*;
 use super::signals::reload_if_asked;
 use crate::am::flush::{self, SealRequest};
 use crate::am::insert::size_rule;
-use crate::am::{compact, gc, options, vacuum};
+use crate::am::{adopt, compact, gc, options, vacuum};
 use crate::catalog;
 use crate::pages::{OpenIndex, chain, manifest};
 use crate::shared;
@@ -144,6 +144,9 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
     let index = OpenIndex::under_lock(oid);
     let name = index.name();
     let failed = |segment: u64, message: String| Failure { index: Some(name.clone()), segment, message };
+
+    // A copied index takes what it references under its own prefix first.
+    adopt::adopt_if_copied(*index).map_err(|m| failed(0, m))?;
 
     // Seal, when the policy says so.
     let (meta, manifest) = manifest::snapshot(*index);

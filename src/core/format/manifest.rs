@@ -87,12 +87,70 @@ pub struct SegmentEntry {
     pub index_file: Option<ObjectRef>,
     pub delta_binlogs: Vec<ObjectRef>,
     /// Row positions VACUUM found dead that no delta binlog holds yet.
-    pub pending_tombstones: Vec<u32>,
+    pub pending_tombstones: RowRuns,
+}
+
+/// Row positions as sorted runs `(first, count)`, the form pending
+/// tombstones take in the manifest: rows that die together are mostly
+/// neighbours (rows of one range of ids, old rows), which take one run,
+/// and the manifest is rewritten whole at every change.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowRuns(Vec<(u32, u32)>);
+
+impl RowRuns {
+    /// The runs of `rows`, in any order, duplicates ignored.
+    pub fn of(rows: impl IntoIterator<Item = u32>) -> Self {
+        let mut sorted: Vec<u32> = rows.into_iter().collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for row in sorted {
+            match runs.last_mut() {
+                Some((first, count)) if *first as u64 + *count as u64 == row as u64 => *count += 1,
+                _ => runs.push((row, 1)),
+            }
+        }
+        RowRuns(runs)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|(_, count)| *count as usize).sum()
+    }
+
+    /// The rows, in order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().flat_map(|(first, count)| *first..=*first + (*count - 1))
+    }
+
+    /// How many runs: what the manifest stores.
+    pub fn runs(&self) -> usize {
+        self.0.len()
+    }
+
+    fn add(&mut self, rows: &[u32]) {
+        *self = RowRuns::of(self.iter().chain(rows.iter().copied()));
+    }
+
+    fn remove(&mut self, rows: &[u32]) {
+        let gone: std::collections::HashSet<u32> = rows.iter().copied().collect();
+        *self = RowRuns::of(self.iter().filter(|r| !gone.contains(r)));
+    }
 }
 
 impl SegmentEntry {
     fn new(meta: SegmentMeta) -> Self {
-        SegmentEntry { meta, insert_binlog: None, index_file: None, delta_binlogs: vec![], pending_tombstones: vec![] }
+        SegmentEntry {
+            meta,
+            insert_binlog: None,
+            index_file: None,
+            delta_binlogs: vec![],
+            pending_tombstones: RowRuns::default(),
+        }
     }
 
     /// Every object this entry references.
@@ -257,7 +315,7 @@ impl Manifest {
     pub fn add_pending_tombstones(&mut self, id: SegmentId, rows: &[u32]) -> Result<(), ManifestError> {
         let entry = self.segment_mut(id)?;
         entry.meta.deleted_rows = (entry.meta.deleted_rows + rows.len() as u64).min(entry.meta.rows);
-        entry.pending_tombstones.extend_from_slice(rows);
+        entry.pending_tombstones.add(rows);
         self.generation += 1;
         Ok(())
     }
@@ -267,8 +325,7 @@ impl Manifest {
     /// deleted count does not change: they were counted when recorded.
     pub fn settle_tombstones(&mut self, id: SegmentId, delta: ObjectRef, rows: &[u32]) -> Result<(), ManifestError> {
         let entry = self.segment_mut(id)?;
-        let written: std::collections::HashSet<u32> = rows.iter().copied().collect();
-        entry.pending_tombstones.retain(|r| !written.contains(r));
+        entry.pending_tombstones.remove(rows);
         entry.delta_binlogs.push(delta);
         self.generation += 1;
         Ok(())
@@ -317,6 +374,41 @@ impl Manifest {
         let id = self.allocate();
         self.generation += 1;
         id
+    }
+
+    /// The objects of segments that are not dropped whose keys lie outside
+    /// `prefix`: an index's own objects are all under its prefix, so these
+    /// are another index instance's (the manifest was copied with a
+    /// database or a cluster), which that instance may delete.
+    pub fn foreign_objects(&self, prefix: &str) -> Vec<(SegmentId, ObjectRef)> {
+        self.segments
+            .iter()
+            .filter(|s| s.meta.state != SegmentState::Dropped)
+            .flat_map(|s| s.objects().map(move |o| (s.meta.id, o)))
+            .filter(|(_, o)| !o.key.starts_with(prefix))
+            .map(|(id, o)| (id, o.clone()))
+            .collect()
+    }
+
+    /// Points every reference of a segment that is not dropped from an old
+    /// key to its copy (`moved`: old key, new key); returns how many it
+    /// changed. Dropped segments keep the old keys: they are nobody's to
+    /// copy, and GC never deletes outside its own prefix.
+    pub fn rehome(&mut self, moved: &std::collections::HashMap<String, String>) -> usize {
+        let mut changed = 0;
+        for s in self.segments.iter_mut().filter(|s| s.meta.state != SegmentState::Dropped) {
+            let refs = s.insert_binlog.iter_mut().chain(s.index_file.iter_mut()).chain(s.delta_binlogs.iter_mut());
+            for o in refs {
+                if let Some(to) = moved.get(&o.key) {
+                    o.key = to.clone();
+                    changed += 1;
+                }
+            }
+        }
+        if changed > 0 {
+            self.generation += 1;
+        }
+        changed
     }
 
     /// Every object key a non-dropped segment references: what GC must keep.
@@ -404,7 +496,7 @@ mod tests {
             insert_binlog: Some(ObjectRef::of("i/1/seg/1/insert", b"abc")),
             index_file: None,
             delta_binlogs: vec![ObjectRef::of("i/1/seg/1/delta-1", b"d")],
-            pending_tombstones: vec![],
+            pending_tombstones: RowRuns::default(),
         });
         m.segments.push(SegmentEntry::new(SegmentMeta::growing(SegmentId(2), 12)));
         m.next_segment_id = 3;
@@ -500,11 +592,24 @@ mod tests {
         // A job wrote 5 and 9; 11 came meanwhile and stays pending.
         m.settle_tombstones(id, ObjectRef::of("i/1/seg/1/delta-2", b"e"), &[5, 9]).unwrap();
         let e = m.segment(id).unwrap();
-        assert_eq!(
-            (e.meta.deleted_rows, e.pending_tombstones.as_slice(), e.tombstone_version()),
-            (6, &[11][..], (2, 1))
-        );
+        let pending: Vec<u32> = e.pending_tombstones.iter().collect();
+        assert_eq!((e.meta.deleted_rows, pending, e.tombstone_version()), (6, vec![11], (2, 1)));
         assert!(m.referenced_keys().any(|k| k == "i/1/seg/1/delta-2"));
+    }
+
+    #[test]
+    fn neighbouring_rows_take_one_run() {
+        let runs = RowRuns::of([7, 3, 4, 5, 5, 9, 8, 20]);
+        assert_eq!((runs.len(), runs.runs()), (7, 3));
+        assert_eq!(runs.iter().collect::<Vec<_>>(), [3, 4, 5, 7, 8, 9, 20]);
+        let all = RowRuns::of(0..100_000);
+        assert_eq!((all.len(), all.runs()), (100_000, 1));
+        let mut r = RowRuns::of([1, 2, 3]);
+        r.add(&[4, 10]);
+        r.remove(&[2]);
+        assert_eq!(r.iter().collect::<Vec<_>>(), [1, 3, 4, 10]);
+        let last = RowRuns::of([u32::MAX - 1, u32::MAX]);
+        assert_eq!((last.runs(), last.iter().collect::<Vec<_>>()), (1, vec![u32::MAX - 1, u32::MAX]));
     }
 
     #[test]

@@ -347,3 +347,30 @@ fn verify_stored_reads_the_store_not_the_cache() {
     // The cache still serves searches: only the store's copy was checked.
     assert_eq!(load_all(&storage, &cache, &m).len(), 1);
 }
+
+/// A manifest copied with its database (another index instance): its
+/// objects are foreign to the copy's prefix until it adopts them; once
+/// adopted, the origin deleting every object of its own loses the copy
+/// nothing.
+#[test]
+fn an_adopted_copy_survives_its_origin_collecting_everything() {
+    let OneSegment { storage, cache_dir: _cache_dir, manifest: origin, data, .. } = one_segment();
+    let copy_id = IndexId { database: ID.database + 1, ..ID };
+    let mut copy = origin.clone();
+    let foreign = copy.foreign_objects(&copy_id.prefix());
+    assert_eq!(foreign.len(), 2, "binlog and index file under the origin's prefix");
+    assert!(origin.foreign_objects(&ID.prefix()).is_empty(), "the origin's own");
+    let moved = jobs::adopt(&storage, copy_id, &foreign, &AtomicBool::new(false)).unwrap();
+    assert_eq!(copy.rehome(&moved.into_iter().collect()), 2);
+    assert!(copy.foreign_objects(&copy_id.prefix()).is_empty());
+    // The origin collects everything under its prefix (as if it had been
+    // compacted away and dropped): the copy answers from its own objects.
+    let report = storage
+        .collect_garbage(&ID.prefix(), &HashSet::new(), Duration::ZERO, SystemTime::now(), &AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(report.deleted.len(), 2);
+    let fresh = tempfile::tempdir().unwrap();
+    let cache = SegmentCache::new(fresh.path(), 1 << 30).unwrap();
+    let loaded = load_all(&storage, &cache, &copy);
+    assert!(check_search(&loaded, &data, &|_| false) >= 0.9);
+}
