@@ -15,7 +15,7 @@
 //! storage by nobody here, so VACUUM (and the heap's, and anti-wraparound
 //! VACUUM) never waits for the store nor fails with it. A job moves them
 //! into a delta binlog later ([`settle_tombstones`]: the workers after
-//! their flushes, and `milvus_flush()`), as Milvus' L0 deletes reach
+//! their merges, and `milvus_flush()`), as Milvus' L0 deletes reach
 //! segments. A compaction running meanwhile holds its inputs' locks only to
 //! read them and to publish: it carries the tombstones this pass records in
 //! between over to its output, and the pass goes on until it has seen every
