@@ -11,7 +11,6 @@ use milvus_core::Metric;
 use milvus_core::format::manifest::{Manifest, SegmentEntry};
 use milvus_core::jobs;
 use milvus_core::search::LoadedSegment;
-use milvus_core::segment::SegmentState;
 use pgrx::prelude::*;
 
 use super::explain;
@@ -41,8 +40,7 @@ fn loaded_key(oid: u32, entry: &SegmentEntry) -> (u32, String) {
 /// (downloaded through the local cache, verified) off the main thread.
 pub fn loaded(index: Index, manifest: &Manifest, metric: Metric) -> Vec<Arc<LoadedSegment>> {
     let oid = index.oid().to_u32();
-    let flushed: Vec<&SegmentEntry> =
-        manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).collect();
+    let flushed: Vec<&SegmentEntry> = manifest.flushed_segments().collect();
     let keys: Vec<(u32, String)> = flushed.iter().map(|e| loaded_key(oid, e)).collect();
     let missing: Vec<SegmentEntry> = LOADED.with_borrow_mut(|loaded| {
         // Segments of this index that left the manifest, and of indexes that

@@ -150,9 +150,8 @@ fn delete_from_chain(index: Index, head: Block, shape: Shape, is_dead: &dyn Fn(u
 pub fn settle_tombstones(index: Index) -> Result<u64, String> {
     let (_, manifest) = manifest::snapshot(index);
     let pending: Vec<(SegmentId, Vec<u32>)> = manifest
-        .segments
-        .iter()
-        .filter(|e| e.meta.state == SegmentState::Flushed && !e.pending_tombstones.is_empty())
+        .flushed_segments()
+        .filter(|e| !e.pending_tombstones.is_empty())
         .map(|e| (e.meta.id, e.pending_tombstones.iter().collect()))
         .collect();
     if pending.is_empty() {

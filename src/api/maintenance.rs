@@ -292,8 +292,7 @@ fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments,
     for oid in catalog::leaf_indexes(index) {
         let index = catalog::open_owned(oid, pg_sys::AccessShareLock);
         let (meta, manifest) = manifest::snapshot(*index);
-        let flushed: Vec<SegmentEntry> =
-            manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).cloned().collect();
+        let flushed: Vec<SegmentEntry> = manifest.flushed_segments().cloned().collect();
         bytes += flushed.iter().map(|e| e.meta.bytes as i64).sum::<i64>();
         let cache = storage::cache();
         let damaged = storage::run_job("verify", move |_| {
@@ -344,8 +343,7 @@ fn milvus_verify(
             catalog::check_milvus_index(*index);
             catalog::check_can_read(*index);
             let (_, manifest) = manifest::snapshot(*index);
-            let flushed: Vec<SegmentEntry> =
-                manifest.segments.iter().filter(|e| e.meta.state == SegmentState::Flushed).cloned().collect();
+            let flushed: Vec<SegmentEntry> = manifest.flushed_segments().cloned().collect();
             (flushed, manifest.storage_url)
         };
         let storage = storage::storage_at(url.as_deref());

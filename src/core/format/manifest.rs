@@ -258,6 +258,12 @@ impl Manifest {
         self.segments.iter().filter(|s| s.meta.state.is_searchable())
     }
 
+    /// Flushed segments: those whose objects searches, VACUUM and the
+    /// maintenance functions read.
+    pub fn flushed_segments(&self) -> impl Iterator<Item = &SegmentEntry> {
+        self.segments.iter().filter(|s| s.meta.state == SegmentState::Flushed)
+    }
+
     pub fn segment(&self, id: SegmentId) -> Option<&SegmentEntry> {
         self.segments.iter().find(|s| s.meta.id == id)
     }
