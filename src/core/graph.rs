@@ -14,11 +14,14 @@
 //! never returned, as in hnsw_rs' filtered search: a skipped region does not
 //! cut the graph.
 //!
-//! The graph of inner product was built over augmented vectors
-//! `[x, sqrt(M² - |x|²)]` under L2, whose squared distance to `[q, 0]` is
-//! `|q|² + M² - 2 q·x`: it orders nodes as the negative inner product does,
-//! so the search navigates it with the metric's own distance and the
-//! original vectors.
+//! Every graph is searched with its metric's own distance over the rows as
+//! stored. That holds for 0.1's inner-product graphs too, built over
+//! augmented vectors `[x, sqrt(M² - |x|²)]` under L2: their squared distance
+//! to `[q, 0]`, `|q|² + M² - 2 q·x`, orders nodes as negative inner product
+//! does.
+//!
+//! Every node of a graph built here is reachable from its entry point on
+//! layer 0 ([`FlatGraph::connect`]).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -150,8 +153,8 @@ impl<'a> FlatGraph<'a> {
     ///    than to every neighbour kept before it, up to `m0`;
     /// 2. every kept edge is offered back to its target, and a list that
     ///    then holds more than `m0` is selected again by the heuristic;
-    /// 3. a node left without an incoming edge gets one from its nearest
-    ///    neighbour (`link_unreachable`).
+    /// 3. every node is made reachable from the entry point
+    ///    ([`FlatGraph::connect`]).
     ///
     /// Why: hnsw_rs gives a node that a new row links to the new row by
     /// appending it and dropping the farthest entry once the list is full.
@@ -228,14 +231,47 @@ impl<'a> FlatGraph<'a> {
                 };
             })
         });
-        link_unreachable(&mut selected, m0);
+        self.set_layer0(&selected);
+        self.connect(distance);
+        true
+    }
+
+    /// Makes every node reachable from the entry point on layer 0
+    /// (`connect_from`): what [`FlatGraph::refine`] ends with, and all a
+    /// graph of inner product gets (see `crate::hnsw`).
+    pub fn connect(&mut self, distance: &dyn Fn(u32, u32) -> f32) {
+        let mut lists: Vec<Vec<u32>> = (0..self.rows as u32).map(|n| self.neighbours(n, 0).collect()).collect();
+        connect_from(&mut lists, self.m0, self.entry, distance);
+        self.set_layer0(&lists);
+    }
+
+    fn set_layer0(&mut self, lists: &[Vec<u32>]) {
+        let m0 = self.m0;
         let layer0 = self.layer0.to_mut();
-        for (node, kept) in selected.iter().enumerate() {
+        for (node, list) in lists.iter().enumerate() {
             let slots = &mut layer0[node * m0..(node + 1) * m0];
             slots.fill(NONE);
-            slots[..kept.len()].copy_from_slice(kept);
+            slots[..list.len()].copy_from_slice(list);
         }
-        true
+    }
+
+    /// How many nodes a search from the entry point cannot reach on
+    /// layer 0 (where every node is): none in a graph this crate builds.
+    pub fn unreached(&self) -> usize {
+        if self.rows == 0 {
+            return 0;
+        }
+        let mut reached = vec![false; self.rows];
+        let mut queue = vec![self.entry];
+        reached[self.entry as usize] = true;
+        while let Some(node) = queue.pop() {
+            for n in self.neighbours(node, 0) {
+                if !std::mem::replace(&mut reached[n as usize], true) {
+                    queue.push(n);
+                }
+            }
+        }
+        reached.iter().filter(|r| !**r).count()
     }
 
     /// The arrays and shape, to store.
@@ -320,32 +356,87 @@ impl<'a> FlatGraph<'a> {
     }
 }
 
-/// Gives every node no list names an edge from its nearest neighbour, so
-/// that the beam search can reach it: HNSW's selection (hnsw_rs' and the
-/// refinement's alike) leaves some 0.3-0.4% of nodes without an incoming
-/// edge on layer 0, and a row no search can reach caps recall however large
-/// `ef_search` is. `lists` are nearest first; a full list gives up its
-/// farthest entry whose node has another incoming edge.
-fn link_unreachable(lists: &mut [Vec<u32>], m: usize) {
-    let mut incoming = vec![0u32; lists.len()];
-    for &n in lists.iter().flatten() {
-        incoming[n as usize] += 1;
+/// Makes every node reachable from `entry` over `lists` (layer 0, each
+/// nearest first, at most `m` long): HNSW's selection (hnsw_rs' and the
+/// refinement's alike) leaves some nodes that no list names (0.3-0.4% of
+/// them on a Gaussian mixture, more under inner product, where rows of
+/// small norm are nobody's nearest) and some groups that only name each
+/// other; a row no search can reach caps recall however large `ef_search`
+/// is.
+///
+/// Each node not reached gets an edge from the reached node nearest to it
+/// among its own neighbours, else from where a greedy walk from `entry`
+/// towards it ends: into a free slot, or in place of that list's farthest
+/// entry, which the node then links to in turn (`from -> node -> farthest`;
+/// the node's own farthest entry gives way if its list is full). No path
+/// between reached nodes went through the node, so every reached node stays
+/// reached, and the node and all it reaches join them: one pass connects
+/// all.
+fn connect_from(lists: &mut [Vec<u32>], m: usize, entry: u32, distance: &dyn Fn(u32, u32) -> f32) {
+    let rows = lists.len();
+    if rows == 0 || m == 0 {
+        return;
     }
-    for node in 0..lists.len() {
-        if incoming[node] > 0 {
+    let mut reached = vec![false; rows];
+    let mut queue = Vec::new();
+    spread(lists, entry, &mut reached, &mut queue);
+    for node in 0..rows as u32 {
+        if reached[node as usize] {
             continue;
         }
-        let Some(&near) = lists[node].first() else { continue };
-        let list = &mut lists[near as usize];
+        let from = lists[node as usize]
+            .iter()
+            .copied()
+            .find(|n| reached[*n as usize])
+            .unwrap_or_else(|| walk_towards(lists, entry, node, distance));
+        let list = &mut lists[from as usize];
         if list.len() < m {
-            list.push(node as u32);
-        } else if let Some(slot) = list.iter().rposition(|&n| incoming[n as usize] > 1) {
-            incoming[list[slot] as usize] -= 1;
-            list[slot] = node as u32;
+            list.push(node);
         } else {
-            continue;
+            let farthest = std::mem::replace(list.last_mut().expect("a full list"), node);
+            let own = &mut lists[node as usize];
+            if !own.contains(&farthest) {
+                if own.len() < m {
+                    own.push(farthest);
+                } else {
+                    *own.last_mut().expect("a full list") = farthest;
+                }
+            }
         }
-        incoming[node] += 1;
+        spread(lists, node, &mut reached, &mut queue);
+    }
+}
+
+/// Marks what `from` reaches over `lists` (breadth first; `queue` is
+/// scratch), stopping at nodes already marked.
+fn spread(lists: &[Vec<u32>], from: u32, reached: &mut [bool], queue: &mut Vec<u32>) {
+    reached[from as usize] = true;
+    queue.clear();
+    queue.push(from);
+    while let Some(node) = queue.pop() {
+        for &n in &lists[node as usize] {
+            if !reached[n as usize] {
+                reached[n as usize] = true;
+                queue.push(n);
+            }
+        }
+    }
+}
+
+/// Where a greedy walk from `entry` towards `target` stops: a node
+/// reachable from `entry` with no neighbour nearer to `target`.
+fn walk_towards(lists: &[Vec<u32>], entry: u32, target: u32, distance: &dyn Fn(u32, u32) -> f32) -> u32 {
+    let (mut at, mut at_distance) = (entry, distance(entry, target));
+    loop {
+        let nearer = lists[at as usize]
+            .iter()
+            .map(|&n| (distance(n, target), n))
+            .filter(|(d, n)| *d < at_distance && *n != target)
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        match nearer {
+            Some((d, n)) => (at, at_distance) = (n, d),
+            None => return at,
+        }
     }
 }
 
@@ -573,11 +664,7 @@ mod tests {
                 after += recall(&refined);
             }
             assert!(after >= 0.95 && after >= before - 0.005, "{metric:?}: recall {after} refined, {before} as built");
-            let mut incoming = vec![0; refined.rows()];
-            for node in 0..refined.rows() as u32 {
-                refined.neighbours(node, 0).for_each(|n| incoming[n as usize] += 1);
-            }
-            assert!(incoming.iter().all(|n| *n > 0), "{metric:?}: every node can be reached on layer 0");
+            assert_eq!(refined.unreached(), 0, "{metric:?}: every node can be reached on layer 0");
             for node in 0..refined.rows() as u32 {
                 let list: Vec<u32> = refined.neighbours(node, 0).collect();
                 let mut unique = list.clone();
@@ -608,11 +695,30 @@ mod tests {
 
     #[test]
     fn a_node_no_list_names_gets_an_edge_from_its_nearest() {
-        // 2 names nobody; its nearest is 0, whose list is full (m = 2) and
-        // whose farthest entry, 1, has another incoming edge (from 3).
+        // From entry 0: 2 names nobody; its nearest is 0, whose list is full
+        // (m = 2): 2 takes the place of 0's farthest, 1, and links to it in
+        // place of its own farthest (its list is full too).
+        let d = |a: u32, b: u32| (a as f32 - b as f32).abs();
         let mut lists = vec![vec![3, 1], vec![0], vec![0, 3], vec![1]];
-        link_unreachable(&mut lists, 2);
-        assert_eq!(lists, vec![vec![3, 2], vec![0], vec![0, 3], vec![1]]);
+        connect_from(&mut lists, 2, 0, &d);
+        assert_eq!(lists, vec![vec![3, 2], vec![0], vec![0, 1], vec![1]]);
+    }
+
+    #[test]
+    fn a_group_that_only_names_itself_is_linked_in() {
+        // On a line: 0-1-2 name each other, 5-6-7 name each other; 7 names
+        // 2 (so nobody lacks an incoming edge), but nothing reaches 5-6-7
+        // from 0. The greedy walk from 0 towards 5 ends at 2, which has room.
+        let d = |a: u32, b: u32| (a as f32 - b as f32).abs();
+        let mut lists = vec![vec![1], vec![0, 2], vec![1], vec![], vec![], vec![6], vec![5, 7], vec![6, 2]];
+        lists[3] = vec![2];
+        lists[4] = vec![3];
+        lists[2].push(3);
+        lists[3].push(4);
+        connect_from(&mut lists, 3, 0, &d);
+        let g = FlatGraph::from_nodes(&lists.iter().map(|l| vec![l.clone()]).collect::<Vec<_>>(), 0);
+        assert_eq!(g.unreached(), 0, "{lists:?}");
+        assert_eq!(lists[4], vec![3, 5], "4 is the reached node nearest to 5");
     }
 
     #[test]
@@ -645,5 +751,55 @@ mod tests {
         assert_eq!(got.iter().map(|(_, r)| *r).collect::<Vec<_>>(), vec![0, 1]);
         let got = g.search(Metric::L2, Row::F32(&[0.1]), &|r| Row::F32(&vectors[r as usize]), 3, 4, &|r| r == 0);
         assert_eq!(got.iter().map(|(_, r)| *r).collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    /// Rows for the reachability property: a tight mixture (`distinct` 0),
+    /// or `rows` drawn from only `distinct` different vectors.
+    fn crowded_binlog(
+        rows: usize,
+        dims: usize,
+        metric: Metric,
+        clusters: usize,
+        distinct: usize,
+        seed: u64,
+    ) -> Vec<u8> {
+        let keys: Vec<u64> = (0..rows as u64).collect();
+        let mut data = gaussian_mixture(rows, dims, clusters, 0.01, seed);
+        if distinct > 0 {
+            let pool = data[..distinct * dims].to_vec();
+            let mut rng = Rng::new(seed);
+            for row in data.chunks_exact_mut(dims) {
+                let pick = rng.next_u64() as usize % distinct;
+                row.copy_from_slice(&pool[pick * dims..(pick + 1) * dims]);
+            }
+        }
+        if metric.measures(crate::element::Element::Bit) {
+            let bits: Vec<u8> =
+                data.chunks_exact(8).map(|c| c.iter().fold(0u8, |b, x| (b << 1) | (*x > 0.0) as u8)).collect();
+            return insert::encode(SegmentId(1), metric, dims, &keys, Row::Bit { len: rows * dims, bits: &bits });
+        }
+        insert::encode(SegmentId(1), metric, dims, &keys, &data)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+        /// Every node of every graph a build makes is reachable from its
+        /// entry point, on clustered and on duplicate-heavy rows.
+        #[test]
+        fn every_node_is_reachable_from_the_entry_point(
+            rows in 50usize..1500,
+            metric in proptest::sample::select(Metric::ALL.to_vec()),
+            clusters in 1usize..20,
+            distinct in proptest::prop_oneof![proptest::strategy::Just(0usize), 1usize..40],
+            m in 2usize..17,
+            seed in 0u64..1000,
+        ) {
+            let bytes = crowded_binlog(rows, 16, metric, clusters, distinct, seed);
+            let b = InsertBinlog::decode("o", &bytes).unwrap();
+            let params = HnswParams { m, ef_construction: 2 * m.max(16), threads: 1 };
+            let graph = SegmentIndex::build(&b, params, &AtomicBool::new(false)).unwrap().to_flat();
+            proptest::prop_assert_eq!(graph.unreached(), 0);
+        }
     }
 }
