@@ -79,8 +79,8 @@ RESET enable_indexscan;
 
 -- A filter that rejects most rows still fills the LIMIT.
 SELECT count(*) FROM (SELECT id FROM items WHERE category = 3 ORDER BY embedding <-> '[0.1,0.9,0.1]' LIMIT 20) s;
--- Every indexed row is reachable; NULLs never are. (A LIMIT above the
--- table's size makes a sequential scan as cheap: force the index.)
+-- Every row is reachable, NULL vectors last. (A LIMIT above the table's
+-- size makes a sequential scan as cheap: force the index.)
 SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 1000;
 SET milvus.max_scan_tuples = 100000;
@@ -106,6 +106,40 @@ SHOW milvus.ef_search;
 -- A query vector of the wrong size, and a NULL one.
 SELECT id FROM items ORDER BY embedding <-> '[1,2]' LIMIT 1;
 SELECT count(*) FROM (SELECT id FROM items ORDER BY embedding <-> NULL LIMIT 5) s;
+
+-- NULLs sort as a sequential scan sorts them: rows whose vector is NULL
+-- come after every distance, and a NULL query (every distance NULL)
+-- returns every row.
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY embedding <-> (SELECT NULL::vector) LIMIT 5;
+SELECT count(*), count(DISTINCT id) FROM (SELECT id FROM items ORDER BY embedding <-> (SELECT NULL::vector) LIMIT 1000) s;
+SELECT id, embedding FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 5 OFFSET 299;
+CREATE TABLE sparse (id int, v vector(2));
+INSERT INTO sparse SELECT i, CASE WHEN i % 2000 = 0 THEN ARRAY[i / 2000, 1]::real[]::vector END
+  FROM generate_series(1, 20000) i;
+CREATE INDEX sparse_v ON sparse USING milvus (v vector_l2_ops);
+-- An index on an expression, and a partial index: their NULLs and their
+-- predicate as CREATE INDEX evaluates them.
+CREATE INDEX sparse_h ON sparse USING milvus ((v::halfvec(2)) halfvec_l2_ops);
+CREATE INDEX sparse_even ON sparse USING milvus (v vector_l2_ops) WHERE id % 4000 = 0 OR id % 7 = 0;
+ANALYZE sparse;
+EXPLAIN (COSTS OFF) SELECT id FROM sparse ORDER BY v <-> '[0,0]' LIMIT 20;
+SELECT count(*), count(v), array_agg(id) FILTER (WHERE v IS NOT NULL) FROM (SELECT id, v FROM sparse ORDER BY v <-> '[0,0]' LIMIT 20) s;
+EXPLAIN (COSTS OFF) SELECT id FROM sparse ORDER BY v::halfvec(2) <-> '[0,0]' LIMIT 20;
+SELECT count(*), count(v) FROM (SELECT id, v FROM sparse ORDER BY v::halfvec(2) <-> '[0,0]' LIMIT 20) s;
+EXPLAIN (COSTS OFF) SELECT id FROM sparse WHERE id % 4000 = 0 OR id % 7 = 0 ORDER BY v <-> '[0,0]' LIMIT 20;
+SELECT count(*), count(v), bool_and(id % 4000 = 0 OR id % 7 = 0)
+  FROM (SELECT id, v FROM sparse WHERE id % 4000 = 0 OR id % 7 = 0 ORDER BY v <-> '[0,0]' LIMIT 20) s;
+-- A search that stops early (iterative scans off) has not run out of
+-- vectors: no NULL row comes before the rows it left.
+SET milvus.iterative_scan = off;
+SET milvus.ef_search = 5;
+SELECT count(*), count(v) FROM (SELECT id, v FROM sparse ORDER BY v <-> '[0,0]' LIMIT 20) s;
+RESET milvus.ef_search;
+RESET milvus.iterative_scan;
+SELECT count(*) FROM (SELECT id FROM sparse ORDER BY v <-> (SELECT NULL::vector) LIMIT 30000) s;
+RESET enable_seqscan;
+DROP TABLE sparse;
 
 -- Deletes: VACUUM removes dead rows from the index; none is returned.
 DELETE FROM items WHERE id % 3 = 0;

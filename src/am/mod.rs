@@ -13,7 +13,8 @@
 //! - `flush.rs`: seal and flush (Milvus' Flush);
 //! - `scan.rs`: `ambeginscan`, `amrescan`, `amgettuple`, `amendscan`
 //!   (`ORDER BY embedding <-> $1`), over `segments.rs`, the flushed
-//!   segments a backend has loaded;
+//!   segments a backend has loaded, and `nulls.rs`, the rows of NULL
+//!   vectors that come after the last distance;
 //! - `vacuum.rs`: `ambulkdelete`, `amvacuumcleanup` (VACUUM);
 //! - `compact.rs`: compaction plans and their runs;
 //! - `gc.rs`: garbage collection of unreferenced objects;
@@ -32,6 +33,7 @@ pub mod explain;
 pub mod flush;
 pub mod gc;
 pub mod insert;
+mod nulls;
 pub mod options;
 mod scan;
 pub mod segment_lock;

@@ -17,6 +17,9 @@
 //! of aborted or not-yet-visible transactions are never returned. Under
 //! EXPLAIN (ANALYZE) each scan reports what it did (`explain.rs`).
 //!
+//! Rows whose vector is NULL come last, as their NULL distances sort, and
+//! every row comes for a NULL query (`nulls.rs`).
+//!
 //! The scan's state lives in the scan's memory context and is dropped with
 //! it, also when the query errors or is cancelled.
 
@@ -29,7 +32,7 @@ use pgrx::PgMemoryContexts;
 use pgrx::prelude::*;
 
 use super::explain::{self, ScanReport};
-use super::segments;
+use super::{nulls, segments};
 use crate::error::OrRaise;
 use crate::gucs;
 use crate::pages::rows::unpack_tid;
@@ -38,6 +41,8 @@ use crate::vector::IndexVector;
 
 struct ScanState {
     search: Option<Search>,
+    /// Rows after the last distance (`nulls.rs`), once read.
+    nulls: Option<std::vec::IntoIter<pg_sys::ItemPointerData>>,
     /// Where this scan reports to, while an EXPLAIN (ANALYZE) collects.
     report: Option<Rc<RefCell<ScanReport>>>,
 }
@@ -46,6 +51,7 @@ impl ScanState {
     /// Ends the current search (a rescan, or the end of the scan), adding
     /// what it did to the report.
     fn end_search(&mut self) {
+        self.nulls = None;
         if let (Some(search), Some(report)) = (self.search.take(), &self.report) {
             report.borrow_mut().add(&search.stats());
         }
@@ -65,7 +71,11 @@ pub unsafe extern "C-unwind" fn ambeginscan(
     unsafe {
         let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
         let report = explain::report_for(Index::from_raw(index));
-        let state = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(ScanState { search: None, report });
+        let state = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(ScanState {
+            search: None,
+            nulls: None,
+            report,
+        });
         (*scan).opaque = state.cast();
         scan
     }
@@ -100,7 +110,7 @@ pub unsafe extern "C-unwind" fn amgettuple(
             error!("milvus index scans only forward");
         }
         let state = state(scan);
-        if state.search.is_none() {
+        if state.search.is_none() && state.nulls.is_none() {
             let loads = explain::loads();
             match start(scan) {
                 Some(search) => {
@@ -109,20 +119,37 @@ pub unsafe extern "C-unwind" fn amgettuple(
                     }
                     state.search = Some(search);
                 }
+                // A NULL query: every distance is NULL, every row comes.
+                None => state.nulls = Some(nulls::rows(scan, true).into_iter()),
+            }
+        }
+        (*scan).xs_recheck = false;
+        (*scan).xs_recheckorderby = false;
+        if state.nulls.is_none() {
+            let hit = state.search.as_mut().and_then(Iterator::next);
+            if let (Some(report), Some(search)) = (&state.report, &state.search) {
+                report.borrow_mut().current = search.stats();
+            }
+            match hit {
+                Some(hit) => {
+                    (*scan).xs_heaptid = unpack_tid(hit.key);
+                    return true;
+                }
+                // Past the last distance, the rows of NULL vectors, unless
+                // the search stopped before it ran out of rows.
+                None if state.search.as_ref().is_some_and(Search::exhausted) => {
+                    state.nulls = Some(nulls::rows(scan, false).into_iter());
+                }
                 None => return false,
             }
         }
-        let hit = state.search.as_mut().and_then(Iterator::next);
-        if let (Some(report), Some(search)) = (&state.report, &state.search) {
-            report.borrow_mut().current = search.stats();
+        match state.nulls.as_mut().and_then(Iterator::next) {
+            Some(tid) => {
+                (*scan).xs_heaptid = tid;
+                true
+            }
+            None => false,
         }
-        let Some(hit) = hit else {
-            return false;
-        };
-        (*scan).xs_heaptid = unpack_tid(hit.key);
-        (*scan).xs_recheck = false;
-        (*scan).xs_recheckorderby = false;
-        true
     }
 }
 

@@ -568,7 +568,10 @@ impl Offered {
 enum Phase {
     Approximate,
     Exact(BinaryHeap<Remaining>),
-    Done,
+    /// Over; `ran_out` when no live row was left unoffered.
+    Done {
+        ran_out: bool,
+    },
 }
 
 /// Rows in order of distance from every source, produced on demand. It owns
@@ -616,6 +619,13 @@ impl Search {
     /// What the search did so far.
     pub fn stats(&self) -> SearchStats {
         self.stats
+    }
+
+    /// Whether the search has ended having offered every live row of every
+    /// source (approximately or in the exact tail); one that stopped after
+    /// its first round (iterative scans off) did not run out of rows.
+    pub fn exhausted(&self) -> bool {
+        matches!(self.phase, Phase::Done { ran_out: true })
     }
 
     /// Rows held in pages that the search reads (its brute-force part).
@@ -715,10 +725,9 @@ impl Search {
             match &mut self.phase {
                 Phase::Approximate => {
                     if !self.round() {
-                        self.phase = if self.options.iterative == IterativeScan::Off
-                            || self.offered.len() >= self.total_rows()
-                        {
-                            Phase::Done
+                        let ran_out = self.offered.len() >= self.total_rows();
+                        self.phase = if self.options.iterative == IterativeScan::Off || ran_out {
+                            Phase::Done { ran_out }
                         } else {
                             self.stats.exact = true;
                             Phase::Exact(self.exact_tail())
@@ -727,9 +736,9 @@ impl Search {
                 }
                 Phase::Exact(heap) => match heap.pop() {
                     Some(r) => return Some(self.hit_of(r)),
-                    None => self.phase = Phase::Done,
+                    None => self.phase = Phase::Done { ran_out: true },
                 },
-                Phase::Done => return None,
+                Phase::Done { .. } => return None,
             }
         }
     }
@@ -959,6 +968,7 @@ mod tests {
         let all: Vec<Hit> = search.by_ref().collect();
         assert_eq!(all.len(), 100, "the bound ends the approximate rounds, never the search");
         assert!(search.stats().exact && search.stats().rounds >= 1);
+        assert!(search.exhausted(), "the exact tail ran out of rows: what follows is NULL rows");
         let truth = brute_force(&segs, &PageRows::new(Shape::f32(DIMS)), &query, &|_| true);
         let offered: HashSet<u64> = all.iter().take(30).map(|h| h.key).collect();
         let tail: Vec<u64> = all[30..].iter().map(|h| h.key).collect();
@@ -1000,6 +1010,7 @@ mod tests {
         assert_eq!(search.by_ref().count(), 40);
         assert!(!search.stats().exact);
         assert_eq!(search.stats().rounds, 1);
+        assert!(!search.exhausted(), "4,960 rows were never offered");
     }
 
     #[test]
@@ -1011,6 +1022,7 @@ mod tests {
         let all: Vec<Hit> = search.by_ref().collect();
         assert!(all.windows(2).all(|w| w[0].distance <= w[1].distance), "non-decreasing");
         assert_eq!(all.len() + search.stats().dropped, 5800, "every row offered or dropped for its order");
+        assert!(search.exhausted());
     }
 
     #[test]
