@@ -167,12 +167,15 @@ impl<'a> FlatGraph<'a> {
     /// farther candidates are the ones the heuristic needs. It costs the
     /// distances to the candidates, some 15% of the build.
     ///
-    /// `distance(a, b)` is the graph's distance between two nodes; runs on
-    /// `threads` threads, and returns false (the graph unchanged) once
-    /// `cancelled()` says so.
+    /// `distance(a, b)` is the graph's distance between two nodes; with
+    /// `fill`, a list the heuristic leaves short is filled up to `m0` with
+    /// the nearest candidates it pruned (for inner product, where it keeps
+    /// few). Runs on `threads` threads, and returns false (the graph
+    /// unchanged) once `cancelled()` says so.
     pub fn refine(
         &mut self,
         distance: &(dyn Fn(u32, u32) -> f32 + Sync),
+        fill: bool,
         threads: usize,
         cancelled: &(dyn Fn() -> bool + Sync),
     ) -> bool {
@@ -201,7 +204,7 @@ impl<'a> FlatGraph<'a> {
                     seen.dedup();
                     let mut near: Vec<(f32, u32)> = seen.iter().map(|&c| (distance(node, c), c)).collect();
                     near.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    Some(select_diverse(&near, m0, distance))
+                    Some(select(&near, m0, distance, fill))
                 })
                 .collect()
         });
@@ -227,7 +230,7 @@ impl<'a> FlatGraph<'a> {
                 *kept = if near.len() <= m0 {
                     near.into_iter().map(|(_, c)| c).collect()
                 } else {
-                    select_diverse(&near, m0, distance)
+                    select(&near, m0, distance, fill)
                 };
             })
         });
@@ -237,8 +240,7 @@ impl<'a> FlatGraph<'a> {
     }
 
     /// Makes every node reachable from the entry point on layer 0
-    /// (`connect_from`): what [`FlatGraph::refine`] ends with, and all a
-    /// graph of inner product gets (see `crate::hnsw`).
+    /// (`connect_from`): what [`FlatGraph::refine`] ends with.
     pub fn connect(&mut self, distance: &dyn Fn(u32, u32) -> f32) {
         let mut lists: Vec<Vec<u32>> = (0..self.rows as u32).map(|n| self.neighbours(n, 0).collect()).collect();
         connect_from(&mut lists, self.m0, self.entry, distance);
@@ -438,6 +440,23 @@ fn walk_towards(lists: &[Vec<u32>], entry: u32, target: u32, distance: &dyn Fn(u
             None => return at,
         }
     }
+}
+
+/// [`select_diverse`], then with `fill` the nearest candidates it pruned,
+/// in order, up to `m` (HNSW's `keepPrunedConnections`).
+fn select(near: &[(f32, u32)], m: usize, distance: &dyn Fn(u32, u32) -> f32, fill: bool) -> Vec<u32> {
+    let mut kept = select_diverse(near, m, distance);
+    if fill {
+        for &(_, c) in near {
+            if kept.len() == m {
+                break;
+            }
+            if !kept.contains(&c) {
+                kept.push(c);
+            }
+        }
+    }
+    kept
 }
 
 /// HNSW's neighbour selection (Malkov and Yashunin, algorithm 4): from
@@ -685,7 +704,7 @@ mod tests {
         let mut g = index.builder_graph();
         let untouched = g.clone();
         let distance = |x: u32, y: u32| Metric::L2.between(b.vector(x as usize), b.vector(y as usize));
-        assert!(!g.refine(&distance, 1, &|| true));
+        assert!(!g.refine(&distance, false, 1, &|| true));
         assert_eq!(g, untouched);
         assert!(matches!(
             SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(true)),
@@ -729,6 +748,10 @@ mod tests {
         let near = [(d(0, 1), 1), (d(0, 2), 2), (d(0, 3), 3)];
         assert_eq!(select_diverse(&near, 4, &d), vec![1, 3]);
         assert_eq!(select_diverse(&near, 1, &d), vec![1]);
+        // Filling: the pruned candidate after the kept ones, up to m.
+        assert_eq!(select(&near, 4, &d, true), vec![1, 3, 2]);
+        assert_eq!(select(&near, 2, &d, true), vec![1, 3]);
+        assert_eq!(select(&near, 4, &d, false), vec![1, 3]);
     }
 
     #[test]
