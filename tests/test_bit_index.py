@@ -74,3 +74,35 @@ def test_the_readme_rerank_finds_the_nearest_vectors(items):
         exact = [r[0] for r in conn.execute("SELECT id FROM items ORDER BY embedding <=> %s LIMIT 10", (q,))]
         hits += len(set(got) & set(exact))
     assert hits / 200 >= 0.9, hits
+
+
+@pytest.mark.parametrize("bits", [16_001, 65_088])
+def test_bit_indexes_up_to_a_page_wide_flush_and_search(db, bits):
+    """Every width CREATE INDEX takes flushes: the column check, the pages
+    and the segment files share one limit (65,088 bits, one page item)."""
+    rng = np.random.default_rng(bits)
+    rows = ["".join(map(str, r)) for r in rng.integers(0, 2, (260, bits))]
+    db.execute(f"CREATE TABLE wide (id int PRIMARY KEY, b bit({bits}))")
+    with db.cursor().copy("COPY wide (id, b) FROM STDIN") as copy:
+        for i, r in enumerate(rows[:200]):
+            copy.write_row((i, r))
+    db.execute("CREATE INDEX wide_b ON wide USING milvus (b bit_hamming_ops)")
+    with db.cursor().copy("COPY wide (id, b) FROM STDIN") as copy:
+        for i, r in enumerate(rows[200:], 200):
+            copy.write_row((i, r))
+    db.execute("SELECT milvus_flush('wide_b')")
+    states = db.execute("SELECT state, sum(rows) FROM milvus_segments('wide_b') WHERE rows > 0 "
+                        "GROUP BY state").fetchall()
+    assert states == [("flushed", 260)], states
+    for q in (rows[3], rows[250]):
+        with db.transaction():
+            db.execute("SET LOCAL enable_seqscan = off")
+            got = db.execute("SELECT b <~> %s::varbit FROM wide ORDER BY b <~> %s::varbit LIMIT 5", (q, q)).fetchall()
+        want = db.execute("SELECT b <~> %s::varbit FROM wide ORDER BY 1 LIMIT 5", (q,)).fetchall()
+        assert got == want and got[0] == (0,)
+
+
+def test_a_bit_column_wider_than_a_page_is_refused(db):
+    db.execute("CREATE TABLE wider (b bit(65089))")
+    with pytest.raises(Exception, match="column cannot have more than 65088 dimensions for milvus index"):
+        db.execute("CREATE INDEX ON wider USING milvus (b bit_hamming_ops)")

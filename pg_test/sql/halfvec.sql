@@ -33,6 +33,9 @@ SELECT '[1,2]'::halfvec <-> '[3]';
 SELECT id FROM h ORDER BY v <-> '[3,3,3]' LIMIT 2;
 -- Functions and arithmetic
 SELECT vector_dims('[1,2,3]'::halfvec), l2_norm('[3,4]'::halfvec), l2_normalize('[3,4]'::halfvec);
+SELECT l2_norm('[60000,60000]'::halfvec), l2_normalize('[60000]'::halfvec);
+SELECT '{{1,2}}'::real[]::halfvec;
+SELECT '[60000,0.00006,1000,0.1]'::halfvec;
 SELECT binary_quantize('[1,-2,0,3]'::halfvec), subvector('[1,2,3,4,5]'::halfvec, 2, 3);
 SELECT '[1,2]'::halfvec + '[3,4]', '[1,2]'::halfvec - '[3,4]', '[1,2]'::halfvec * '[3,4]', '[1,2]'::halfvec || '[3]';
 SELECT '[60000]'::halfvec + '[60000]';

@@ -49,6 +49,18 @@ SELECT vector_avg('{1}');
 SELECT vector_avg('{{2,2,4,6}}');
 SELECT vector_avg('{NULL,2,4,6}');
 SELECT vector_avg('{}');
+-- The combine function's states: pgvector's checks.
+SELECT vector_combine('{1,2}', '{3,4}'), vector_combine('{0}', '{0}'), vector_combine('{2,4}', '{0}');
+SELECT vector_combine('{{1,2}}', '{3,4}');
+SELECT vector_combine('{1,2}', '{3,NULL}');
+SELECT vector_combine('{}', '{0}');
+SELECT vector_combine('{1}', '{0}');
+SELECT vector_combine('{0}', '{1}');
+SELECT vector_combine('{1,2}', '{1,2,3}');
+SELECT vector_combine('{0}', (SELECT array_agg(n) FROM generate_series(1, 16002) n));
+SELECT vector_combine((SELECT array_agg(n) FROM generate_series(1, 16002) n), '{0}');
+SELECT vector_combine((SELECT array_agg(n) FROM generate_series(1, 16002) n), (SELECT array_agg(n) FROM generate_series(1, 16002) n));
+SELECT halfvec_combine('{1}', '{0}');
 SELECT sum(v) FROM unnest(ARRAY['[1,2,3]'::vector, '[3,5,7]']) v;
 SELECT sum(v) FROM unnest(ARRAY['[1,2,3]'::vector, '[3,5,7]', NULL]) v;
 SELECT sum(v) FROM unnest(ARRAY[]::vector[]) v;
@@ -65,6 +77,9 @@ SET min_parallel_table_scan_size = 0;
 SET max_parallel_workers_per_gather = 2;
 EXPLAIN (COSTS OFF) SELECT avg(embedding), sum(embedding) FROM agg;
 SELECT avg(embedding), sum(embedding) FROM agg;
+-- Workers that see no row combine into no row (pgvector 0.8.6 errors here).
+EXPLAIN (COSTS OFF) SELECT avg(embedding) FROM agg WHERE category::text > 'z';
+SELECT avg(embedding) IS NULL AS no_rows FROM agg WHERE category::text > 'z';
 RESET max_parallel_workers_per_gather;
 SELECT avg(embedding) FROM agg;
 SELECT category, avg(embedding) FROM agg GROUP BY category ORDER BY category;

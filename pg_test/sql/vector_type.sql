@@ -43,6 +43,11 @@ SELECT id, embedding <-> '[1,1,1]' AS l2,
 SELECT l2_distance('[0,0]'::vector, '[3,4]'), inner_product('[1,2]'::vector, '[3,4]'),
        cosine_distance('[1,0]'::vector, '[0,1]'), cosine_distance('[0,0]'::vector, '[1,1]');
 SELECT vector_dims('[1,2,3]'::vector), vector_norm('[3,4]'), l2_normalize('[3,4]'::vector);
+-- Large values: norms and normalisation sum in double precision (pgvector's
+-- figures); the cosine distance of a vector to itself is 0 (pgvector 0.8.6:
+-- NaN, its float sums overflow).
+SELECT vector_norm('[3e37,4e37]'), l2_normalize('[3e38]'::vector), l2_normalize('[3e37,4e37]'::vector);
+SELECT cosine_distance('[3e38]'::vector, '[3e38]'), '[3e38,1]'::vector <=> '[3e38,1]';
 SELECT l2_distance('[0,0]', '[3,4]');
 SELECT '[1,2]'::vector <-> '[1,2,3]';
 SELECT id FROM items WHERE embedding IS NOT NULL ORDER BY embedding <-> '[4,4,4]' LIMIT 1;
@@ -60,6 +65,25 @@ SELECT '[1,2,3]'::vector::real[];
 SELECT ARRAY[1,NULL,3]::vector;
 SELECT ARRAY[1e39]::numeric[]::vector;
 SELECT ARRAY[]::integer[]::vector;
+-- Arrays of more than one dimension are refused, not flattened.
+SELECT '{{1,2},{3,4}}'::real[]::vector;
+SELECT '{{1,2}}'::float8[]::vector;
+SELECT '{{1},{2}}'::integer[]::vector;
+SELECT '{{1.5}}'::numeric[]::vector;
+
+-- Text output: float4's text, byte for byte (plain from 1e-4 to below 1e6).
+SELECT '[123456789,1e14,100000,999999,1000000,0.0001,0.00001,1e-45,-3.4028235e38,1234.5,1.5e-7,1e30,-0]'::vector;
+SELECT '[2974545.25,0.1,0.3333333]'::vector, '[2974545.25]'::vector::text = '[' || 2974545.25::real::text || ']';
+-- Every element's text is float4's, and reads back to the same float:
+-- 100,000 floats across float4's range, subnormals included.
+SELECT setseed(0.25);
+WITH f AS (
+  SELECT (sign(random() - 0.5) * (1 + random()) * 10 ^ (random() * 82 - 44))::real AS r FROM generate_series(1, 100000)
+)
+SELECT bool_and(ARRAY[r]::vector::text = '[' || r::text || ']') AS as_float4,
+       bool_and(ARRAY[r]::vector::text::vector = ARRAY[r]::vector) AS round_trips,
+       bool_and(h::text = h::vector::text AND h::text::halfvec = h) AS halfvec_too
+  FROM f, LATERAL (SELECT ARRAY[least(greatest(r, -65504), 65504)]::halfvec AS h) half;
 INSERT INTO items VALUES (6, ARRAY[7,8,9]);
 SELECT embedding FROM items WHERE id = 6;
 

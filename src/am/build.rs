@@ -267,14 +267,9 @@ fn dims_of(index: Index, element: Element) -> usize {
             format!("A milvus index needs a column of type {0}(n), e.g. embedding {0}(128).", element.type_name())
         );
     }
-    // Up to the type's limit: growing rows wider than a page are stored in
-    // chunks of a page each (pages::rows), segment files have no limit.
-    // Bits: what one page holds (65,024; pgvector's HNSW takes 64,000).
+    // One limit for the column, the pages and the segment files.
     let dims = typmod as usize;
-    let max = match element {
-        Element::Bit => milvus_core::format::page::max_dims_per_page(Element::Bit),
-        _ => milvus_core::vector::MAX_DIM,
-    };
+    let max = element.max_dims();
     if dims > max {
         ereport!(
             ERROR,

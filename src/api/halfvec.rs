@@ -57,7 +57,7 @@ fn halfvec_vector_dims(v: PgHalfvec) -> i32 {
 
 #[pg_extern(name = "l2_norm", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_l2_norm(v: PgHalfvec) -> f64 {
-    distance::norm(&v.to_f32()) as f64
+    distance::norm(&v.to_f32())
 }
 
 #[pg_extern(name = "l2_normalize", immutable, strict, parallel_safe, requires = ["halfvec_type"])]

@@ -75,7 +75,7 @@ fn vector_dims(v: PgVector) -> i32 {
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_norm(v: PgVector) -> f64 {
-    distance::norm(v.as_slice()) as f64
+    distance::norm(v.as_slice())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]

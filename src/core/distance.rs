@@ -214,9 +214,11 @@ pub fn jaccard(a: &[u8], b: &[u8]) -> f64 {
     if both == 0 { 1.0 } else { 1.0 - both as f64 / (ones_a + ones_b - both) as f64 }
 }
 
-/// Euclidean norm.
-pub fn norm(a: &[f32]) -> f32 {
-    inner_product(a, a).sqrt()
+/// Euclidean norm, summed in f64 as pgvector's `vector_norm` sums: the
+/// squares of finite f32 elements overflow an f32 sum (`[3e37,4e37]` is
+/// 5e37, not infinity).
+pub fn norm(a: &[f32]) -> f64 {
+    a.iter().map(|x| *x as f64 * *x as f64).sum::<f64>().sqrt()
 }
 
 fn is_zero(a: &[f32]) -> bool {
@@ -507,7 +509,12 @@ mod tests {
         assert_eq!(Metric::InnerProduct.distance(&a, &b), -32.0);
         assert!((Metric::Cosine.distance(&a, &b) - 0.025_368_154).abs() < 1e-6);
         assert!(Metric::Cosine.distance(&a, &a).abs() < 1e-6);
-        assert!((norm(&[3.0, 4.0]) - 5.0).abs() < 1e-6);
+        assert!((norm(&[3.0, 4.0]) - 5.0).abs() < 1e-12);
+        assert_eq!(
+            norm(&[3e37, 4e37]),
+            ((3e37f32 as f64).powi(2) + (4e37f32 as f64).powi(2)).sqrt(),
+            "no f32 overflow"
+        );
     }
 
     #[test]
@@ -515,6 +522,10 @@ mod tests {
         assert!(Metric::Cosine.distance(&[0.0, 0.0], &[1.0, 2.0]).is_nan());
         assert!(Metric::Cosine.distance(&[0.0, 0.0], &[0.0, 0.0]).is_nan());
         assert!(reference::cosine_distance(&[0.0], &[1.0]).is_nan());
+        // Squares beyond f32 do not overflow the kernel (it sums f32 in
+        // f64): a vector is at distance 0 from itself, where pgvector's f32
+        // sums give inf / inf = NaN.
+        assert_eq!(Metric::Cosine.distance(&[3e38], &[3e38]), 0.0);
         // Orthogonal vectors are distance 1, not NaN.
         assert_eq!(Metric::Cosine.distance(&[1.0, 0.0], &[0.0, 1.0]), 1.0);
     }

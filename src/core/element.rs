@@ -25,6 +25,10 @@ pub enum Element {
     Bit,
 }
 
+/// Most dimensions a vector or halfvec may have (pgvector's limit, so values
+/// move freely between the two extensions).
+pub const MAX_DIM: usize = 16_000;
+
 impl Element {
     /// Bytes of a vector of `dims` elements.
     pub const fn bytes(self, dims: usize) -> usize {
@@ -41,6 +45,18 @@ impl Element {
             Element::F32 => bytes / 4,
             Element::F16 => bytes / 2,
             Element::Bit => bytes * 8,
+        }
+    }
+
+    /// The widest row of these elements an index takes, one limit
+    /// everywhere (the column check at CREATE INDEX, growing pages, binlogs,
+    /// index files): the types' 16,000 for floats (rows wider than a page
+    /// are stored in chunks), and for bits what one index page holds as
+    /// one item, 65,088 (`format::page` checks the two agree).
+    pub const fn max_dims(self) -> usize {
+        match self {
+            Element::F32 | Element::F16 => MAX_DIM,
+            Element::Bit => 65_088,
         }
     }
 

@@ -1,20 +1,17 @@
 //! The `vector` value: its text form and the checks every vector passes.
 //!
 //! The text form is pgvector's: `[1,2.5,-3e-2]`, elements separated by commas,
-//! white space allowed around brackets, elements and commas. Output is the
-//! shortest text that reads back to the same `f32` (round-trip exact).
+//! white space allowed around brackets, elements and commas. Output is
+//! Postgres' own float4 text per element, written by the skin
+//! (`vector_out`); any text that reads back to the same `f32` parses to it.
 //!
 //! Every constructor of a vector goes through [`check_elements`], so no vector
 //! with NaN, an infinity, zero elements or more than [`MAX_DIM`] elements can
 //! exist anywhere in the system: not in a heap tuple, not in a segment.
 
-use std::fmt::Write as _;
-
 pub use half::f16;
 
-/// Most dimensions a vector may have (pgvector's limit, so values move freely
-/// between the two extensions).
-pub const MAX_DIM: usize = 16_000;
+pub use crate::element::MAX_DIM;
 
 /// Why a vector was refused. Each message names the offending part; the skin
 /// turns these into Postgres errors with the matching SQLSTATE.
@@ -250,35 +247,6 @@ fn is_pg_space(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c')
 }
 
-/// Writes the text form of `values`: `[1,2.5,-0.03]`.
-pub fn format(values: &[f32]) -> String {
-    let mut out = String::with_capacity(values.len() * 10 + 2);
-    out.push('[');
-    for (i, v) in values.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        write_float(&mut out, *v);
-    }
-    out.push(']');
-    out
-}
-
-/// Shortest round-trip text of a finite `f32`, in Postgres' float4 style:
-/// plain decimals for moderate exponents, `1e+30` / `1.5e-07` outside them.
-fn write_float(out: &mut String, v: f32) {
-    // `{:e}` gives the shortest digits that read back to `v`, e.g. "1.5e-7".
-    let sci = format!("{v:e}");
-    let (mantissa, exp) = sci.split_once('e').expect("LowerExp always has an exponent");
-    let exp: i32 = exp.parse().expect("LowerExp exponent is an integer");
-    if (-4..15).contains(&exp) {
-        let _ = write!(out, "{v}");
-    } else {
-        let sign = if exp < 0 { '-' } else { '+' };
-        let _ = write!(out, "{mantissa}e{sign}{:02}", exp.abs());
-    }
-}
-
 /// Decodes pgvector's binary form (`vector_recv`): int16 dimensions, int16
 /// unused (must be 0), then the float4 elements, all in network byte order.
 pub fn decode_binary(bytes: &[u8]) -> Result<Vec<f32>, VectorError> {
@@ -432,17 +400,27 @@ pub fn accumulate(state: &[f64], v: &[f32]) -> Result<Vec<f64>, VectorError> {
     Ok(out)
 }
 
-/// Two states of [`accumulate`] as one.
+/// Two states of [`accumulate`] as one. As pgvector's `vector_combine`:
+/// a state of no rows gives way to the other, whose sums must then be of
+/// 1..=[`MAX_DIM`] dimensions, and two states of rows must agree on their
+/// dimensions. Two states of no rows (`{0}`, what every parallel worker
+/// that saw no row hands over) make `{0}`, where pgvector 0.8.6 refuses
+/// them and so fails `avg()` of a parallel plan that matches no row.
 pub fn combine(a: &[f64], b: &[f64]) -> Result<Vec<f64>, VectorError> {
     let (na, nb) = (a.first().copied().unwrap_or(0.0), b.first().copied().unwrap_or(0.0));
     let (sa, sb) = (&a[a.len().min(1)..], &b[b.len().min(1)..]);
-    let sums: Vec<f64> = match (sa.is_empty(), sb.is_empty()) {
-        (true, _) => sb.to_vec(),
-        (_, true) => sa.to_vec(),
+    if na == 0.0 && nb == 0.0 && sa.is_empty() && sb.is_empty() {
+        return Ok(vec![0.0]);
+    }
+    let sums: Vec<f64> = match (na == 0.0, nb == 0.0) {
+        (true, _) => check_dims(sb.len()).map(|()| sb.to_vec())?,
+        (_, true) => check_dims(sa.len()).map(|()| sa.to_vec())?,
         _ if sa.len() != sb.len() => {
+            check_dims(sa.len())?;
             return Err(VectorError::TypmodMismatch { expected: sa.len(), actual: sb.len() });
         }
         _ => {
+            check_dims(sa.len())?;
             let sums: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| x + y).collect();
             if let Some(i) = sums.iter().position(|s| s.is_infinite()) {
                 return Err(VectorError::Overflow { index: i + 1 });
@@ -465,13 +443,15 @@ pub fn average(state: &[f64]) -> Result<Option<Vec<f32>>, VectorError> {
     Ok(Some(mean))
 }
 
-/// `a / |a|`; the zero vector stays zero (pgvector's `l2_normalize`).
+/// `a / |a|`, the norm and the quotients in f64 as pgvector's
+/// `l2_normalize` (so `[3e38]` is `[1]`); the zero vector stays zero. No
+/// quotient exceeds 1, so none overflows.
 pub fn l2_normalize(a: &[f32]) -> Vec<f32> {
     let norm = crate::distance::norm(a);
     if norm == 0.0 {
         return a.to_vec();
     }
-    a.iter().map(|x| x / norm).collect()
+    a.iter().map(|x| (*x as f64 / norm) as f32).collect()
 }
 
 /// Total order for the btree opclass: element by element, then by length
@@ -556,6 +536,12 @@ mod tests {
         assert_eq!(average(&[0.0]).unwrap(), None, "no row: NULL");
         assert_eq!(accumulate(&a, &[1.0]), Err(VectorError::TypmodMismatch { expected: 2, actual: 1 }));
         assert_eq!(combine(&a, &[1.0, 1.0]), Err(VectorError::TypmodMismatch { expected: 2, actual: 1 }));
+        // States no aggregate makes: no dimension, or more than a vector has.
+        assert_eq!(combine(&[1.0], &[0.0]), Err(VectorError::Empty));
+        assert_eq!(combine(&[0.0], &[0.0]), Ok(vec![0.0]), "two workers that saw no row");
+        let wide = vec![1.0; MAX_DIM + 2];
+        assert_eq!(combine(&wide, &[0.0]), Err(VectorError::TooManyDimensions(MAX_DIM + 1)));
+        assert_eq!(combine(&wide, &wide), Err(VectorError::TooManyDimensions(MAX_DIM + 1)));
         assert_eq!(accumulate(&[1.0, f64::MAX], &[f32::MAX]).unwrap()[1], f64::MAX, "f64 sums hold");
         // Float rows whose sum passes f32 still average within it.
         let big = accumulate(&accumulate(&[0.0], &[3e38]).unwrap(), &[3e38]).unwrap();
@@ -614,15 +600,6 @@ mod tests {
     }
 
     #[test]
-    fn formats_like_postgres_float4() {
-        assert_eq!(format(&[1.0, 2.5, -0.03]), "[1,2.5,-0.03]");
-        assert_eq!(format(&[0.1]), "[0.1]");
-        assert_eq!(format(&[1e30, 1.5e-7, -0.0]), "[1e+30,1.5e-07,-0]");
-        assert_eq!(format(&[123456789.0]), "[123456790]");
-        assert_eq!(format(&[f32::MIN_POSITIVE]), "[1.1754944e-38]");
-    }
-
-    #[test]
     fn binary_is_pgvector_wire_format() {
         let bytes = encode_binary(&[1.0, -2.5]);
         assert_eq!(bytes, [0, 2, 0, 0, 0x3f, 0x80, 0, 0, 0xc0, 0x20, 0, 0]);
@@ -651,6 +628,8 @@ mod tests {
         assert_eq!(add(&[f32::MAX], &[f32::MAX]), Err(VectorError::Overflow { index: 1 }));
         assert_eq!(l2_normalize(&[3.0, 4.0]), vec![0.6, 0.8]);
         assert_eq!(l2_normalize(&[0.0, 0.0]), vec![0.0, 0.0]);
+        assert_eq!(l2_normalize(&[3e38]), vec![1.0], "no f32 overflow");
+        assert_eq!(l2_normalize(&[3e37, 4e37]), vec![0.6, 0.8]);
         assert!(compare(&[1.0, 2.0], &[1.0, 3.0]).is_lt());
         assert!(compare(&[1.0, 2.0], &[1.0]).is_gt());
         assert!(compare(&[1.0, 2.0], &[1.0, 2.0]).is_eq());
@@ -663,9 +642,9 @@ mod tests {
         }
 
         #[test]
-        fn text_round_trips_exactly(values in prop::collection::vec(
+        fn shortest_text_parses_back_exactly(values in prop::collection::vec(
             any::<f32>().prop_filter("finite", |v| v.is_finite()), 1..64)) {
-            let text = format(&values);
+            let text = std::format!("[{}]", values.iter().map(f32::to_string).collect::<Vec<_>>().join(","));
             let back = parse(&text).unwrap();
             prop_assert_eq!(back.len(), values.len());
             for (a, b) in back.iter().zip(&values) {

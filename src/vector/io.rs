@@ -4,12 +4,14 @@
 //!
 //! Parsing and checking live in `milvus_core::vector`; these functions only
 //! move values between Postgres and the core, and apply the column's typmod.
+//! Text output is Postgres' own: each element by the shortest round-trip
+//! formatter `float4out` uses, as pgvector writes it.
 
 use std::ffi::{CStr, CString};
 
 use milvus_core::vector as vector_core;
 use pgrx::AnyNumeric;
-use pgrx::datum::Internal;
+use pgrx::datum::{Internal, UnboxDatum};
 use pgrx::prelude::*;
 
 use super::{PgHalfvec, PgVector};
@@ -57,9 +59,43 @@ fn vector_in(input: &CStr, _typioparam: pg_sys::Oid, typmod: i32) -> PgVector {
     build(&vector_core::parse(input_text("vector", input)).or_raise(), typmod)
 }
 
+unsafe extern "C-unwind" {
+    /// Postgres' shortest text that reads back to `f` (`common/shortest_dec.h`,
+    /// Ryu), laid out as `float4out` lays it out (`1e+06`, `1.5e-07`):
+    /// writes at most [`FLOAT_SHORTEST_DECIMAL_LEN`] bytes at `result`, no
+    /// NUL, and returns how many.
+    fn float_to_shortest_decimal_bufn(f: f32, result: *mut std::ffi::c_char) -> std::ffi::c_int;
+}
+
+/// The most bytes one element's text takes (`-1.1754944e-38` and its sign).
+const FLOAT_SHORTEST_DECIMAL_LEN: usize = 16;
+
+/// `[e1,e2,...]`, each element as `float4out` writes it, in one buffer
+/// sized for the widest text up front (pgvector's `vector_out`).
+fn format(values: impl ExactSizeIterator<Item = f32>) -> CString {
+    let mut out = Vec::<u8>::with_capacity(values.len() * (FLOAT_SHORTEST_DECIMAL_LEN + 1) + 3);
+    out.push(b'[');
+    for (i, v) in values.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        // SAFETY: the capacity leaves FLOAT_SHORTEST_DECIMAL_LEN bytes for
+        // each element, which is the most the function writes; it only
+        // reads `v`.
+        unsafe {
+            let at = out.as_mut_ptr().add(out.len()).cast();
+            let written = float_to_shortest_decimal_bufn(v, at) as usize;
+            out.set_len(out.len() + written);
+        }
+    }
+    out.push(b']');
+    // SAFETY: digits, signs, '.', 'e', ',' and brackets: no NUL.
+    unsafe { CString::from_vec_unchecked(out) }
+}
+
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
 fn vector_out(vector: PgVector) -> CString {
-    CString::new(vector_core::format(vector.as_slice())).expect("vector text has no NUL")
+    format(vector.as_slice().iter().copied())
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
@@ -101,23 +137,42 @@ fn collect_array(items: impl Iterator<Item = Option<f32>>) -> Vec<f32> {
         .collect()
 }
 
+/// The array, refused unless it has one dimension (or none: `'{}'`, which
+/// `build` refuses for its length), as pgvector refuses `{{1,2},{3,4}}`
+/// rather than flatten it.
+fn one_dimensional<T: UnboxDatum>(array: Array<'_, T>) -> Array<'_, T> {
+    let ptr = array.into_array_type();
+    // SAFETY: a detoasted array argument; rewrapped as it was.
+    unsafe {
+        if (*ptr).ndim > 1 {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
+                "array must be 1-D",
+                format!("The array has {} dimensions.", (*ptr).ndim)
+            );
+        }
+        Array::from_datum(pg_sys::Datum::from(ptr), false).expect("a non-NULL array")
+    }
+}
+
 /// The elements of the arrays the casts take, as f32. A numeric beyond
 /// f32's range becomes an infinity, which `build` and `build_half` refuse
 /// with the element named.
 fn reals(array: Array<f32>) -> Vec<f32> {
-    collect_array(array.iter())
+    collect_array(one_dimensional(array).iter())
 }
 
 fn doubles(array: Array<f64>) -> Vec<f32> {
-    collect_array(array.iter().map(|v| v.map(|v| v as f32)))
+    collect_array(one_dimensional(array).iter().map(|v| v.map(|v| v as f32)))
 }
 
 fn integers(array: Array<i32>) -> Vec<f32> {
-    collect_array(array.iter().map(|v| v.map(|v| v as f32)))
+    collect_array(one_dimensional(array).iter().map(|v| v.map(|v| v as f32)))
 }
 
 fn numerics(array: Array<AnyNumeric>) -> Vec<f32> {
-    collect_array(array.iter().map(|v| v.map(|v| f32::try_from(v).unwrap_or(f32::INFINITY))))
+    collect_array(one_dimensional(array).iter().map(|v| v.map(|v| f32::try_from(v).unwrap_or(f32::INFINITY))))
 }
 
 #[pg_extern(name = "array_to_vector", immutable, strict, parallel_safe, requires = ["vector_shell"])]
@@ -167,7 +222,7 @@ fn halfvec_in(input: &CStr, _typioparam: pg_sys::Oid, typmod: i32) -> PgHalfvec 
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
 fn halfvec_out(halfvec: PgHalfvec) -> CString {
-    CString::new(vector_core::format(&halfvec.to_f32())).expect("vector text has no NUL")
+    format(halfvec.as_slice().iter().map(|h| h.to_f32()))
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]

@@ -34,7 +34,6 @@ use super::{
 use crate::distance::Metric;
 use crate::element::{Element, Row, Vectors};
 use crate::segment::SegmentId;
-use crate::vector::MAX_DIM;
 
 pub const MAGIC: &[u8; 8] = b"PGMVINS\0";
 pub const VERSION: u16 = 2;
@@ -100,8 +99,9 @@ impl<'a> InsertBinlog<'a> {
         let element = Element::from_code(element_code)
             .filter(|e| version > VERSION_F32 || *e == Element::F32)
             .ok_or_else(|| invalid(format!("unknown element code {element_code} in version {version}")))?;
-        if dims == 0 || dims > MAX_DIM {
-            return Err(invalid(format!("dimensions {dims} out of range 1..={MAX_DIM}")));
+        let max = element.max_dims();
+        if dims == 0 || dims > max {
+            return Err(invalid(format!("dimensions {dims} out of range 1..={max} for {element:?} rows")));
         }
         let body_len = rows
             .checked_mul(8 + element.bytes(dims) as u64)
@@ -255,6 +255,31 @@ mod tests {
         let delta = crate::format::delta::encode(SegmentId(1), &[1, 2]);
         let e = InsertBinlog::decode("o", &delta).unwrap_err();
         assert!(matches!(e.kind, FormatErrorKind::BadMagic { expected: "insert binlog", .. }), "{e}");
+    }
+
+    #[test]
+    fn every_width_an_index_takes_round_trips_and_no_wider() {
+        use crate::element::{Element, f16};
+        let keys = [7u64, 8];
+        for element in [Element::F32, Element::F16, Element::Bit] {
+            let max = element.max_dims();
+            let (floats, halves, bits) = (vec![0.5f32; 2 * max], vec![f16::ONE; 2 * max], vec![0xa5u8; 2 * max / 8]);
+            let (metric, rows) = match element {
+                Element::Bit => (Metric::Hamming, Row::Bit { bits: &bits, len: 2 * max }),
+                Element::F16 => (Metric::L2, Row::F16(&halves)),
+                Element::F32 => (Metric::L2, Row::F32(&floats)),
+            };
+            let bytes = encode(SegmentId(1), metric, max, &keys, rows);
+            let b = InsertBinlog::decode("o", &bytes).unwrap();
+            assert_eq!((b.dims, b.len(), b.element()), (max, 2, element));
+            // A header naming one more (its checksum made good) is refused.
+            let mut wider = bytes.clone();
+            wider[MAGIC.len() + 4..MAGIC.len() + 8].copy_from_slice(&((max + 1) as u32).to_le_bytes());
+            let crc = crc32c::crc32c(&wider[..HEADER_LEN - 4]);
+            wider[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+            let e = InsertBinlog::decode("o", &wider).err().unwrap().to_string();
+            assert!(e.contains(&format!("dimensions {} out of range 1..={max}", max + 1)), "{e}");
+        }
     }
 
     #[test]

@@ -78,7 +78,7 @@ pub struct Chunks {
 
 impl Chunks {
     /// `None` when a row of `shape` fits one item, and for bits: an index
-    /// of bits takes at most the 65,024 one page holds (CREATE INDEX
+    /// of bits takes at most the 65,088 one page holds ([`Element::max_dims`]: CREATE INDEX
     /// refuses more; pgvector's HNSW takes 64,000).
     pub fn of(shape: Shape) -> Option<Chunks> {
         if shape.dims <= max_dims_per_page(shape.element) || shape.element == Element::Bit {
@@ -437,6 +437,7 @@ mod tests {
     #[test]
     fn the_largest_row_fits_and_one_more_dimension_does_not() {
         assert_eq!((max_dims_per_page(Element::F32), max_dims_per_page(Element::F16)), (2034, 4068));
+        assert_eq!(max_dims_per_page(Element::Bit), Element::Bit.max_dims(), "a bit row is one item");
         for element in ELEMENTS {
             let max = max_dims_per_page(element);
             let (fits, wider) = (Shape::new(max, element), Shape::new(max + 1, element));
