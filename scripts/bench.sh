@@ -8,11 +8,20 @@
 #                      memory bandwidth matters more): bench-results/768-cosine
 #   bench.sh --768-half  the same as halfvec columns (2-byte elements, both
 #                      indexes): bench-results/768-cosine-halfvec
+#   bench.sh --ip      inner-product recall of one graph per index built by
+#                      CREATE INDEX on 20k rows, standard Gaussian (not
+#                      normalised) and normalised, at 64, 768 and 1,536
+#                      dimensions, ef_search 40, 200 and 1,000:
+#                      bench-results/ip-{gaussian,normalised}-DIM
 # Extra arguments go to the driver (see benches/workload/main.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=(--n 100000 --dim 128 --clusters 1000 --queries 500 --repeats 3 --out bench-results)
-if [ "${1:-}" = --quick ]; then
+ip=0
+if [ "${1:-}" = --ip ]; then
+  shift
+  ip=1
+elif [ "${1:-}" = --quick ]; then
   shift
   args=(--n 20000 --dim 128 --clusters 200 --queries 200 --repeats 2 --out bench-results/quick)
 elif [ "${1:-}" = --768 ]; then
@@ -40,4 +49,16 @@ scripts/install.sh
 port=$(scripts/cluster.sh start bench "shared_buffers = '1GB'" "maintenance_work_mem = '1GB'" "milvus.naptime = 1")
 host=$(scripts/cluster.sh host bench)
 trap 'scripts/cluster.sh stop bench' EXIT
-cargo run --release -q -p milvus-workload -- --host "$host" --port "$port" "${args[@]}" "$@"
+if ((ip)); then
+  for dim in 64 768 1536; do
+    for data in gaussian normalised; do
+      flags=(--gaussian)
+      [ "$data" = normalised ] && flags+=(--normalise)
+      cargo run --release -q -p milvus-workload -- --host "$host" --port "$port" --n 20000 --dim "$dim" \
+        --metric ip "${flags[@]}" --queries 1000 --repeats 1 --recall-only --ef 40,200,1000 \
+        --out "bench-results/ip-$data-$dim" "$@"
+    done
+  done
+else
+  cargo run --release -q -p milvus-workload -- --host "$host" --port "$port" "${args[@]}" "$@"
+fi

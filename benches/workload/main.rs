@@ -3,7 +3,9 @@
 //! the `vector` extension is installed) and a plain table, so that every
 //! ratio is measured on the same machine in the same minutes.
 //!
-//! Phases, each timed: bulk load (COPY); INSERT with the index present, in
+//! Phases, each timed: bulk load (COPY); the text output of every row
+//! (`embedding::text`, what psql and text-protocol clients pay); INSERT
+//! with the index present, in
 //! statements of 1,000 rows and of one row; time from the last insert until
 //! every row is in an indexed segment (pgvector: its CREATE INDEX); recall@10,
 //! QPS and latency at several `ef_search`, one client and several; filtered
@@ -14,6 +16,8 @@
 //! (half the rows loaded and indexed, the other half inserted at 1,000 rows
 //! a second while one client searches: QPS, latency, recall against the
 //! rows committed at each query's start, and the lag until all is indexed).
+//! With `--recall-only`, only the load, the text output, CREATE INDEX on the
+//! loaded table and recall and QPS at each `--ef` (`make bench-ip`).
 //!
 //! `milvus-workload --help` lists its options (host and port of the
 //! cluster, rows, dimensions, dataset, metric, clients, repeats, HNSW
@@ -80,8 +84,24 @@ struct Args {
     #[arg(long, default_value_t = 500)]
     queries: usize,
     /// Uniform rows instead of the mixture.
-    #[arg(long, conflicts_with = "file")]
+    #[arg(long, conflicts_with_all = ["file", "gaussian"])]
     uniform: bool,
+    /// Standard Gaussian rows instead of the mixture: norms spread around
+    /// sqrt(dim), the distribution on which inner product differs most
+    /// from cosine.
+    #[arg(long, conflicts_with = "file")]
+    gaussian: bool,
+    /// Every row and query divided by its norm (after it is generated or read).
+    #[arg(long)]
+    normalise: bool,
+    /// Only the index build on the loaded table and the single-client
+    /// recall and QPS at each `--ef` (both indexes built by CREATE INDEX,
+    /// one graph each): no inserts, deletes, memory or streaming phases.
+    #[arg(long)]
+    recall_only: bool,
+    /// The ef_search values of the query sweeps.
+    #[arg(long, value_delimiter = ',', default_values_t = EF_VALUES, value_parser = at_least_one())]
+    ef: Vec<usize>,
     /// Rows from a file (.fvecs or .npy of float32) instead of generated ones.
     #[arg(long)]
     file: Option<PathBuf>,
@@ -235,6 +255,10 @@ fn dataset(a: &Args) -> Dataset {
     } else if a.uniform {
         let mut rng = Rng::new(a.seed);
         (a.dim, rng.vector((a.n + a.queries) * a.dim), format!("uniform in [-1, 1), seed {}", a.seed))
+    } else if a.gaussian {
+        let mut rng = Rng::new(a.seed);
+        let v = (0..(a.n + a.queries) * a.dim).map(|_| rng.next_gaussian()).collect();
+        (a.dim, v, format!("standard Gaussian, seed {}", a.seed))
     } else {
         let v = gaussian_mixture(a.n + a.queries, a.dim, a.clusters, 0.1, a.seed);
         (
@@ -245,6 +269,12 @@ fn dataset(a: &Args) -> Dataset {
                 a.clusters, a.seed
             ),
         )
+    };
+    let (all, description) = if a.normalise {
+        let normalised = all.chunks_exact(dim).flat_map(milvus_core::vector::l2_normalize).collect();
+        (normalised, format!("{description}, normalised"))
+    } else {
+        (all, description)
     };
     let rows = all.len() / dim;
     if rows <= a.queries {
@@ -431,6 +461,9 @@ struct TargetReport {
     /// pgvector: CREATE INDEX on the loaded table.
     time_to_indexed_s: Option<f64>,
     delete_vacuum_s: Option<f64>,
+    /// `SELECT sum(length(embedding::text))` over the table: the type's
+    /// text output, what psql and text-protocol clients pay (median of 3).
+    text_output_rows_per_s: Option<f64>,
     compaction_s: Option<f64>,
     /// The first query of a new connection (all sealed).
     cold_query_ms: Option<f64>,
@@ -753,8 +786,9 @@ impl Bench<'_> {
             r.cold_query_ms = Some(self.cold_query_ms(kind));
             done(&format!("{:.1} ms", r.cold_query_ms.unwrap()));
         }
-        for ef in EF_VALUES {
-            for clients in [1, self.a.clients] {
+        let clients: &[usize] = if self.a.recall_only { &[1] } else { &[1, self.a.clients] };
+        for &ef in &self.a.ef {
+            for &clients in clients {
                 step(&format!("{label}: ef_search {ef}, {clients} client(s)"));
                 let run = self.queries(kind, label, ef, clients, truth, usize::MAX, None);
                 done(&format!("recall@10 {:.3}, {:.0} QPS, p99 {:.2} ms", run.recall_at_10, run.qps, run.p99_ms));
@@ -833,6 +867,21 @@ impl Bench<'_> {
             r.notes.push(format!("{label}: the planner chose {scan}"));
             r.queries.push(run);
         }
+    }
+
+    /// The text output of every row of the table, three times: the median rate.
+    fn text_output(&self, c: &mut Client, kind: Kind) -> f64 {
+        let sql = format!("SELECT sum(length(embedding::text))::bigint FROM {}", kind.table());
+        let mut rates: Vec<f64> = (0..3)
+            .map(|_| {
+                let start = Instant::now();
+                let chars: i64 = c.query_one(&sql, &[]).unwrap().get(0);
+                assert!(chars > 0);
+                self.d.rows() as f64 / start.elapsed().as_secs_f64()
+            })
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        rates[1]
     }
 
     fn sizes(&self, c: &mut Client, kind: Kind, r: &mut TargetReport) {
@@ -923,6 +972,28 @@ impl Bench<'_> {
         (c, TargetReport { target: kind.name().into(), ..Default::default() })
     }
 
+    /// `--recall-only`: the rows loaded, the index built on them (one
+    /// segment for pg_milvus up to its `segment_max_rows`), then recall
+    /// and QPS at each ef_search.
+    fn run_recall_only(&self, kind: Kind) -> TargetReport {
+        let n = self.d.rows();
+        let (mut c, mut r) = self.start(kind);
+        r.copy_rows_per_s = rate(&format!("COPY {n} rows"), || self.copy(&mut c, kind, 0..n));
+        r.text_output_rows_per_s = rate("text output of every row", || self.text_output(&mut c, kind));
+        r.time_to_indexed_s = seconds("CREATE INDEX", || {
+            self.create_index(&mut c, kind);
+            if kind == Kind::Milvus {
+                self.wait_indexed(&mut c);
+            }
+        });
+        c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
+        if kind == Kind::Milvus {
+            r.notes.push(format!("{} segment(s)", self.segment_count(&mut c)));
+        }
+        self.query_sweep(kind, "all sealed", &self.truth, &mut r);
+        r
+    }
+
     fn run_milvus(&self) -> TargetReport {
         let kind = Kind::Milvus;
         let n = self.d.rows();
@@ -933,6 +1004,7 @@ impl Bench<'_> {
         });
         r.time_to_indexed_s =
             seconds("time from the last insert until every row is indexed", || self.wait_indexed(&mut c));
+        r.text_output_rows_per_s = rate("text output of every row", || self.text_output(&mut c, kind));
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
         // The small segments are indexed; the workers merge them meanwhile.
         let segments = self.segment_count(&mut c);
@@ -1098,6 +1170,7 @@ impl Bench<'_> {
         let n = self.d.rows();
         let (mut c, mut r) = self.start(kind);
         r.copy_rows_per_s = rate(&format!("COPY {n} rows"), || self.copy(&mut c, kind, 0..n));
+        r.text_output_rows_per_s = rate("text output of every row", || self.text_output(&mut c, kind));
         r.time_to_indexed_s = seconds("CREATE INDEX ... USING hnsw", || {
             self.create_index(&mut c, kind);
         });
@@ -1206,15 +1279,15 @@ fn markdown(r: &Report) -> String {
     writeln!(
         s,
         "| | COPY rows/s | INSERT rows/s (1000/stmt) | INSERT rows/s (1/stmt) | time to indexed (s) | merges \
-        done (s) | first query of a connection (ms) | DELETE 10% + VACUUM (s) | compaction (s) | table MB | index \
-        MB (pages) | object store MB | cache MB |"
+        done (s) | first query of a connection (ms) | DELETE 10% + VACUUM (s) | compaction (s) | text output rows/s \
+        | table MB | index MB (pages) | object store MB | cache MB |"
     )
     .unwrap();
-    writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
+    writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
     for t in &r.targets {
         writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             t.target,
             opt(t.copy_rows_per_s),
             opt(t.insert_batch_rows_per_s),
@@ -1224,6 +1297,7 @@ fn markdown(r: &Report) -> String {
             opt(t.cold_query_ms),
             opt(t.delete_vacuum_s),
             opt(t.compaction_s),
+            opt(t.text_output_rows_per_s),
             mb(t.table_bytes),
             mb(t.index_bytes),
             mb(t.object_store_bytes),
@@ -1372,19 +1446,24 @@ fn main() {
     let d = dataset(&a);
     step(&format!("exact top-{K} of {} queries over {} rows", d.query_count(), d.rows()));
     let cache_name = format!(
-        "truth-{}-{}-{}-{}-{}-{}-{}.bin",
+        "truth-{}-{}-{}-{}-{}-{}{}{}-{}.bin",
         d.rows(),
         d.dim,
         a.clusters,
         a.seed,
         d.query_count(),
         a.uniform as u8,
+        a.gaussian as u8,
+        a.normalise as u8,
         a.metric().code()
     );
     let cache = if a.file.is_none() { Some(a.out.join(cache_name)) } else { None };
     let truth = ground_truth(&d, a.metric(), &|_| true, cache.as_deref());
-    let filtered_truth: Vec<Vec<Vec<u32>>> =
-        FILTER_MODULI.iter().map(|m| ground_truth(&d, a.metric(), &|i| i % m == 0, None)).collect();
+    let filtered_truth: Vec<Vec<Vec<u32>>> = if a.recall_only {
+        Vec::new()
+    } else {
+        FILTER_MODULI.iter().map(|m| ground_truth(&d, a.metric(), &|i| i % m == 0, None)).collect()
+    };
     done("done");
 
     // A fresh database, with pgvector in a schema of its own when installed.
@@ -1401,14 +1480,16 @@ fn main() {
     let machine = machine(&mut c);
 
     let mut targets = Vec::new();
-    eprintln!("{}", Kind::Plain.name());
-    targets.push(bench.run_plain());
+    if !a.recall_only {
+        eprintln!("{}", Kind::Plain.name());
+        targets.push(bench.run_plain());
+    }
     eprintln!("{}", Kind::Milvus.name());
-    targets.push(bench.run_milvus());
+    targets.push(if a.recall_only { bench.run_recall_only(Kind::Milvus) } else { bench.run_milvus() });
     match pgvector {
         Ok(()) => {
             eprintln!("{}", Kind::Pgvector.name());
-            targets.push(bench.run_pgvector());
+            targets.push(if a.recall_only { bench.run_recall_only(Kind::Pgvector) } else { bench.run_pgvector() });
         }
         Err(e) => {
             let note = format!("skipped: the vector extension is not installed in this cluster ({e})");
