@@ -20,6 +20,9 @@ use pgrx::pg_sys;
 /// `scan` is an index scan Postgres began (its heap relation and MVCC
 /// snapshot set), on the main thread.
 pub unsafe fn rows(scan: pg_sys::IndexScanDesc, all: bool) -> Vec<pg_sys::ItemPointerData> {
+    // SAFETY: the caller's; the executor state, slot and table scan made
+    // here are ended here, and an error on the way frees them with the
+    // query's memory context and resource owner.
     unsafe {
         let (heap, index) = ((*scan).heapRelation, (*scan).indexRelation);
         let info = pg_sys::BuildIndexInfo(index);

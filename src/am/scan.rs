@@ -58,8 +58,17 @@ impl ScanState {
     }
 }
 
-unsafe fn state<'a>(scan: pg_sys::IndexScanDesc) -> &'a mut ScanState {
-    unsafe { &mut *(*scan).opaque.cast::<ScanState>() }
+/// Runs `f` on the scan's state, which `ambeginscan` left in `opaque`; the
+/// borrow cannot outlive the call.
+///
+/// # Safety
+/// `scan` is a scan `ambeginscan` began and `amendscan` has not ended, on
+/// the main thread.
+unsafe fn with_state<R>(scan: pg_sys::IndexScanDesc, f: impl FnOnce(&mut ScanState) -> R) -> R {
+    // SAFETY: `opaque` holds the ScanState ambeginscan allocated in the
+    // scan's memory context, alive until the scan ends; it is a separate
+    // allocation from the scan descriptor, which callers may still write.
+    f(unsafe { &mut *(*scan).opaque.cast::<ScanState>() })
 }
 
 #[pg_guard]
@@ -68,6 +77,8 @@ pub unsafe extern "C-unwind" fn ambeginscan(
     nkeys: i32,
     norderbys: i32,
 ) -> pg_sys::IndexScanDesc {
+    // SAFETY: Postgres calls this with an open index relation, on the main
+    // thread; the descriptor it returns is ours to fill.
     unsafe {
         let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
         let report = explain::report_for(Index::from_raw(index));
@@ -89,6 +100,9 @@ pub unsafe extern "C-unwind" fn amrescan(
     orderbys: pg_sys::ScanKey,
     norderbys: i32,
 ) {
+    // SAFETY: a scan ambeginscan began, with room for `nkeys` keys and
+    // `norderbys` order-bys (RelationGetIndexScan sized them); the keys
+    // Postgres passes are that many.
     unsafe {
         if !keys.is_null() && nkeys > 0 {
             std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
@@ -96,7 +110,7 @@ pub unsafe extern "C-unwind" fn amrescan(
         if !orderbys.is_null() && norderbys > 0 {
             std::ptr::copy(orderbys, (*scan).orderByData, norderbys as usize);
         }
-        state(scan).end_search();
+        with_state(scan, ScanState::end_search);
     }
 }
 
@@ -105,11 +119,34 @@ pub unsafe extern "C-unwind" fn amgettuple(
     scan: pg_sys::IndexScanDesc,
     direction: pg_sys::ScanDirection::Type,
 ) -> bool {
+    if direction != pg_sys::ScanDirection::ForwardScanDirection {
+        error!("milvus index scans only forward");
+    }
+    // SAFETY: a scan ambeginscan began, on the main thread; Postgres reads
+    // `xs_heaptid` and the recheck flags after this returns.
     unsafe {
-        if direction != pg_sys::ScanDirection::ForwardScanDirection {
-            error!("milvus index scans only forward");
+        let next = with_state(scan, |state| next(scan, state));
+        (*scan).xs_recheck = false;
+        (*scan).xs_recheckorderby = false;
+        match next {
+            Some(tid) => {
+                (*scan).xs_heaptid = tid;
+                true
+            }
+            None => false,
         }
-        let state = state(scan);
+    }
+}
+
+/// The scan's next row: the search's, then the rows of NULL vectors once
+/// it has run out of rows (at once for a NULL query).
+///
+/// # Safety
+/// As [`with_state`], `state` being the scan's.
+unsafe fn next(scan: pg_sys::IndexScanDesc, state: &mut ScanState) -> Option<pg_sys::ItemPointerData> {
+    // SAFETY: the caller's; `start` and `nulls::rows` read the scan's keys,
+    // relations and snapshot, which Postgres set before the first call.
+    unsafe {
         if state.search.is_none() && state.nulls.is_none() {
             let loads = explain::loads();
             match start(scan) {
@@ -123,33 +160,22 @@ pub unsafe extern "C-unwind" fn amgettuple(
                 None => state.nulls = Some(nulls::rows(scan, true).into_iter()),
             }
         }
-        (*scan).xs_recheck = false;
-        (*scan).xs_recheckorderby = false;
         if state.nulls.is_none() {
             let hit = state.search.as_mut().and_then(Iterator::next);
             if let (Some(report), Some(search)) = (&state.report, &state.search) {
                 report.borrow_mut().current = search.stats();
             }
             match hit {
-                Some(hit) => {
-                    (*scan).xs_heaptid = unpack_tid(hit.key);
-                    return true;
-                }
+                Some(hit) => return Some(unpack_tid(hit.key)),
                 // Past the last distance, the rows of NULL vectors, unless
                 // the search stopped before it ran out of rows.
                 None if state.search.as_ref().is_some_and(Search::exhausted) => {
                     state.nulls = Some(nulls::rows(scan, false).into_iter());
                 }
-                None => return false,
+                None => return None,
             }
         }
-        match state.nulls.as_mut().and_then(Iterator::next) {
-            Some(tid) => {
-                (*scan).xs_heaptid = tid;
-                true
-            }
-            None => false,
-        }
+        state.nulls.as_mut().and_then(Iterator::next)
     }
 }
 
@@ -157,11 +183,18 @@ pub unsafe extern "C-unwind" fn amgettuple(
 pub unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
     // The state itself goes with the scan's memory context; free the
     // candidate rows now rather than at the end of the query.
-    unsafe { state(scan).end_search() }
+    // SAFETY: a scan ambeginscan began and this call ends.
+    unsafe { with_state(scan, ScanState::end_search) }
 }
 
 /// Reads the query and the page-resident rows; `None` for a NULL query.
+///
+/// # Safety
+/// `scan` is a scan Postgres began on a milvus index, its order-by key set,
+/// on the main thread.
 unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
+    // SAFETY: the caller's; `orderByData` holds `numberOfOrderBys` keys,
+    // checked to be one before it is read.
     unsafe {
         let index = (*scan).indexRelation;
         if (*scan).numberOfOrderBys != 1 {
@@ -202,7 +235,12 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
 /// Counts the scan in `pg_stat_user_indexes.idx_scan`, as Postgres' own
 /// AMs do when a scan starts (`pgstat_count_index_scan`, a macro bindgen
 /// does not carry over).
+///
+/// # Safety
+/// `index` is an open relation, on the main thread.
 unsafe fn count_index_scan(index: pg_sys::Relation) {
+    // SAFETY: the caller's; `pgstat_info` is the relation's own, set here
+    // when statistics are enabled and it has none yet.
     unsafe {
         if (*index).pgstat_info.is_null() && (*index).pgstat_enabled {
             pg_sys::pgstat_assoc_relation(index);
