@@ -16,8 +16,9 @@ use std::time::Instant;
 use milvus_core::Metric;
 use milvus_core::element::Row;
 use milvus_core::format::insert::{self, InsertBinlog};
+use milvus_core::format::page::PageHits;
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
-use milvus_core::search::{self, IterativeScan, LoadedSegment, PageHits, Search, SearchOptions};
+use milvus_core::search::{self, IterativeScan, LoadedSegment, Search, SearchOptions};
 use milvus_core::segment::SegmentId;
 use milvus_core::synthetic::gaussian_mixture;
 

@@ -11,8 +11,8 @@
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use milvus_core::Metric;
 use milvus_core::element::{Element, Row, Shape, Vectors, f16, pack_bits};
+use milvus_core::format::page::PageHits;
 use milvus_core::format::page::{RowPage, row_pages};
-use milvus_core::search::PageHits;
 use milvus_core::synthetic::Rng;
 
 /// What a growing segment holds at its default size (`growing_max_rows`).

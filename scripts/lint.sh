@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The gate `make test` runs first: formatting (rustfmt.toml), clippy on
-# every target of every crate with warnings as errors, and no cycle between
-# the files of src/ (scripts/module_graph.py; docs/design.md, "Layout").
+# every target of every crate with warnings as errors, and the layers of
+# the files of src/: no upward edge, no cycle (scripts/module_graph.py;
+# docs/design.md, "Code: a pure core and a thin skin").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all --check

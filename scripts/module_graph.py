@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The module graph of src/: which file uses which, and whether it has a cycle.
+"""The module graph of src/: which file uses which, and whether it keeps the
+layers (an ordered list per crate, below) and has no cycle.
 
 Each `.rs` file is a module. A file depends on another when its code (not its
 comments, strings or inline `mod tests`) names an item of it: through `use`,
@@ -9,8 +10,9 @@ defines the item. Two crates are read: the skin (src/lib.rs) and the core
 (src/core/lib.rs), which never names the skin.
 
     python3 scripts/module_graph.py           # the edges, file by file
-    python3 scripts/module_graph.py --check   # exit 1 on a cycle (make lint)
-    python3 scripts/module_graph.py --layers  # edges between top-level modules
+    python3 scripts/module_graph.py --check   # exit 1 on an upward edge, a
+                                              # module in no layer, or a cycle
+    python3 scripts/module_graph.py --layers  # the layers and their modules
 """
 
 import re
@@ -19,6 +21,47 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "src"
 CRATES = {"skin": ROOT, "core": ROOT / "core"}
+
+# Each crate's layers, lowest first: a module may name modules of its own
+# layer or of one below, never of one above. A module is in the layer of the
+# longest path naming it ("am" holds am/*, "format/page" only itself); ""
+# is the crate root (lib.rs). docs/design.md, "Code: a pure core and a thin
+# skin", draws them.
+LAYERS = {
+    "skin": [
+        ("settings and errors", ["error", "gucs"]),
+        ("shared memory, test pauses", ["shared", "debug"]),
+        ("object storage and the cache", ["storage"]),
+        ("the types", ["vector"]),
+        ("pages, WAL, the manifest in pages", ["pages"]),
+        ("catalogs", ["catalog"]),
+        ("the access method and its jobs", ["am"]),
+        ("SQL functions, workers, hooks", ["api", "worker", "hooks"]),
+        ("_PG_init and the #[pg_test] modules", ["", "tests"]),
+    ],
+    "core": [
+        ("leaves", ["segment", "hooks", "synthetic", "policy", "policy/retry", "policy/schedule"]),
+        ("values and their rules",
+         ["format", "element", "distance", "vector", "graph", "policy/seal", "policy/compaction"]),
+        ("formats, the meta page, stores",
+         ["format/delta", "format/insert", "format/manifest", "format/index", "format/page", "meta", "storage"]),
+        ("segments in memory", ["hnsw", "cache"]),
+        ("search", ["search"]),
+        ("jobs and the planner's costs", ["jobs", "policy/cost"]),
+        ("the crate root and its tests", ["", "tests"]),
+    ],
+}
+
+
+def layer_of(crate, module):
+    """(index, name) of the layer holding `module`, or None."""
+    best = None
+    for i, (layer, prefixes) in enumerate(LAYERS[crate.name]):
+        for p in prefixes:
+            parts = tuple(p.split("/")) if p else ()
+            if module[: len(parts)] == parts and (best is None or len(parts) > best[0]):
+                best = (len(parts), i, layer)
+    return None if best is None else best[1:]
 
 
 def strip(text):
@@ -209,19 +252,25 @@ def main():
             for m in sorted(graph):
                 print(f"{name(crate, m)} -> {', '.join(sorted(name(crate, t) for t in graph[m])) or '-'}")
         elif mode == "--layers":
-            layers = {}
-            for m, targets in graph.items():
-                for t in targets:
-                    a, b = m[:1], t[:1]
-                    if a != b:
-                        layers.setdefault(name(crate, a), set()).add(name(crate, b))
-            for a in sorted(layers):
-                print(f"{a} -> {', '.join(sorted(layers[a]))}")
+            for i, (layer, _) in enumerate(LAYERS[crate.name]):
+                members = sorted(name(crate, m) for m in graph if layer_of(crate, m)[0] == i)
+                print(f"{crate.name} {i} {layer}: {', '.join(members)}")
+        for m in sorted(graph):
+            if layer_of(crate, m) is None:
+                failed = True
+                print(f"{name(crate, m)} is in no layer of the {crate.name}: add it to LAYERS", file=sys.stderr)
+                continue
+            for t in sorted(graph[m]):
+                (i, a), (j, b) = layer_of(crate, m), layer_of(crate, t) or (len(LAYERS[crate.name]), "?")
+                if j > i:
+                    failed = True
+                    print(f"upward edge in {crate.name}: {name(crate, m)} ({a}) -> {name(crate, t)} ({b})",
+                          file=sys.stderr)
         for comp in cycles(graph):
             failed = True
             print(f"cycle in {crate.name}: " + " <-> ".join(name(crate, m) for m in comp), file=sys.stderr)
     if mode == "--check" and not failed:
-        print("module graph: no cycle")
+        print("module graph: every edge down or level, no cycle")
     sys.exit(1 if failed and mode == "--check" else 0)
 
 

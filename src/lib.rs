@@ -2,7 +2,8 @@
 //!
 //! This crate is the Postgres skin; algorithms and formats live in the pure
 //! core, `milvus_core` (src/core), which never calls Postgres. Its modules
-//! depend one way (docs/design.md, "Layout"; `make lint` checks):
+//! depend one way, in layers (docs/design.md, "Code: a pure core and a
+//! thin skin"; `make lint` checks):
 //!
 //! - `api/`: every SQL function (maintenance, inspection, operators);
 //! - `worker/`: the background launcher and workers;

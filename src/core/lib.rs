@@ -8,7 +8,7 @@
 //! The Postgres skin (the crate one directory up) turns these into SQL types,
 //! operators, an index access method and background workers. Nothing in this
 //! crate may call into Postgres: no palloc, no elog, no locks. That is what lets
-//! its work run on other threads of a backend (invariant 7 of DESIGN.md).
+//! its work run on other threads of a backend (invariant 7 of docs/design.md).
 
 pub mod cache;
 pub mod distance;

@@ -40,6 +40,7 @@ use crate::distance::Metric;
 use crate::element::{Row, Shape, Vectors};
 use crate::format::index::IndexFile;
 use crate::format::insert::InsertBinlog;
+use crate::format::page::PageHits;
 use crate::format::{Check, FormatError};
 use crate::graph::FlatGraph;
 use crate::hnsw::SegmentIndex;
@@ -169,45 +170,16 @@ impl PageRows {
     }
 }
 
-/// Rows held in index pages as a search sees them: each row's key and its
-/// distance to the query, computed once, as the pages are read. The vectors
-/// are never copied out of the pages: a scan holds 12 bytes per row instead
-/// of the row. (It is not faster: reading the rows costs the same whether a
-/// copy or the distance kernel reads them first; docs/benchmarks.md.)
-#[derive(Debug, Clone, Default)]
-pub struct PageHits {
-    keys: Vec<u64>,
-    distances: Vec<f32>,
-}
-
-impl PageHits {
-    pub fn push(&mut self, key: u64, distance: f32) {
-        self.keys.push(key);
-        self.distances.push(distance);
-    }
-
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
-    /// `(key, distance)` of every row, in the order pushed.
-    pub fn iter(&self) -> impl Iterator<Item = (u64, f32)> + '_ {
-        self.keys.iter().copied().zip(self.distances.iter().copied())
-    }
-
-    fn search(&self, k: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
-        let hits = (0..self.keys.len()).filter(|i| !skip(*i as u32)).map(|i| Hit {
-            source: Source::Pages,
-            row: i as u32,
-            key: self.keys[i],
-            distance: self.distances[i],
-        });
-        top_k(hits, k)
-    }
+/// The `k` nearest of the rows held in pages, skipping those `skip` names
+/// (by position).
+fn search_pages(pages: &PageHits, k: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
+    let hits = pages.iter().enumerate().filter(|(i, _)| !skip(*i as u32)).map(|(i, (key, distance))| Hit {
+        source: Source::Pages,
+        row: i as u32,
+        key,
+        distance,
+    });
+    top_k(hits, k)
 }
 
 /// A set of row positions, a bit each: what a graph search asks about at
@@ -671,7 +643,7 @@ impl Search {
         let offered = &self.offered;
         let ef = self.options.ef_search.max(k);
         let live = self.segments.iter().map(|s| s.live_rows()).sum::<usize>();
-        let mut lists = vec![self.pages.search(k, &|r| offered.contains(0, r))];
+        let mut lists = vec![search_pages(&self.pages, k, &|r| offered.contains(0, r))];
         lists.extend(self.segments.iter().enumerate().map(|(i, s)| {
             let ef = segment_ef(ef, s.live_rows(), live);
             s.search(self.query.all(), k.min(ef), ef, &|r| offered.contains(i + 1, r))
@@ -689,7 +661,7 @@ impl Search {
         let mut rows: Vec<Remaining> = Vec::with_capacity(self.total_rows().saturating_sub(offered.len()));
         for i in 0..self.pages.len() {
             if !offered.contains(0, i as u32) {
-                rows.push(Remaining { distance: self.pages.distances[i], source: 0, row: i as u32 });
+                rows.push(Remaining { distance: self.pages.distance(i), source: 0, row: i as u32 });
             }
         }
         for (s, segment) in self.segments.iter().enumerate() {
@@ -703,7 +675,7 @@ impl Search {
     /// The hit of a row of the exact tail.
     fn hit_of(&self, r: Remaining) -> Hit {
         match r.source {
-            0 => Hit { source: Source::Pages, row: r.row, key: self.pages.keys[r.row as usize], distance: r.distance },
+            0 => Hit { source: Source::Pages, row: r.row, key: self.pages.key(r.row as usize), distance: r.distance },
             s => {
                 let segment = &self.segments[s as usize - 1];
                 Hit {

@@ -3,8 +3,9 @@
 
 use milvus_core::Metric;
 use milvus_core::element::{Row, Shape};
+use milvus_core::format::page::PageHits;
 use milvus_core::format::page::{Chunks, RowAssembler};
-use milvus_core::search::{PageHits, PageRows};
+use milvus_core::search::PageRows;
 
 use super::{Block, INVALID_BLOCK, Index, Lock, Meta, Page};
 

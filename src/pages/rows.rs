@@ -14,9 +14,9 @@ use std::mem::size_of;
 
 use milvus_core::Metric;
 use milvus_core::element::{Row, Shape};
+use milvus_core::format::page::PageHits;
 pub use milvus_core::format::page::rows_per_page;
 use milvus_core::format::page::{self as layout, Chunk, Chunks, RowPage};
-use milvus_core::search::PageHits;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 

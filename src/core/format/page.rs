@@ -28,7 +28,6 @@
 
 use crate::distance::Metric;
 use crate::element::{Element, Row, Shape, Vectors, cast};
-use crate::search::PageHits;
 
 /// Postgres' block size (`BLCKSZ`), which this build of pg_milvus assumes.
 pub const PAGE_SIZE: usize = 8192;
@@ -61,6 +60,47 @@ fn item_room() -> usize {
 /// The largest vector of `element`s a row page holds as one item.
 pub fn max_dims_per_page(element: Element) -> usize {
     element.dims_in(item_room() - 8)
+}
+
+/// Rows held in index pages as a search sees them: each row's key and its
+/// distance to the query, computed once, as the pages are read. The vectors
+/// are never copied out of the pages: a scan holds 12 bytes per row instead
+/// of the row. (It is not faster: reading the rows costs the same whether a
+/// copy or the distance kernel reads them first; docs/benchmarks.md.)
+#[derive(Debug, Clone, Default)]
+pub struct PageHits {
+    keys: Vec<u64>,
+    distances: Vec<f32>,
+}
+
+impl PageHits {
+    pub fn push(&mut self, key: u64, distance: f32) {
+        self.keys.push(key);
+        self.distances.push(distance);
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The key of the row pushed `row`-th.
+    pub fn key(&self, row: usize) -> u64 {
+        self.keys[row]
+    }
+
+    /// The distance of the row pushed `row`-th.
+    pub fn distance(&self, row: usize) -> f32 {
+        self.distances[row]
+    }
+
+    /// `(key, distance)` of every row, in the order pushed.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, f32)> + '_ {
+        self.keys.iter().copied().zip(self.distances.iter().copied())
+    }
 }
 
 /// Bytes before a chunk's elements: key, seq, count, unused.
