@@ -104,6 +104,8 @@ unsafe extern "C-unwind" fn explain_one_query(
     params: pg_sys::ParamListInfo,
     query_env: *mut pg_sys::QueryEnvironment,
 ) {
+    // SAFETY: Postgres calls the hook on the main thread with a valid
+    // ExplainState; the arguments go on to the previous hook unchanged.
     unsafe {
         explain::start_collecting((*es).analyze);
         match PREVIOUS_EXPLAIN {
@@ -159,6 +161,8 @@ unsafe extern "C-unwind" fn process_utility(
     dest: *mut pg_sys::DestReceiver,
     completion: *mut pg_sys::QueryCompletion,
 ) {
+    // SAFETY: Postgres calls the hook on the main thread with a valid
+    // statement; the arguments go on to the previous hook unchanged.
     unsafe {
         // Read before running: the command may scribble on its tree.
         let altered = altered_index_options(statement);
@@ -185,7 +189,12 @@ unsafe extern "C-unwind" fn process_utility(
 }
 
 /// For `ALTER INDEX name SET (...)`: the index and the option names set.
+///
+/// # Safety
+/// `statement` is the planned utility statement the hook was given.
 unsafe fn altered_index_options(statement: *mut pg_sys::PlannedStmt) -> Option<(pg_sys::RangeVar, Vec<String>)> {
+    // SAFETY: the caller's; each node is read only after its tag says
+    // what it is.
     unsafe {
         let node = (*statement).utilityStmt;
         if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_AlterTableStmt {
@@ -208,7 +217,12 @@ unsafe fn altered_index_options(statement: *mut pg_sys::PlannedStmt) -> Option<(
 }
 
 /// The NOTICE for options set on a milvus index: when each takes effect.
+///
+/// # Safety
+/// On the main thread, after the ALTER INDEX ran.
 unsafe fn notice_option_changes(relation: pg_sys::RangeVar, options: &[String]) {
+    // SAFETY: the caller's; the relation is looked up without a lock and
+    // opened only if it exists.
     unsafe {
         let oid = pg_sys::RangeVarGetRelidExtended(
             &relation,

@@ -162,6 +162,7 @@ impl Default for Shared {
 // SAFETY: plain old data, no pointers.
 unsafe impl PGRXSharedMemory for Shared {}
 
+// SAFETY: one lock of this name, initialised by pg_shmem_init! in _PG_init.
 static SHARED: PgLwLock<Shared> = unsafe { PgLwLock::new(c"pg_milvus") };
 static ENABLED: AtomicBool = AtomicBool::new(false);
 

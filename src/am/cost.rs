@@ -42,6 +42,8 @@ pub unsafe extern "C-unwind" fn amcostestimate(
     correlation: *mut f64,
     pages: *mut f64,
 ) {
+    // SAFETY: the planner calls this on the main thread with a valid path
+    // and the outputs to fill.
     unsafe {
         *correlation = 0.0;
         if (*path).indexorderbys.is_null() {

@@ -124,6 +124,7 @@ pub(super) fn avg_state(array: Array<f64>, caller: &str) -> Vec<f64> {
         // SAFETY: a one-dimensional float8 array without NULLs: its data
         // is `len` f64.
         Some(mut raw) if raw.dims().len() == 1 && raw.len() >= 1 && !unsafe { raw.any_nulls() } => {
+            // SAFETY: as above: `len` f64 without NULLs, copied out here.
             unsafe { raw.data::<f64>().as_ref() }.to_vec()
         }
         _ => error!("{caller}: expected state array"),

@@ -66,9 +66,12 @@ impl FromDatum for PgBit {
     }
 }
 
+// SAFETY: the argument is unboxed through FromDatum, which checks for NULL.
 unsafe impl<'fcx> ArgAbi<'fcx> for PgBit {
     unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
+        // SAFETY: pgrx passes the argument of a function declared with
+        // this type; a NULL one is refused, not read.
         unsafe { arg.unbox_arg_using_from_datum().unwrap_or_else(|| panic!("argument {index} must not be null")) }
     }
 }
@@ -83,6 +86,7 @@ impl IntoDatum for PgBit {
     }
 }
 
+// SAFETY: the SQL type named is the one whose datums PgBit reads.
 unsafe impl SqlTranslatable for PgBit {
     const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(PgBit);
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
@@ -90,8 +94,11 @@ unsafe impl SqlTranslatable for PgBit {
     const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal("bit")));
 }
 
+// SAFETY: the result is returned as the datum of its own type.
 unsafe impl BoxRet for PgBit {
     unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
+        // SAFETY: a varlena of this type in Postgres memory (an argument's,
+        // or palloc'd in the call), which Postgres takes as the result.
         unsafe { fcinfo.return_raw_datum(pg_sys::Datum::from(self.ptr.as_ptr())) }
     }
 }

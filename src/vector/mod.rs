@@ -184,6 +184,7 @@ fn type_oid(name: &str) -> pg_sys::Oid {
     .unwrap_or(pg_sys::InvalidOid)
 }
 
+// SAFETY: the SQL type named is the one whose datums PgVector reads.
 unsafe impl SqlTranslatable for PgVector {
     const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(PgVector);
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::ThisExtension;
@@ -191,6 +192,7 @@ unsafe impl SqlTranslatable for PgVector {
     const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal("vector")));
 }
 
+// SAFETY: the SQL type named is the one whose datums PgHalfvec reads.
 unsafe impl SqlTranslatable for PgHalfvec {
     const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(PgHalfvec);
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::ThisExtension;
@@ -198,15 +200,21 @@ unsafe impl SqlTranslatable for PgHalfvec {
     const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal("halfvec")));
 }
 
+// SAFETY: the argument is unboxed through FromDatum, which checks for NULL.
 unsafe impl<'fcx, E: Element> ArgAbi<'fcx> for Packed<E> {
     unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
+        // SAFETY: pgrx passes the argument of a function declared with
+        // this type; a NULL one is refused, not read.
         unsafe { arg.unbox_arg_using_from_datum().unwrap_or_else(|| panic!("argument {index} must not be null")) }
     }
 }
 
+// SAFETY: the result is returned as the datum of its own type.
 unsafe impl<E: Element> BoxRet for Packed<E> {
     unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
+        // SAFETY: a varlena of this type in Postgres memory (an argument's,
+        // or palloc'd in the call), which Postgres takes as the result.
         unsafe { fcinfo.return_raw_datum(pg_sys::Datum::from(self.ptr.as_ptr())) }
     }
 }
