@@ -116,9 +116,9 @@ pub fn insert_row(
                 Ok(()) => return sealed,
                 Err((full, segment)) => {
                     match seal_full(index, segment, reason.clone().unwrap_or(full), &mut make_room) {
-                        Some(Some(segment)) => sealed = Some(segment),
-                        Some(None) => {}
-                        None => seal_at_limit = false,
+                        Full::Sealed(segment) => sealed = Some(segment),
+                        Full::Retry => {}
+                        Full::GrowOn => seal_at_limit = false,
                     }
                     continue;
                 }
@@ -147,9 +147,9 @@ pub fn insert_row(
             let segment = meta.growing();
             drop(meta);
             match seal_full(index, segment, reason.clone().unwrap_or(full), &mut make_room) {
-                Some(Some(segment)) => sealed = Some(segment),
-                Some(None) => {}
-                None => seal_at_limit = false,
+                Full::Sealed(segment) => sealed = Some(segment),
+                Full::Retry => {}
+                Full::GrowOn => seal_at_limit = false,
             }
             continue;
         }
@@ -175,25 +175,31 @@ fn append_page(index: Index, meta: &mut MetaGuard, item: &[u8]) {
     record.finish();
 }
 
-/// Seals `segment`, the growing segment found full, for `reason` (unless
-/// another session sealed it meanwhile): `Some(sealed segment, if any)` to
-/// try the insert again, `None` when there is no room to seal and nothing
-/// to make it (the segment grows on).
-fn seal_full(
-    index: Index,
-    segment: SegmentId,
-    reason: SealReason,
-    make_room: &mut Option<&mut dyn FnMut()>,
-) -> Option<Option<SegmentId>> {
+/// What an insert that found its growing segment full does next.
+enum Full {
+    /// It sealed the segment: the row goes into the new growing one.
+    Sealed(SegmentId),
+    /// Another session sealed it meanwhile, or room was made: try again.
+    Retry,
+    /// No room to seal and nothing to make it: the segment grows on past
+    /// its limit.
+    GrowOn,
+}
+
+/// Seals `segment`, the growing segment found full, for `reason`, calling
+/// `make_room` (once) when too many segments already wait for their flush.
+fn seal_full(index: Index, segment: SegmentId, reason: SealReason, make_room: &mut Option<&mut dyn FnMut()>) -> Full {
     let request = SealRequest { reason, only: Some(segment), when_full: WhenFull::GrowOn };
     match flush::seal(index, request) {
-        Sealed::Sealed(segment) => Some(Some(segment)),
-        // No room: flush what waits and try again, or grow on.
-        Sealed::NoRoom => make_room.take().map(|flush| {
-            flush();
-            None
-        }),
-        Sealed::Empty | Sealed::AlreadySealed => Some(None),
+        Sealed::Sealed(segment) => Full::Sealed(segment),
+        Sealed::NoRoom => match make_room.take() {
+            Some(flush) => {
+                flush();
+                Full::Retry
+            }
+            None => Full::GrowOn,
+        },
+        Sealed::Empty | Sealed::AlreadySealed => Full::Retry,
     }
 }
 
