@@ -57,6 +57,15 @@ impl<T> OrRaise<T> for Result<T, VectorError> {
     }
 }
 
+/// Raises the error of damaged index contents (pages, the manifest), with
+/// the one remedy; never returns.
+pub fn raise_corrupted(message: String) -> ! {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, message, "pg_milvus")
+        .set_hint("REINDEX rebuilds the index from the table.")
+        .report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
 /// Raises an I/O-class error (object storage, the cache); never returns.
 pub fn raise_io(message: String) -> ! {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_IO_ERROR, message, "pg_milvus").report(PgLogLevel::ERROR);

@@ -331,3 +331,46 @@ def test_vacuum_succeeds_while_the_store_refuses_writes(cluster, conn):
         assert c.execute(deleted).fetchone()[0] == 300
         assert sorted(all_index_ids(c)) == truth(c)
         assert all(r[0] is None for r in c.execute("SELECT error FROM milvus_verify('items_idx')"))
+
+
+def test_a_damaged_index_page_is_named_and_reindex_repairs_it():
+    """Index pages damaged on disk (each page's id in its special space
+    overwritten, as a bad disk or a stray write might): a search raises
+    index_corrupted naming the index with REINDEX as the remedy, the table
+    is intact, and REINDEX brings the index back."""
+    c = Cluster("damagedpages", ["milvus.max_workers = 0"])
+    try:
+        conn = c.connect()
+        conn.execute("CREATE EXTENSION pg_milvus")
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, v vector(3))")
+        conn.execute("INSERT INTO t SELECT i, ARRAY[i, i % 7, 1]::real[] FROM generate_series(1, 500) i")
+        conn.execute("CREATE INDEX t_v ON t USING milvus (v)")
+        conn.execute("INSERT INTO t SELECT i, ARRAY[i, i % 5, 2]::real[] FROM generate_series(501, 600) i")
+        path = Path(c.host) / "data" / conn.execute("SELECT pg_relation_filepath('t_v')").fetchone()[0]
+        conn.execute("CHECKPOINT")
+        conn.close()
+        c.stop()
+        data = bytearray(path.read_bytes())
+        for block in range(1, len(data) // 8192):
+            at = block * 8192 + 8192 - 16 + 4  # the page id, after `next`
+            data[at:at + 2] = b"\0\0"
+        path.write_bytes(bytes(data))
+        c.restart()
+        conn = c.connect()
+        search = "SELECT id FROM t ORDER BY v <-> '[3.3,2.6,1.1]' LIMIT 5"
+        conn.execute("SET enable_seqscan = off")
+        with pytest.raises(psycopg.errors.IndexCorrupted) as e:
+            conn.execute(search)
+        assert 't_v' in e.value.diag.message_primary, e.value.diag.message_primary
+        assert e.value.diag.message_hint == "REINDEX rebuilds the index from the table."
+        conn.execute("RESET enable_seqscan")
+        conn.execute("SET enable_indexscan = off")
+        assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 600
+        exact = [r[0] for r in conn.execute(search)]
+        conn.execute("RESET enable_indexscan")
+        conn.execute("REINDEX INDEX t_v")
+        conn.execute("SET enable_seqscan = off")
+        assert "Index Scan using t_v" in "\n".join(r[0] for r in conn.execute("EXPLAIN " + search))
+        assert [r[0] for r in conn.execute(search)] == exact
+    finally:
+        c.stop()

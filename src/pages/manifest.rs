@@ -9,7 +9,6 @@
 //! change together or not at all.
 
 use milvus_core::format::manifest::Manifest;
-use pgrx::{PgSqlErrorCode, ereport};
 
 use super::rows::{manifest_bytes_per_page, manifest_pages};
 use super::{Block, Buffer, INVALID_BLOCK, Index, Lock, Meta, MetaGuard, Record, chain, release};
@@ -24,14 +23,8 @@ pub fn read(meta: &MetaGuard) -> Manifest {
         let take = len - bytes.len();
         bytes.extend_from_slice(p.manifest_bytes(take));
     });
-    Manifest::decode(&format!("manifest of index \"{}\"", index.name()), &bytes).unwrap_or_else(|e| {
-        ereport!(
-            ERROR,
-            PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
-            e.to_string(),
-            "REINDEX rebuilds the index from the table."
-        );
-    })
+    Manifest::decode(&format!("manifest of index \"{}\"", index.name()), &bytes)
+        .unwrap_or_else(|e| crate::error::raise_corrupted(e.to_string()))
 }
 
 /// The meta page and the manifest, read under one share lock.

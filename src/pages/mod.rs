@@ -195,8 +195,7 @@ impl Index {
 
     /// Raises the error of damaged index contents.
     fn corrupted(self, what: String) -> ! {
-        let message = format!("index \"{}\": {what}", self.name());
-        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, message, "REINDEX rebuilds the index from the table.");
+        crate::error::raise_corrupted(format!("index \"{}\": {what}", self.name()))
     }
 }
 

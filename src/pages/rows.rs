@@ -72,8 +72,7 @@ pub fn manifest_pages(len: usize) -> usize {
 }
 
 fn damaged(e: milvus_core::format::page::PageError) -> ! {
-    let message = format!("milvus index page damaged: {e}");
-    ereport!(ERROR, PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, message, "REINDEX rebuilds the index from the table.");
+    crate::error::raise_corrupted(format!("milvus index page damaged: {e}"))
 }
 
 fn maxalign(n: usize) -> usize {
