@@ -39,13 +39,7 @@ fn main() {
     for &dim in &dims {
         let mut rng = Rng::new(7 + dim as u64);
         let gaussian: Vec<f32> = (0..(rows + queries) * dim).map(|_| rng.next_gaussian()).collect();
-        let normalised: Vec<f32> = gaussian
-            .chunks_exact(dim)
-            .flat_map(|v| {
-                let norm = v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt() as f32;
-                v.iter().map(move |x| x / norm)
-            })
-            .collect();
+        let normalised: Vec<f32> = gaussian.chunks_exact(dim).flat_map(milvus_core::vector::l2_normalize).collect();
         for (name, data) in [("Gaussian", &gaussian), ("normalised", &normalised)] {
             let (base, held_out) = data.split_at(rows * dim);
             let keys: Vec<u64> = (0..rows as u64).collect();

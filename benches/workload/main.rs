@@ -972,14 +972,21 @@ impl Bench<'_> {
         (c, TargetReport { target: kind.name().into(), ..Default::default() })
     }
 
-    /// `--recall-only`: the rows loaded, the index built on them (one
-    /// segment for pg_milvus up to its `segment_max_rows`), then recall
-    /// and QPS at each ef_search.
-    fn run_recall_only(&self, kind: Kind) -> TargetReport {
+    /// A target's run begins with the rows loaded by COPY and read back as
+    /// text, both timed.
+    fn start_loaded(&self, kind: Kind) -> (Client, TargetReport) {
         let n = self.d.rows();
         let (mut c, mut r) = self.start(kind);
         r.copy_rows_per_s = rate(&format!("COPY {n} rows"), || self.copy(&mut c, kind, 0..n));
         r.text_output_rows_per_s = rate("text output of every row", || self.text_output(&mut c, kind));
+        (c, r)
+    }
+
+    /// `--recall-only`: the rows loaded, the index built on them (one
+    /// segment for pg_milvus up to its `segment_max_rows`), then recall
+    /// and QPS at each ef_search.
+    fn run_recall_only(&self, kind: Kind) -> TargetReport {
+        let (mut c, mut r) = self.start_loaded(kind);
         r.time_to_indexed_s = seconds("CREATE INDEX", || {
             self.create_index(&mut c, kind);
             if kind == Kind::Milvus {
@@ -1168,9 +1175,7 @@ impl Bench<'_> {
     fn run_pgvector(&self) -> TargetReport {
         let kind = Kind::Pgvector;
         let n = self.d.rows();
-        let (mut c, mut r) = self.start(kind);
-        r.copy_rows_per_s = rate(&format!("COPY {n} rows"), || self.copy(&mut c, kind, 0..n));
-        r.text_output_rows_per_s = rate("text output of every row", || self.text_output(&mut c, kind));
+        let (mut c, mut r) = self.start_loaded(kind);
         r.time_to_indexed_s = seconds("CREATE INDEX ... USING hnsw", || {
             self.create_index(&mut c, kind);
         });

@@ -412,21 +412,19 @@ pub fn combine(a: &[f64], b: &[f64]) -> Result<Vec<f64>, VectorError> {
     if na == 0.0 && nb == 0.0 && sa.is_empty() && sb.is_empty() {
         return Ok(vec![0.0]);
     }
-    let sums: Vec<f64> = match (na == 0.0, nb == 0.0) {
-        (true, _) => check_dims(sb.len()).map(|()| sb.to_vec())?,
-        (_, true) => check_dims(sa.len()).map(|()| sa.to_vec())?,
-        _ if sa.len() != sb.len() => {
-            check_dims(sa.len())?;
-            return Err(VectorError::TypmodMismatch { expected: sa.len(), actual: sb.len() });
+    // The sums that stand: the other state's where one saw no row.
+    let first = if na == 0.0 { sb } else { sa };
+    check_dims(first.len())?;
+    let sums: Vec<f64> = if na == 0.0 || nb == 0.0 {
+        first.to_vec()
+    } else if sa.len() != sb.len() {
+        return Err(VectorError::TypmodMismatch { expected: sa.len(), actual: sb.len() });
+    } else {
+        let sums: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| x + y).collect();
+        if let Some(i) = sums.iter().position(|s| s.is_infinite()) {
+            return Err(VectorError::Overflow { index: i + 1 });
         }
-        _ => {
-            check_dims(sa.len())?;
-            let sums: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| x + y).collect();
-            if let Some(i) = sums.iter().position(|s| s.is_infinite()) {
-                return Err(VectorError::Overflow { index: i + 1 });
-            }
-            sums
-        }
+        sums
     };
     Ok(std::iter::once(na + nb).chain(sums).collect())
 }
