@@ -76,15 +76,12 @@ fn crossover(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("brute_force", rows), &rows, |bench, _| {
             bench.iter(|| brute.search(Row::F32(black_box(&query)), 10, 40, &|_| false))
         });
-        // What queries search (the flat graph), and hnsw_rs' own search.
+        // What queries search: the flat graph.
         let flat = index.to_flat();
         g.bench_with_input(BenchmarkId::new("graph_ef40", rows), &rows, |bench, _| {
             bench.iter(|| {
                 flat.search(Metric::L2, Row::F32(black_box(&query)), &|r| b.vector(r as usize), 10, 40, &|_| false)
             })
-        });
-        g.bench_with_input(BenchmarkId::new("hnsw_ef40", rows), &rows, |bench, _| {
-            bench.iter(|| index.search(Row::F32(black_box(&query)), 10, 40, &|_| false))
         });
     }
     g.finish();
@@ -120,6 +117,7 @@ fn loading(c: &mut Criterion) {
             vectors: Row::F32(&vectors),
             params,
             graph_min_rows: 0,
+            seed: None,
         };
         let to = Target { storage: &storage, cache: &cache, index: id };
         let flushed = jobs::flush(to, &rows, &JobControl::default()).unwrap();

@@ -174,7 +174,7 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
             let store = store?;
             let target = Target { storage: &store, cache: &cache, index: id };
             let (keys, vectors) = (&rows.keys, rows.vectors.all());
-            let new = NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows };
+            let new = NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, seed: None };
             jobs::flush(target, &new, control).map_err(|e| e.to_string())
         },
     );

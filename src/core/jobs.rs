@@ -28,6 +28,7 @@ use crate::format::index::IndexFile;
 use crate::format::insert::{self, InsertBinlog};
 use crate::format::manifest::{Flushed, ObjectRef, SegmentEntry};
 use crate::format::{Check, FormatError};
+use crate::graph::build::{self, Seed};
 use crate::hnsw::{HnswParams, IndexError, SegmentIndex};
 use crate::search::{BRUTE_FORCE_MAX_ROWS, LoadedSegment, OpenError};
 use crate::segment::SegmentId;
@@ -200,6 +201,8 @@ pub struct NewSegment<'a> {
     /// Up to this many rows, no graph: searched by brute force (never less
     /// than [`BRUTE_FORCE_MAX_ROWS`]; see [`FLUSH_GRAPH_MIN_ROWS`]).
     pub graph_min_rows: usize,
+    /// A graph to start from (a merge's largest input), if any.
+    pub seed: Option<Seed<'a>>,
 }
 
 /// Writes a sealed segment: its insert binlog, then, past
@@ -207,14 +210,14 @@ pub struct NewSegment<'a> {
 /// threads, cancellable between chunks), and puts both into the local
 /// cache, so the first search maps them instead of downloading them.
 pub fn flush(to: Target, rows: &NewSegment, control: &JobControl) -> Result<Flushed, JobError> {
-    let NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows } = *rows;
+    let NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, ref seed } = *rows;
     let binlog_bytes = insert::encode(segment, metric, dims, keys, vectors);
     let binlog = InsertBinlog::decode("new insert binlog", &binlog_bytes)?;
     // Build before uploading anything: a cancelled build then leaves nothing.
     let index_bytes = if binlog.len() > graph_min_rows.max(BRUTE_FORCE_MAX_ROWS) {
         control.set_phase(Phase::Building);
         crate::hooks::reach(crate::hooks::Point::Build, control.cancel_flag());
-        Some(SegmentIndex::build(&binlog, params, control.cancel_flag())?.to_index_file())
+        Some(SegmentIndex::build_seeded(&binlog, params, seed.as_ref(), control.cancel_flag())?.to_index_file())
     } else {
         None
     };
@@ -418,21 +421,34 @@ fn merged_rows<'a>(inputs: impl IntoIterator<Item = &'a LoadedSegment>) -> impl 
         .flat_map(|(i, seg)| (0..seg.rows() as u32).filter(|r| !seg.is_deleted(*r)).map(move |r| (i, r)))
 }
 
-/// Rewrites the live rows of the inputs as the new segment.
+/// Rewrites the live rows of the inputs as the new segment. Its graph
+/// starts from the graph of the input with the most live rows, if that
+/// graph may seed a merge ([`crate::graph::FlatGraph::is_reusable`]) and
+/// few of its rows are deleted ([`build::worth_keeping`]): only the other
+/// inputs' rows are inserted ([`crate::graph::build`]).
 pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Flushed, JobError> {
     let Merge { inputs, output, metric, dims, params } = *merge;
     crate::hooks::reach(crate::hooks::Point::Merge, control.cancel_flag());
+    let kept = (0..inputs.len())
+        .filter(|i| inputs[*i].graph().is_some_and(|g| g.is_reusable()))
+        .filter(|i| build::worth_keeping(inputs[*i].rows(), inputs[*i].deleted_rows()))
+        .max_by_key(|i| (inputs[*i].live_rows(), std::cmp::Reverse(*i)));
     let mut keys = Vec::new();
     let mut vectors = Vectors::new(inputs.first().map_or_else(Default::default, |s| s.binlog().element()));
-    for (i, row) in merged_rows(inputs.iter().copied()) {
+    let mut positions = vec![None; kept.map_or(0, |i| inputs[i].rows())];
+    for (position, (i, row)) in merged_rows(inputs.iter().copied()).enumerate() {
         let binlog = inputs[i].binlog();
         keys.push(binlog.keys()[row as usize]);
         vectors.push(binlog.vector(row as usize));
+        if Some(i) == kept {
+            positions[row as usize] = Some(position as u32);
+        }
     }
+    let seed = kept.and_then(|i| inputs[i].graph()).map(|graph| Seed { graph, positions: &positions });
     // A merge's output is searched for long: a graph wherever one pays.
     let graph_min_rows = BRUTE_FORCE_MAX_ROWS;
     let vectors = vectors.all();
-    let rows = NewSegment { segment: output, metric, dims, keys: &keys, vectors, params, graph_min_rows };
+    let rows = NewSegment { segment: output, metric, dims, keys: &keys, vectors, params, graph_min_rows, seed };
     flush(to, &rows, control)
 }
 
@@ -496,5 +512,53 @@ mod tests {
         let keys: Vec<u64> =
             carried_tombstones(&refs(&before), &refs(&after)).into_iter().map(|p| written.keys()[p as usize]).collect();
         assert_eq!(keys, vec![7 << 32 | 3, 9 << 32]);
+    }
+
+    #[test]
+    fn a_merge_keeps_the_graph_of_its_largest_input() {
+        // Input 7: 200 rows, no graph; input 5: 3,000 rows with a graph,
+        // every tenth deleted; input 6: 600 rows with a graph.
+        let with_graph = |id: u64, rows: usize, tombstones: Vec<u32>| {
+            let plain = segment(id, rows, tombstones.clone());
+            let index = SegmentIndex::build(plain.binlog(), HnswParams::default(), &AtomicBool::new(false)).unwrap();
+            LoadedSegment::new(plain.binlog().clone().into_owned(), Some(index), tombstones)
+        };
+        let dead: Vec<u32> = (0..3000).filter(|r| r % 10 == 0).collect();
+        let inputs = [segment(7, 200, vec![]), with_graph(5, 3000, dead.clone()), with_graph(6, 600, vec![])];
+        let refs: Vec<&LoadedSegment> = inputs.iter().collect();
+        let merge =
+            Merge { inputs: &refs, output: SegmentId(8), metric: Metric::L2, dims: 4, params: HnswParams::default() };
+        let storage = Storage::open("memory://", &Default::default(), Default::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SegmentCache::new(dir.path(), 1 << 30).unwrap();
+        let index = IndexId { cluster: 1, database: 2, index: 3 };
+        let flushed =
+            compact(Target { storage: &storage, cache: &cache, index }, &merge, &JobControl::default()).unwrap();
+        let key = &flushed.index_file.unwrap().key;
+        let bytes = storage.get(key).unwrap();
+        let IndexFile::Flat { graph, .. } = IndexFile::decode(key, &bytes, Check::Full).unwrap() else { panic!() };
+        assert!(graph.is_reusable() && graph.rows() == 200 + 2700 + 600);
+        assert_eq!(graph.unreached(), 0);
+        // Input 5's live rows follow input 7's 200 in the output, with the
+        // levels its graph gave them: kept, not drawn again by a rebuild.
+        let kept = inputs[1].graph().unwrap();
+        let live = (0..3000u32).filter(|r| r % 10 != 0);
+        let same = live.enumerate().filter(|(p, r)| graph.level(200 + *p as u32) == kept.level(*r)).count();
+        assert_eq!(same, 2700);
+
+        // With one row in five deleted, the graph is not kept: rebuilt.
+        let dead: Vec<u32> = (0..3000).filter(|r| r % 5 == 0).collect();
+        let inputs = [with_graph(5, 3000, dead), with_graph(6, 600, vec![])];
+        let refs: Vec<&LoadedSegment> = inputs.iter().collect();
+        let merge = Merge { inputs: &refs, output: SegmentId(9), ..merge };
+        let flushed =
+            compact(Target { storage: &storage, cache: &cache, index }, &merge, &JobControl::default()).unwrap();
+        let key = &flushed.index_file.unwrap().key;
+        let bytes = storage.get(key).unwrap();
+        let IndexFile::Flat { graph, .. } = IndexFile::decode(key, &bytes, Check::Full).unwrap() else { panic!() };
+        let kept = inputs[0].graph().unwrap();
+        let live = (0..3000u32).filter(|r| r % 5 != 0);
+        let same = live.enumerate().filter(|(p, r)| graph.level(*p as u32) == kept.level(*r)).count();
+        assert!(same < 2400 * 95 / 100, "levels drawn again: {same} of 2,400 the same");
     }
 }

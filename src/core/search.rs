@@ -331,6 +331,11 @@ impl LoadedSegment {
         &self.binlog
     }
 
+    /// The segment's graph, if it has one.
+    pub fn graph(&self) -> Option<&FlatGraph<'_>> {
+        self.graph.as_ref()
+    }
+
     /// Rows tombstoned.
     pub fn deleted_rows(&self) -> usize {
         self.tombstones.len()

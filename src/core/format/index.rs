@@ -13,7 +13,9 @@
 //!      8    2  format version (2)
 //!     10    1  metric code (1 = L2, 2 = inner product, 3 = cosine, 4 = L1,
 //!              5 = Hamming, 6 = Jaccard)
-//!     11    1  reserved, 0
+//!     11    1  flags: bit 0 set when a merge may keep the graph and
+//!              insert into it (built by insertion with the heuristic,
+//!              `crate::graph::build`); 0 in files of earlier builders
 //!     12    8  segment id
 //!     20    8  rows (nodes; node i is row i of the insert binlog)
 //!     28    4  entry node (on the top layer)
@@ -69,6 +71,8 @@ use crate::segment::SegmentId;
 pub const MAGIC: &[u8; 8] = b"PGMVHNS\0";
 pub const VERSION: u16 = 2;
 pub const HEADER_LEN: usize = 64;
+/// Header flag: a merge may keep the graph (see the layout).
+const FLAG_REUSABLE: u8 = 1;
 /// The version that carried hnsw_rs' dump.
 pub const VERSION_HNSW_DUMP: u16 = 1;
 
@@ -92,7 +96,13 @@ pub fn encode(segment: SegmentId, metric: Metric, graph: &FlatGraph<'_>) -> Vec<
     out.extend_from_slice(bytes_of(&p.upper_start));
     out.extend_from_slice(bytes_of(&p.upper));
     let mut w = Writer(Vec::with_capacity(HEADER_LEN));
-    w.bytes(MAGIC).u16(VERSION).u8(metric.code()).u8(0).u64(segment.0).u64(p.rows as u64).u32(p.entry);
+    w.bytes(MAGIC)
+        .u16(VERSION)
+        .u8(metric.code())
+        .u8(p.reusable as u8 * FLAG_REUSABLE)
+        .u64(segment.0)
+        .u64(p.rows as u64)
+        .u32(p.entry);
     w.u16(p.m0 as u16).u16(p.m as u16).u64(p.upper.len() as u64).u32(crc32c::crc32c(&out[HEADER_LEN..]));
     out[..HEADER_LEN].copy_from_slice(&finish_header(w, HEADER_LEN));
     out
@@ -132,7 +142,7 @@ impl<'a> IndexFile<'a> {
         }
         let mut r = Reader::new(&bytes[10..]);
         let metric_code = r.u8();
-        let _reserved = r.u8();
+        let flags = r.u8();
         let segment = SegmentId(r.u64());
         let (rows, entry, m0, m, upper) = (r.u64(), r.u32(), r.u16(), r.u16(), r.u64());
         let body_crc = r.u32();
@@ -162,6 +172,7 @@ impl<'a> IndexFile<'a> {
             layer0: u32s(layer0),
             upper_start: u32s(upper_start),
             upper: u32s(upper_slots),
+            reusable: flags & FLAG_REUSABLE != 0,
         };
         let graph = FlatGraph::from_parts(parts).map_err(invalid)?;
         Ok(IndexFile::Flat { segment, metric, graph })

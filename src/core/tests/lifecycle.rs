@@ -107,8 +107,16 @@ fn lifecycle(url: &str) {
         m.seal(id, ROWS_PER_SEGMENT as u64, SealReason::Rows { rows: 10_000, max_rows: 10_000 }, 101).unwrap();
         let keys: Vec<u64> = (s * ROWS_PER_SEGMENT..(s + 1) * ROWS_PER_SEGMENT).map(|k| k as u64).collect();
         let vectors = data[s * ROWS_PER_SEGMENT * DIMS..(s + 1) * ROWS_PER_SEGMENT * DIMS].into();
-        let rows =
-            NewSegment { segment: id, metric: Metric::L2, dims: DIMS, keys: &keys, vectors, params, graph_min_rows: 0 };
+        let rows = NewSegment {
+            segment: id,
+            metric: Metric::L2,
+            dims: DIMS,
+            keys: &keys,
+            vectors,
+            params,
+            graph_min_rows: 0,
+            seed: None,
+        };
         let flushed = jobs::flush(to, &rows, &control).unwrap();
         assert!(flushed.index_file.is_some());
         m.publish_flush(flushed, 102).unwrap();
@@ -235,6 +243,7 @@ fn one_segment() -> OneSegment {
         vectors: (&data).into(),
         params: HnswParams::default(),
         graph_min_rows: 0,
+        seed: None,
     };
     let flushed = jobs::flush(Target { storage: &storage, cache: &cache, index: ID }, &rows, &JobControl::default());
     manifest.publish_flush(flushed.unwrap(), 102).unwrap();
@@ -250,14 +259,12 @@ fn index_files_of_version_1_still_load() {
     let current = load_all(&storage, &cache, &m);
     let recall = check_search(&current, &data, &|_| false);
 
-    // Rewrite the segment's index file as 0.1 did, from the same graph.
+    // Rewrite the segment's index file as 0.1 did: hnsw_rs' graph, dumped.
     let entry = m.segments[0].clone();
     let binlog_bytes = storage.get(&entry.insert_binlog.as_ref().unwrap().key).unwrap();
     let binlog = milvus_core::format::insert::InsertBinlog::decode("b", &binlog_bytes).unwrap();
-    let index =
-        milvus_core::hnsw::SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap();
     let scratch = tempfile::tempdir().unwrap();
-    let old = index.to_hnsw_dump_file(scratch.path()).unwrap();
+    let old = milvus_core::hnsw::hnsw_rs_dump_file(&binlog, HnswParams::default(), scratch.path()).unwrap();
     let old_ref = milvus_core::format::manifest::ObjectRef::of("0.1/index-file.hnsw", &old);
     storage.put(&old_ref.key, old.into()).unwrap();
     m.segments[0].index_file = Some(old_ref.clone());

@@ -1,14 +1,14 @@
 //! A segment's HNSW graph as flat arrays, and the search over them.
 //!
-//! hnsw_rs builds a segment's graph; [`FlatGraph::refine`] then re-selects
-//! its layer-0 lists, and the graph is kept as flat arrays: each node's
-//! neighbours at a fixed stride per layer, no pointers, no locks, no
-//! per-node allocation. An index file holds these arrays as they are
-//! (`crate::format::index`), so a searching backend borrows them straight
-//! from the mapped file. The search is ours: greedy descent through the
-//! upper layers, a beam search of `ef` on layer 0, exact distances with the
-//! simsimd kernels, and scratch (visited stamps, the two heaps) kept per
-//! thread and reused by every search, so a hop allocates nothing.
+//! The graph is kept as flat arrays: each node's neighbours at a fixed
+//! stride per layer, no pointers, no locks, no per-node allocation. The
+//! builder ([`build`]) inserts rows straight into these arrays, an index
+//! file holds them as they are (`crate::format::index`), and a searching
+//! backend borrows them from the mapped file. The search is ours: greedy
+//! descent through the upper layers, a beam search of `ef` on layer 0,
+//! exact distances with the simsimd kernels, and scratch (visited stamps,
+//! the two heaps) kept per thread and reused by every search, so a hop
+//! allocates nothing.
 //!
 //! Rows a caller skips (tombstones, rows already offered) are traversed but
 //! never returned, as in hnsw_rs' filtered search: a skipped region does not
@@ -22,6 +22,8 @@
 //!
 //! Every node of a graph built here is reachable from its entry point on
 //! layer 0 ([`FlatGraph::connect`]).
+
+pub mod build;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -57,6 +59,11 @@ pub struct FlatGraph<'a> {
     /// node of layer 0 only); its level `l` takes `l * m` slots there.
     upper_start: Cow<'a, [u32]>,
     upper: Cow<'a, [u32]>,
+    /// Whether a merge may keep this graph and insert into it: built here
+    /// by insertion ([`build`]), every list selected by the heuristic.
+    /// Graphs of earlier builders (hnsw_rs', and 0.1's inner-product graphs
+    /// over augmented rows) are rebuilt by the merge that first takes them.
+    reusable: bool,
 }
 
 /// One node's neighbours on each layer, `layers[0]` being layer 0: what a
@@ -74,6 +81,7 @@ pub struct GraphParts<'a> {
     pub layer0: Cow<'a, [u32]>,
     pub upper_start: Cow<'a, [u32]>,
     pub upper: Cow<'a, [u32]>,
+    pub reusable: bool,
 }
 
 impl<'a> FlatGraph<'a> {
@@ -118,6 +126,7 @@ impl<'a> FlatGraph<'a> {
             layer0: Cow::Owned(layer0),
             upper_start: Cow::Owned(upper_start),
             upper: Cow::Owned(upper),
+            reusable: false,
         }
     }
 
@@ -125,7 +134,7 @@ impl<'a> FlatGraph<'a> {
     /// lengths against `rows` and the strides, the entry within the rows),
     /// not every neighbour: those are checked as searches read them.
     pub fn from_parts(parts: GraphParts<'a>) -> Result<Self, String> {
-        let GraphParts { rows, entry, m0, m, levels, layer0, upper_start, upper } = parts;
+        let GraphParts { rows, entry, m0, m, levels, layer0, upper_start, upper, reusable } = parts;
         if m0 == 0 || m == 0 {
             return Err(format!("neighbour lists of length {m0} and {m}"));
         }
@@ -140,107 +149,11 @@ impl<'a> FlatGraph<'a> {
         if (rows > 0 && entry as usize >= rows) || rows >= NONE as usize {
             return Err(format!("entry {entry} of {rows} rows"));
         }
-        Ok(FlatGraph { rows, entry, m0, m, levels, layer0, upper_start, upper })
-    }
-
-    /// Re-selects every node's layer-0 neighbours, as HNSW's own insertion
-    /// would if every list had been chosen with the whole graph in view
-    /// (a refinement pass over the graph a builder made):
-    ///
-    /// 1. each node's candidates are its neighbours and theirs (about
-    ///    `m0²`), nearest first, through HNSW's neighbour-selection
-    ///    heuristic: a candidate is kept only if it is nearer to the node
-    ///    than to every neighbour kept before it, up to `m0`;
-    /// 2. every kept edge is offered back to its target, and a list that
-    ///    then holds more than `m0` is selected again by the heuristic;
-    /// 3. every node is made reachable from the entry point
-    ///    ([`FlatGraph::connect`]).
-    ///
-    /// Why: hnsw_rs gives a node that a new row links to the new row by
-    /// appending it and dropping the farthest entry once the list is full.
-    /// The farthest entries are the long links the heuristic chose to keep
-    /// clusters reachable from each other, and they are what goes: recall
-    /// at a given `ef_search` fell short of pgvector's, whose updates run
-    /// the heuristic. With this pass recall@10 at ef_search 40 went from
-    /// 0.907 to 0.976 on 100k x 128 (docs/benchmarks.md); selecting from
-    /// only the nearest 64 or 128 candidates gave 0.93 and 0.955: the
-    /// farther candidates are the ones the heuristic needs. It costs the
-    /// distances to the candidates, some 15% of the build.
-    ///
-    /// `distance(a, b)` is the graph's distance between two nodes; with
-    /// `fill`, a list the heuristic leaves short is filled up to `m0` with
-    /// the nearest candidates it pruned (for inner product, where it keeps
-    /// few). Runs on `threads` threads, and returns false (the graph
-    /// unchanged) once `cancelled()` says so.
-    pub fn refine(
-        &mut self,
-        distance: &(dyn Fn(u32, u32) -> f32 + Sync),
-        fill: bool,
-        threads: usize,
-        cancelled: &(dyn Fn() -> bool + Sync),
-    ) -> bool {
-        use rayon::prelude::*;
-        let (rows, m0) = (self.rows, self.m0);
-        let Ok(workers) = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.max(1))
-            .thread_name(|i| format!("milvus-refine-{i}"))
-            .build()
-        else {
-            return false;
-        };
-        let old = &self.layer0;
-        let list =
-            |node: u32| old[node as usize * m0..(node as usize + 1) * m0].iter().copied().take_while(|n| *n != NONE);
-        let selected: Option<Vec<Vec<u32>>> = workers.install(|| {
-            (0..rows as u32)
-                .into_par_iter()
-                .map_init(Vec::new, |seen: &mut Vec<u32>, node| {
-                    if node % 4096 == 0 && cancelled() {
-                        return None;
-                    }
-                    seen.clear();
-                    seen.extend(list(node).flat_map(|n| std::iter::once(n).chain(list(n))).filter(|c| *c != node));
-                    seen.sort_unstable();
-                    seen.dedup();
-                    let mut near: Vec<(f32, u32)> = seen.iter().map(|&c| (distance(node, c), c)).collect();
-                    near.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    Some(select(&near, m0, distance, fill))
-                })
-                .collect()
-        });
-        let Some(mut selected) = selected else { return false };
-        // Reverse edges, grouped by target.
-        let mut reverse: Vec<Vec<u32>> = vec![Vec::new(); rows];
-        for (node, kept) in selected.iter().enumerate() {
-            for &n in kept {
-                reverse[n as usize].push(node as u32);
-            }
-        }
-        if cancelled() {
-            return false;
-        }
-        workers.install(|| {
-            selected.par_iter_mut().zip(reverse.par_iter()).enumerate().for_each(|(node, (kept, incoming))| {
-                let node = node as u32;
-                let mut all: Vec<u32> = kept.iter().chain(incoming).copied().collect();
-                all.sort_unstable();
-                all.dedup();
-                let mut near: Vec<(f32, u32)> = all.iter().map(|&c| (distance(node, c), c)).collect();
-                near.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                *kept = if near.len() <= m0 {
-                    near.into_iter().map(|(_, c)| c).collect()
-                } else {
-                    select(&near, m0, distance, fill)
-                };
-            })
-        });
-        self.set_layer0(&selected);
-        self.connect(distance);
-        true
+        Ok(FlatGraph { rows, entry, m0, m, levels, layer0, upper_start, upper, reusable })
     }
 
     /// Makes every node reachable from the entry point on layer 0
-    /// (`connect_from`): what [`FlatGraph::refine`] ends with.
+    /// (`connect_from`): what every build ends with.
     pub fn connect(&mut self, distance: &dyn Fn(u32, u32) -> f32) {
         let mut lists: Vec<Vec<u32>> = (0..self.rows as u32).map(|n| self.neighbours(n, 0).collect()).collect();
         connect_from(&mut lists, self.m0, self.entry, distance);
@@ -287,6 +200,7 @@ impl<'a> FlatGraph<'a> {
             layer0: Cow::Borrowed(&self.layer0),
             upper_start: Cow::Borrowed(&self.upper_start),
             upper: Cow::Borrowed(&self.upper),
+            reusable: self.reusable,
         }
     }
 
@@ -335,26 +249,40 @@ impl<'a> FlatGraph<'a> {
             return Vec::new();
         }
         let distance = |node: u32| metric.between(query, vector(node));
-        // Greedy descent to layer 1.
-        let mut at = self.entry;
-        let mut at_distance = distance(at);
+        let (mut at, mut at_distance) = (self.entry, distance(self.entry));
         for layer in (1..=self.levels[at as usize] as usize).rev() {
-            loop {
-                let mut moved = false;
-                for n in self.neighbours(at, layer) {
-                    let d = distance(n);
-                    if d < at_distance {
-                        (at, at_distance) = (n, d);
-                        moved = true;
-                    }
-                }
-                if !moved {
-                    break;
-                }
-            }
+            (at, at_distance) = self.descend(layer, at, at_distance, &distance);
         }
         let prefetch = |node: u32| vector(node).prefetch();
-        SCRATCH.with_borrow_mut(|s| s.beam(self, at, at_distance, &distance, &prefetch, k, ef.max(k), skip))
+        SCRATCH.with_borrow_mut(|s| s.beam(self, 0, at, at_distance, &distance, &prefetch, k, ef.max(k), skip))
+    }
+
+    /// Greedy search on `layer` from `at`: moves to the nearest neighbour
+    /// while one is nearer, and returns where it stops, with its distance.
+    fn descend(&self, layer: usize, mut at: u32, mut at_distance: f32, distance: &dyn Fn(u32) -> f32) -> (u32, f32) {
+        loop {
+            let mut moved = false;
+            for n in self.neighbours(at, layer) {
+                let d = distance(n);
+                if d < at_distance {
+                    (at, at_distance) = (n, d);
+                    moved = true;
+                }
+            }
+            if !moved {
+                return (at, at_distance);
+            }
+        }
+    }
+
+    /// The level of `node` (its highest layer).
+    pub fn level(&self, node: u32) -> u8 {
+        self.levels.get(node as usize).copied().unwrap_or(0)
+    }
+
+    /// Whether a merge may keep this graph (see the field).
+    pub fn is_reusable(&self) -> bool {
+        self.reusable
     }
 }
 
@@ -536,7 +464,7 @@ impl Scratch {
         fresh
     }
 
-    /// The beam search of layer 0 from `entry`. Before the distances of a
+    /// The beam search of `layer` from `entry`. Before the distances of a
     /// node's neighbours are computed, the vectors of those not yet visited
     /// are prefetched: their loads overlap instead of each waiting its turn
     /// (rows of a graph neighbourhood lie anywhere in the segment).
@@ -544,6 +472,7 @@ impl Scratch {
     fn beam(
         &mut self,
         graph: &FlatGraph,
+        layer: usize,
         entry: u32,
         entry_distance: f32,
         distance: &dyn Fn(u32) -> f32,
@@ -562,7 +491,7 @@ impl Scratch {
             if self.results.len() >= ef && self.results.peek().is_some_and(|worst| d > worst.0) {
                 break;
             }
-            let neighbours = graph.neighbours(node, 0);
+            let neighbours = graph.neighbours(node, layer);
             for n in neighbours.clone().filter(|n| !self.visited(*n)) {
                 prefetch(n);
             }
@@ -599,11 +528,6 @@ mod tests {
     use std::collections::HashSet;
     use std::sync::atomic::AtomicBool;
 
-    /// Graphs built on one thread: hnsw_rs inserting on several threads
-    /// makes every build a different graph, and the recall comparisons
-    /// below failed one run in five. On one thread each build is the same.
-    const ONE_THREAD: HnswParams = HnswParams { m: 16, ef_construction: 64, threads: 1 };
-
     fn binlog(rows: usize, dims: usize, metric: Metric, seed: u64) -> InsertBinlog<'static> {
         let keys: Vec<u64> = (0..rows as u64).collect();
         let bytes = insert::encode(SegmentId(1), metric, dims, &keys, &gaussian_mixture(rows, dims, 50, 0.1, seed));
@@ -619,18 +543,15 @@ mod tests {
         all.into_iter().take(k).map(|(_, r)| r).collect()
     }
 
-    /// Recall@10 of what queries run (the flat search over the refined
-    /// graph), and of hnsw_rs' own search over the graph it built. (Over
-    /// hnsw_rs' graph unrefined, the flat search's inner product recall is
-    /// 0.94 against hnsw_rs' 0.96 on this data: hnsw_rs' filtered search
-    /// goes on past where HNSW stops, docs/benchmarks.md.)
-    fn recalls(metric: Metric, skip: &dyn Fn(u32) -> bool) -> (f64, f64) {
+    /// Recall@10 at ef 40 of the flat search over a graph built here, on
+    /// 50 queries near rows.
+    fn recall(metric: Metric, skip: &dyn Fn(u32) -> bool) -> f64 {
         let b = binlog(5000, 16, metric, 3);
-        let index = SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(false)).unwrap();
+        let index = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap();
         let flat = index.to_flat();
         assert_eq!(flat.rows(), 5000);
         let mut rng = Rng::new(9);
-        let (mut ours, mut theirs) = (0.0, 0.0);
+        let mut hits = 0.0;
         for _ in 0..50 {
             let q = b
                 .vector(rng.next_u64() as usize % 5000)
@@ -642,74 +563,40 @@ mod tests {
             let got = flat.search(metric, Row::F32(&q), &|r| b.vector(r as usize), 10, 40, skip);
             assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "nearest first");
             assert!(got.iter().all(|(_, r)| !skip(*r)), "no skipped row");
-            ours += got.iter().filter(|(_, r)| truth.contains(r)).count() as f64 / 10.0;
-            theirs +=
-                index.search(Row::F32(&q), 10, 40, &|r| skip(r as u32)).iter().filter(|r| truth.contains(r)).count()
-                    as f64
-                    / 10.0;
+            hits += got.iter().filter(|(_, r)| truth.contains(r)).count() as f64 / 10.0;
         }
-        (ours / 50.0, theirs / 50.0)
+        hits / 50.0
     }
 
     #[test]
-    fn the_flat_search_finds_what_hnsw_rs_finds() {
+    fn the_flat_search_finds_the_nearest_rows_for_every_metric() {
         for metric in Metric::ALL {
-            let (ours, theirs) = recalls(metric, &|_| false);
-            assert!(ours >= 0.95 && ours >= theirs - 0.02, "{metric:?}: recall {ours} against hnsw_rs' {theirs}");
+            let r = recall(metric, &|_| false);
+            assert!(r >= 0.95, "{metric:?}: recall {r}");
         }
     }
 
     #[test]
-    fn the_refinement_pass_raises_recall_and_keeps_lists_sound() {
+    fn built_lists_are_sound() {
         for metric in Metric::ALL {
-            let b = binlog(8000, 16, metric, 5);
-            let index = SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(false)).unwrap();
-            let (built, refined) = (index.builder_graph(), index.to_flat());
-            let mut rng = Rng::new(17);
-            let (mut before, mut after) = (0.0, 0.0);
-            for _ in 0..100 {
-                let q = b
-                    .vector(rng.next_u64() as usize % 8000)
-                    .to_f32()
-                    .iter()
-                    .map(|x| x + 0.05 * rng.next_gaussian())
-                    .collect::<Vec<f32>>();
-                let truth: HashSet<u32> = exact(&b, &q, 10, &|_| false).into_iter().collect();
-                let recall = |g: &FlatGraph| {
-                    let got = g.search(metric, Row::F32(&q), &|r| b.vector(r as usize), 10, 40, &|_| false);
-                    got.iter().filter(|(_, r)| truth.contains(r)).count() as f64 / 1000.0
-                };
-                before += recall(&built);
-                after += recall(&refined);
-            }
-            assert!(after >= 0.95 && after >= before - 0.005, "{metric:?}: recall {after} refined, {before} as built");
-            assert_eq!(refined.unreached(), 0, "{metric:?}: every node can be reached on layer 0");
-            for node in 0..refined.rows() as u32 {
-                let list: Vec<u32> = refined.neighbours(node, 0).collect();
-                let mut unique = list.clone();
-                unique.sort_unstable();
-                unique.dedup();
-                assert!(
-                    unique.len() == list.len() && !list.contains(&node) && list.len() <= refined.m0,
-                    "node {node}: {list:?}"
-                );
+            let b = binlog(3000, 16, metric, 5);
+            let graph = SegmentIndex::build(&b, HnswParams::default(), &AtomicBool::new(false)).unwrap().to_flat();
+            assert_eq!(graph.unreached(), 0, "{metric:?}: every node can be reached on layer 0");
+            for node in 0..graph.rows() as u32 {
+                for layer in 0..=graph.levels[node as usize] as usize {
+                    let list: Vec<u32> = graph.neighbours(node, layer).collect();
+                    let mut unique = list.clone();
+                    unique.sort_unstable();
+                    unique.dedup();
+                    let cap = if layer == 0 { graph.m0 } else { graph.m };
+                    assert!(
+                        unique.len() == list.len() && !list.contains(&node) && list.len() <= cap,
+                        "{metric:?}: node {node} on layer {layer}: {list:?}"
+                    );
+                    assert!(list.iter().all(|n| graph.levels[*n as usize] as usize >= layer), "{list:?}");
+                }
             }
         }
-    }
-
-    #[test]
-    fn the_refinement_pass_can_be_cancelled() {
-        let b = binlog(500, 8, Metric::L2, 1);
-        let index = SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(false)).unwrap();
-        let mut g = index.builder_graph();
-        let untouched = g.clone();
-        let distance = |x: u32, y: u32| Metric::L2.between(b.vector(x as usize), b.vector(y as usize));
-        assert!(!g.refine(&distance, false, 1, &|| true));
-        assert_eq!(g, untouched);
-        assert!(matches!(
-            SegmentIndex::build(&b, ONE_THREAD, &AtomicBool::new(true)),
-            Err(crate::hnsw::IndexError::Cancelled)
-        ));
     }
 
     #[test]
@@ -757,8 +644,8 @@ mod tests {
     #[test]
     fn skipped_rows_are_traversed_never_returned() {
         // Every other row skipped: the graph stays connected through them.
-        let (ours, theirs) = recalls(Metric::L2, &|r| r % 2 == 0);
-        assert!(ours >= 0.9 && ours >= theirs - 0.02, "recall {ours} against hnsw_rs' {theirs}");
+        let r = recall(Metric::L2, &|r| r % 2 == 0);
+        assert!(r >= 0.9, "recall {r}");
     }
 
     #[test]
