@@ -126,9 +126,10 @@ impl SegmentIndex {
         }
         let (rows, fill) = (binlog.len(), metric == Metric::InnerProduct);
         let (m, ef) = (params.m, params.ef_construction);
+        let prefetch = |row: u32| binlog.vector(row as usize).prefetch();
         let graph = with_pair_distance(binlog, |distance| {
             let seeded = seed.and_then(|seed| Some((Builder::seeded(rows, m, ef, fill, distance, seed)?, seed)));
-            let (mut builder, placed) = match seeded {
+            let (builder, placed) = match seeded {
                 Some((builder, seed)) => {
                     let mut placed = vec![false; rows];
                     seed.positions.iter().flatten().for_each(|p| placed[*p as usize] = true);
@@ -136,6 +137,7 @@ impl SegmentIndex {
                 }
                 None => (Builder::new(rows, m, ef, fill, distance), vec![false; rows]),
             };
+            let mut builder = builder.prefetching(&prefetch);
             let pending: Vec<u32> = insertion_order(rows).into_iter().filter(|r| !placed[*r as usize]).collect();
             for chunk in pending.chunks(BUILD_CHUNK) {
                 if cancel.load(Ordering::Relaxed) {

@@ -14,8 +14,7 @@
 //! `unsafe` is denied (Cargo.toml) but in the modules allowed it below, each
 //! block with its SAFETY: `cache` maps cache files, `distance` calls SIMD
 //! kernels, `element` prefetches rows and reads them in place, `format`
-//! views aligned element slices as bytes, `hnsw` holds hnsw_rs' reloaded
-//! graphs (which borrow their loader), `search` lends a segment's mapped
+//! views aligned element slices as bytes, `search` lends a segment's mapped
 //! bytes to its graph.
 
 #[allow(unsafe_code)]
@@ -27,7 +26,6 @@ pub mod element;
 #[allow(unsafe_code)]
 pub mod format;
 pub mod graph;
-#[allow(unsafe_code)]
 pub mod hnsw;
 pub mod hooks;
 pub mod jobs;

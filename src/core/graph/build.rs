@@ -44,6 +44,9 @@ use crate::synthetic::Rng;
 /// the metric's, a NaN counted as the farthest.
 pub type PairDistance<'d> = &'d (dyn Fn(u32, u32) -> f32 + Sync);
 
+/// Asks the CPU for a row's vector before its distance is computed.
+pub type Prefetch<'d> = &'d (dyn Fn(u32) + Sync);
+
 /// A merge keeps a graph only while at most this fraction of its rows
 /// are deleted; past it, the output is built from scratch. Cutting rows
 /// out costs recall that a rebuild does not lose: on 100k x 128 rows with
@@ -74,6 +77,7 @@ const MAX_LEVEL: u8 = 15;
 pub struct Builder<'d> {
     graph: FlatGraph<'static>,
     distance: PairDistance<'d>,
+    prefetch: Prefetch<'d>,
     ef_construction: usize,
     /// Fill lists the heuristic leaves short with the nearest pruned
     /// candidates (inner product: see `SegmentIndex::build`).
@@ -111,12 +115,20 @@ impl<'d> Builder<'d> {
         Builder {
             graph,
             distance,
+            prefetch: &|_| {},
             ef_construction: ef_construction.max(1),
             fill,
             level_scale: 1.0 / (m.max(2) as f64).ln(),
             rng: Rng::new(0x0067_7261_7068),
             started: false,
         }
+    }
+
+    /// The builder, prefetching rows with `prefetch` as its searches reach
+    /// them (a neighbourhood's rows lie anywhere in the segment: their loads
+    /// overlap instead of each waiting its turn).
+    pub fn prefetching(self, prefetch: Prefetch<'d>) -> Self {
+        Builder { prefetch, ..self }
     }
 
     /// A builder over `rows` rows holding the seed's live rows at their
@@ -193,9 +205,9 @@ impl<'d> Builder<'d> {
             (at, at_distance) = self.graph.descend(layer, at, at_distance, &to_node);
         }
         for layer in (0..=(level as usize).min(top)).rev() {
-            let ef = self.ef_construction;
+            let (ef, prefetch) = (self.ef_construction, self.prefetch);
             let found = SCRATCH.with_borrow_mut(|s| {
-                s.beam(&self.graph, layer, at, at_distance, &to_node, &|_| {}, ef, ef, &|_| false)
+                s.beam(&self.graph, layer, at, at_distance, &to_node, prefetch, ef, ef, &|_| false)
             });
             let chosen = select(&found, self.cap(layer), distance, self.fill);
             self.slots(node, layer)[..chosen.len()].copy_from_slice(&chosen);

@@ -286,12 +286,11 @@ impl<'a> FlatGraph<'a> {
     }
 }
 
-/// Makes every node reachable from `entry` over `lists` (layer 0, each
-/// nearest first, at most `m` long): HNSW's selection (hnsw_rs' and the
-/// refinement's alike) leaves some nodes that no list names (0.3-0.4% of
-/// them on a Gaussian mixture, more under inner product, where rows of
-/// small norm are nobody's nearest) and some groups that only name each
-/// other; a row no search can reach caps recall however large `ef_search`
+/// Makes every node reachable from `entry` over `lists` (layer 0, each at
+/// most `m` long, in any order): HNSW's selection leaves some nodes that
+/// no list names (0.3-0.4% of them on a Gaussian mixture, more under
+/// inner product, where rows of small norm are nobody's nearest) and some
+/// groups that only name each other; a row no search can reach caps recall however large `ef_search`
 /// is.
 ///
 /// Each node not reached gets an edge from the reached node nearest to it
@@ -317,24 +316,30 @@ fn connect_from(lists: &mut [Vec<u32>], m: usize, entry: u32, distance: &dyn Fn(
         let from = lists[node as usize]
             .iter()
             .copied()
-            .find(|n| reached[*n as usize])
+            .filter(|n| reached[*n as usize])
+            .min_by(|a, b| distance(node, *a).total_cmp(&distance(node, *b)))
             .unwrap_or_else(|| walk_towards(lists, entry, node, distance));
-        let list = &mut lists[from as usize];
-        if list.len() < m {
-            list.push(node);
+        if lists[from as usize].len() < m {
+            lists[from as usize].push(node);
         } else {
-            let farthest = std::mem::replace(list.last_mut().expect("a full list"), node);
-            let own = &mut lists[node as usize];
-            if !own.contains(&farthest) {
-                if own.len() < m {
-                    own.push(farthest);
+            let slot = farthest(&lists[from as usize], from, distance);
+            let farthest_entry = std::mem::replace(&mut lists[from as usize][slot], node);
+            if !lists[node as usize].contains(&farthest_entry) {
+                if lists[node as usize].len() < m {
+                    lists[node as usize].push(farthest_entry);
                 } else {
-                    *own.last_mut().expect("a full list") = farthest;
+                    let slot = farthest(&lists[node as usize], node, distance);
+                    lists[node as usize][slot] = farthest_entry;
                 }
             }
         }
         spread(lists, node, &mut reached, &mut queue);
     }
+}
+
+/// The slot of `list` (`owner`'s, not empty) farthest from `owner`.
+fn farthest(list: &[u32], owner: u32, distance: &dyn Fn(u32, u32) -> f32) -> usize {
+    (0..list.len()).max_by(|a, b| distance(owner, list[*a]).total_cmp(&distance(owner, list[*b]))).expect("a full list")
 }
 
 /// Marks what `from` reaches over `lists` (breadth first; `queue` is
@@ -601,13 +606,15 @@ mod tests {
 
     #[test]
     fn a_node_no_list_names_gets_an_edge_from_its_nearest() {
-        // From entry 0: 2 names nobody; its nearest is 0, whose list is full
-        // (m = 2): 2 takes the place of 0's farthest, 1, and links to it in
-        // place of its own farthest (its list is full too).
-        let d = |a: u32, b: u32| (a as f32 - b as f32).abs();
-        let mut lists = vec![vec![3, 1], vec![0], vec![0, 3], vec![1]];
+        // On a line at 0, 1, 5 and 2.5; from entry 0, nothing names 2. Its
+        // nearest reached neighbour is 1, whose list is full (m = 2): 2
+        // takes the place of 1's farthest, 3, and links to it in place of
+        // its own farthest, 0 (its list is full too).
+        let at = [0.0f32, 1.0, 5.0, 2.5];
+        let d = |a: u32, b: u32| (at[a as usize] - at[b as usize]).abs();
+        let mut lists = vec![vec![3, 1], vec![0, 3], vec![0, 1], vec![1]];
         connect_from(&mut lists, 2, 0, &d);
-        assert_eq!(lists, vec![vec![3, 2], vec![0], vec![0, 1], vec![1]]);
+        assert_eq!(lists, vec![vec![3, 1], vec![0, 2], vec![3, 1], vec![1]]);
     }
 
     #[test]
