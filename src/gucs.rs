@@ -30,6 +30,7 @@ static NAPTIME_S: GucSetting<i32> = GucSetting::<i32>::new(10);
 static SEAL_IDLE_TIME_S: GucSetting<i32> = GucSetting::<i32>::new(600);
 static SEAL_LIFETIME_S: GucSetting<i32> = GucSetting::<i32>::new(3600);
 static GC_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(600);
+static MAINTENANCE_NICE: GucSetting<i32> = GucSetting::<i32>::new(10);
 
 /// Registers the settings; called from `_PG_init`.
 pub fn init() {
@@ -193,6 +194,17 @@ pub fn init() {
         &COMPACTION_DELETE_RATIO,
         0.01,
         1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"milvus.maintenance_nice",
+        c"Nice value of the threads that flush and merge segments (their graph builds).",
+        c"They then yield the CPU to queries and inserts when both want it, and take all of it when they are alone. \
+            Range 0 (the backend's priority) to 19; default 10.",
+        &MAINTENANCE_NICE,
+        0,
+        19,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -441,6 +453,11 @@ pub fn compaction_delete_ratio() -> f64 {
 
 pub fn gc_grace_period() -> std::time::Duration {
     std::time::Duration::from_secs(GC_GRACE_PERIOD_S.get() as u64)
+}
+
+/// The nice value of flush and merge threads (`milvus.maintenance_nice`).
+pub fn maintenance_nice() -> i32 {
+    MAINTENANCE_NICE.get()
 }
 
 pub fn max_workers() -> usize {

@@ -292,32 +292,57 @@ impl Drop for CancelOnDrop {
 /// gets its [`JobControl`]: the cancel flag, set if the wait is
 /// interrupted, and the phase it reports.
 pub fn run_job<T: Send + 'static>(name: &str, job: impl FnOnce(&JobControl) -> T + Send + 'static) -> T {
-    run_job_watched(name, |_| {}, job)
+    run_job_watched(name, Priority::Backend, |_| {}, job)
 }
 
-/// [`run_job`], calling `on_phase` on this (the main) thread whenever the
-/// job reports a new phase, e.g. to show it in shared memory.
+/// [`run_job`] at `priority`, calling `on_phase` on this (the main) thread
+/// whenever the job reports a new phase, e.g. to show it in shared memory.
 pub fn run_job_watched<T: Send + 'static>(
     name: &str,
+    priority: Priority,
     on_phase: impl FnMut(Phase),
     job: impl FnOnce(&JobControl) -> T + Send + 'static,
 ) -> T {
-    run_job_meanwhile(name, on_phase, &mut || {}, job)
+    run_job_meanwhile(name, priority, on_phase, &mut || {}, job)
+}
+
+/// Lowers the calling thread's priority to `nice` (Linux's nice values
+/// are per thread). A failure leaves it as it was: the job runs anyway.
+fn lower_priority(nice: i32) {
+    // SAFETY: plain libc calls on this thread's own id.
+    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
 }
 
 /// How often [`run_job_meanwhile`] gives the main thread to other work.
 const MEANWHILE_EVERY: Duration = Duration::from_millis(100);
 
-/// [`run_job_watched`], also calling `meanwhile` on this thread every
-/// [`MEANWHILE_EVERY`] while the job runs: a worker flushes the segments
-/// sealed during a long merge (which holds no segment lock meanwhile)
-/// rather than after it.
+/// How a job's thread shares the CPU with the server's other work.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// As the backend: a query waits for it (loads, downloads).
+    Backend,
+    /// At `milvus.maintenance_nice`: flushes and merges, whose graph builds
+    /// would otherwise take the CPU queries need ([`job_threads`]). Only
+    /// the job's thread: the backend's own thread, which takes locks, keeps
+    /// its priority, so no lock waits behind a niced holder.
+    Maintenance,
+}
+
+/// [`run_job_watched`] at `priority`, also calling `meanwhile` on this
+/// thread every [`MEANWHILE_EVERY`] while the job runs: a worker flushes
+/// the segments sealed during a long merge (which holds no segment lock
+/// meanwhile) rather than after it.
 pub fn run_job_meanwhile<T: Send + 'static>(
     name: &str,
+    priority: Priority,
     mut on_phase: impl FnMut(Phase),
     meanwhile: &mut dyn FnMut(),
     job: impl FnOnce(&JobControl) -> T + Send + 'static,
 ) -> T {
+    let nice = match priority {
+        Priority::Backend => 0,
+        Priority::Maintenance => crate::gucs::maintenance_nice(),
+    };
     let control = Arc::new(JobControl::default());
     let _guard = CancelOnDrop(control.clone());
     let for_job = control.clone();
@@ -329,7 +354,12 @@ pub fn run_job_meanwhile<T: Send + 'static>(
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
-        let spawned = std::thread::Builder::new().name(format!("milvus-{name}")).spawn(move || job(&for_job));
+        let spawned = std::thread::Builder::new().name(format!("milvus-{name}")).spawn(move || {
+            if nice > 0 {
+                lower_priority(nice);
+            }
+            job(&for_job)
+        });
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         spawned.unwrap_or_else(|e| error!("cannot start a thread for {name}: {e}"))
     };

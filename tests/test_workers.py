@@ -161,6 +161,51 @@ def test_rows_sealed_during_a_merge_are_flushed_before_it_ends(cluster, conn):
     assert len(ids) == len(set(ids)) == 4 * 1980 + 10 + 1990
 
 
+def thread_nices(pid, name):
+    """The nice value of each thread of process `pid` named `name`."""
+    nices = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            if (task / "comm").read_text().strip() != name:
+                continue
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        nices.append(int(fields[16]))  # field 19 of proc(5), counted from the state (field 3)
+    return nices
+
+
+def test_merges_run_at_the_maintenance_nice_value(cluster, conn):
+    """A merge's graph build yields the CPU to queries when both want it:
+    the thread a worker merges on runs at milvus.maintenance_nice (a
+    database setting reaches the workers), the worker's own thread (which
+    takes locks) and the backends as they were."""
+    db = conn.info.dbname
+    conn.execute(f'ALTER DATABASE "{db}" SET milvus.debug_pause_at = merge')
+    conn.execute(f'ALTER DATABASE "{db}" SET milvus.debug_pause = 15000')
+    conn.execute(f'ALTER DATABASE "{db}" SET milvus.maintenance_nice = 7')
+    try:
+        conn.execute(
+            "CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
+            "WITH (growing_max_rows = 2000, segment_max_rows = 20000)")
+        load(conn, 4 * 1980 + 10)
+        wait_for(lambda: [j for j in jobs(conn, "compact") if j[2] == "running"], "a merge of four segments")
+        workers = [r[0] for r in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pg_milvus worker'").fetchall()]
+        merging = wait_for(lambda: [(pid, n) for pid in workers for n in thread_nices(pid, "milvus-compact")],
+                           "the merge's thread")
+        assert [n for _, n in merging] == [7], merging
+        pid = merging[0][0]
+        # On Linux a pid names its process's main thread.
+        assert os.getpriority(os.PRIO_PROCESS, pid) == 0, "the worker's own thread keeps its priority"
+        assert os.getpriority(os.PRIO_PROCESS, conn.info.backend_pid) == 0
+    finally:
+        conn.execute(f'ALTER DATABASE "{db}" RESET ALL')
+    wait_for(lambda: [j for j in jobs(conn, "compact") if j[2] == "done"], "the merge done", timeout=30)
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)) == 4 * 1980 + 10
+
+
 def test_deleted_rows_are_compacted_away_while_searches_stay_exact(cluster, conn):
     # Segments below the brute-force threshold: every answer must be exact.
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 20000)")

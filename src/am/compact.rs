@@ -111,6 +111,7 @@ pub fn run_plan(index: Index, plan: &CompactionPlan, meanwhile: &mut dyn FnMut()
     let inputs = before.clone();
     let flushed = storage::run_job_meanwhile(
         "compact",
+        storage::Priority::Maintenance,
         |_| {},
         meanwhile,
         move |control| {

@@ -169,6 +169,7 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
     let cache = storage::cache();
     let flushed = storage::run_job_watched(
         "flush",
+        storage::Priority::Maintenance,
         |phase| job.set_phase(phase),
         move |control| {
             let store = store?;

@@ -18,7 +18,6 @@ use milvus_core::format::page::PageHits;
 pub use milvus_core::format::page::rows_per_page;
 use milvus_core::format::page::{self as layout, Chunk, Chunks, RowPage};
 use pgrx::pg_sys;
-use pgrx::prelude::*;
 
 use super::{Block, INVALID_BLOCK, Page, PageMut};
 
@@ -210,6 +209,7 @@ impl PageMut<'_> {
 mod tests {
     use super::*;
     use milvus_core::element::{Element, f16};
+    use pgrx::prelude::*;
 
     #[pg_test]
     fn tids_pack_and_unpack() {
