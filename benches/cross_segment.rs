@@ -28,7 +28,6 @@ fn main() {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let rows = args.first().copied().unwrap_or(100_000);
     let queries = args.get(1).copied().unwrap_or(500);
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let data = gaussian_mixture(rows + queries, DIMS, 1000, 0.1, 42);
     let (base, held_out) = data.split_at(rows * DIMS);
     let truth: Vec<HashSet<u64>> = held_out
@@ -40,10 +39,7 @@ fn main() {
             d[..10].iter().map(|e| e.1).collect()
         })
         .collect();
-    println!(
-        "rows {rows}, dims {DIMS}, {queries} queries, m 16, ef_construction 64, build threads {threads}, search on one \
-            thread\n"
-    );
+    println!("rows {rows}, dims {DIMS}, {queries} queries, m 16, ef_construction 64, search on one thread\n");
     println!("| segments | ef_search | search | recall@10 | QPS | p99 (ms) |");
     println!("|---:|---:|---|---:|---:|---:|");
     for count in [1usize, 2, 4, 8] {
@@ -55,8 +51,7 @@ fn main() {
                 let bytes =
                     insert::encode(SegmentId(s as u64 + 1), Metric::L2, DIMS, &keys, &base[start * DIMS..end * DIMS]);
                 let binlog = InsertBinlog::decode("bench", &bytes).unwrap().into_owned();
-                let params = HnswParams { threads, ..HnswParams::default() };
-                let index = SegmentIndex::build(&binlog, params, &AtomicBool::new(false)).unwrap();
+                let index = SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap();
                 Arc::new(LoadedSegment::new(binlog, Some(index), Vec::new()))
             })
             .collect();

@@ -27,12 +27,8 @@ fn main() {
     let rows = args.first().copied().unwrap_or(20_000);
     let queries = args.get(1).copied().unwrap_or(200);
     let dims: Vec<usize> = if args.len() > 2 { args[2..].to_vec() } else { vec![64, 768, 1536] };
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let params = HnswParams { m: 16, ef_construction: 64, threads };
-    println!(
-        "rows {rows}, queries {queries}, m {}, ef_construction {}, threads {threads}",
-        params.m, params.ef_construction
-    );
+    let params = HnswParams { m: 16, ef_construction: 64 };
+    println!("rows {rows}, queries {queries}, m {}, ef_construction {}", params.m, params.ef_construction);
     println!();
     println!("| rows | dims | build (s) | recall@10 ef 40 | ef 200 | ef 1000 |");
     println!("|---|---:|---:|---:|---:|---:|");

@@ -26,7 +26,7 @@ use milvus_core::hnsw::{HnswParams, SegmentIndex};
 use milvus_core::segment::SegmentId;
 use milvus_core::synthetic::gaussian_mixture;
 
-const PARAMS: HnswParams = HnswParams { m: 16, ef_construction: 64, threads: 1 };
+const PARAMS: HnswParams = HnswParams { m: 16, ef_construction: 64 };
 
 fn binlog(dims: usize, rows: &[f32]) -> InsertBinlog<'static> {
     let keys: Vec<u64> = (0..(rows.len() / dims) as u64).collect();

@@ -108,7 +108,7 @@ fn loading(c: &mut Criterion) {
         m.seal(segment, rows as u64, SealReason::Manual, 0).unwrap();
         let keys: Vec<u64> = (0..rows as u64).collect();
         let vectors = gaussian_mixture(rows, DIMS, 100, 0.1, s as u64);
-        let params = HnswParams { threads: 2, ..HnswParams::default() };
+        let params = HnswParams::default();
         let rows = NewSegment {
             segment,
             metric: Metric::L2,

@@ -46,7 +46,7 @@ if ! dpkg -s postgresql-15-pgvector >/dev/null 2>&1; then
 fi
 scripts/install.sh
 # The same memory for both indexes' builds; workers look every second.
-port=$(scripts/cluster.sh start bench "shared_buffers = '1GB'" "maintenance_work_mem = '1GB'" "milvus.naptime = 1")
+port=$(scripts/cluster.sh start bench "shared_buffers = '1GB'" "maintenance_work_mem = '1GB'" "milvus.naptime = 1" "max_connections = 120")
 host=$(scripts/cluster.sh host bench)
 trap 'scripts/cluster.sh stop bench' EXIT
 if ((ip)); then

@@ -15,7 +15,9 @@
 //! queries again; bytes on local disk and in object storage; streaming
 //! (half the rows loaded and indexed, the other half inserted at 1,000 rows
 //! a second while one client searches: QPS, latency, recall against the
-//! rows committed at each query's start, and the lag until all is indexed).
+//! rows committed at each query's start, and the lag until all is indexed);
+//! then 64 and 100 connections searching while one session streams rows in
+//! for 10 s (QPS, latency, errors, memory per backend).
 //! With `--recall-only`, only the load, the text output, CREATE INDEX on the
 //! loaded table and recall and QPS at each `--ef` (`make bench-ip`).
 //!
@@ -57,6 +59,11 @@ const STREAM_RATE: usize = 1000;
 /// Queries of the streaming phase whose recall is computed (each an exact
 /// search over the rows committed when it started).
 const STREAM_RECALL_SAMPLE: usize = 500;
+/// Connections of the crowd phases, each searching while one session
+/// streams rows in.
+const CROWDS: [usize; 2] = [64, 100];
+/// How long each crowd phase streams rows in, at `STREAM_RATE`.
+const CROWD_SECONDS: usize = 10;
 const DB: &str = "milvus_bench";
 
 /// One run of the life of a collection: pg_milvus beside pgvector's HNSW
@@ -474,7 +481,27 @@ struct TargetReport {
     queries: Vec<QueryRun>,
     memory: Vec<MemoryRun>,
     stream: Option<StreamRun>,
+    crowds: Vec<CrowdRun>,
     notes: Vec<String>,
+}
+
+/// Many connections searching while rows stream in (after the streaming
+/// phase, on its table): every connection searches without pause (ef_search
+/// 40) for `CROWD_SECONDS` while one session inserts at `STREAM_RATE`.
+/// Memory per backend is read from `/proc/PID/smaps_rollup` at the end, as
+/// in [`MemoryRun`]; `errors` counts connections refused and queries that
+/// failed.
+#[derive(Serialize, Default)]
+struct CrowdRun {
+    connections: usize,
+    insert_rows_per_s: f64,
+    queries: usize,
+    qps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    errors: usize,
+    private_mb: Option<f64>,
+    pss_mb: Option<f64>,
 }
 
 /// The streaming phase (VectorDBBench's streaming case): half the rows
@@ -1037,6 +1064,7 @@ impl Bench<'_> {
 
         self.deletes(&mut c, kind, &mut r);
         r.stream = Some(self.stream(kind));
+        r.crowds = self.crowds(kind);
         r
     }
 
@@ -1172,6 +1200,104 @@ impl Bench<'_> {
         run
     }
 
+    /// The crowd phases ([`CrowdRun`]), on the streaming phase's table:
+    /// the rows streamed in are the dataset's first ones again, under new
+    /// ids, so no recall is measured.
+    fn crowds(&self, kind: Kind) -> Vec<CrowdRun> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let mut c = self.connect();
+        let rows = (CROWD_SECONDS * STREAM_RATE).min(self.d.rows());
+        let mut runs = Vec::new();
+        for (round, connections) in CROWDS.into_iter().enumerate() {
+            step(&format!("{connections} connections searching while {rows} rows stream in"));
+            let id_offset = self.d.rows() * (round + 2);
+            let streaming = AtomicBool::new(true);
+            let ready = std::sync::Barrier::new(connections + 1);
+            type Searcher = (Vec<f64>, usize, Option<String>);
+            let (insert_secs, searchers): (f64, Vec<Searcher>) = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..connections)
+                    .map(|i| {
+                        let (streaming, ready) = (&streaming, &ready);
+                        s.spawn(move || {
+                            let conn = format!("host={} port={} user=postgres dbname={DB}", self.a.host, self.a.port);
+                            let client = Client::connect(&conn, NoTls).ok().and_then(|mut q| {
+                                if let Some(setting) = kind.ef_setting() {
+                                    q.batch_execute(&format!("SET {setting} = 40")).ok()?;
+                                }
+                                let stmt = q.prepare(&self.query_sql(kind, None)).ok()?;
+                                q.query(&stmt, &[&text(self.d.query(i % self.d.query_count()))]).ok()?;
+                                let pid: i32 = q.query_one("SELECT pg_backend_pid()", &[]).ok()?.get(0);
+                                Some((q, stmt, pid))
+                            });
+                            ready.wait();
+                            let Some((mut q, stmt, pid)) = client else { return (Vec::new(), 1, None) };
+                            let (mut latencies, mut errors) = (Vec::new(), 0);
+                            let mut query = i;
+                            while streaming.load(Ordering::Relaxed) {
+                                let t = Instant::now();
+                                match q.query(&stmt, &[&text(self.d.query(query % self.d.query_count()))]) {
+                                    Ok(_) => latencies.push(t.elapsed().as_secs_f64() * 1e3),
+                                    Err(_) => errors += 1,
+                                }
+                                query += connections;
+                            }
+                            let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok();
+                            (latencies, errors, rollup)
+                        })
+                    })
+                    .collect();
+                ready.wait();
+                let start = Instant::now();
+                let bar = counting(rows);
+                for (b, chunk) in (0..rows).collect::<Vec<_>>().chunks(BATCH).enumerate() {
+                    let due = start + Duration::from_secs_f64((b * BATCH) as f64 / STREAM_RATE as f64);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    self.insert_batches_counted(&mut c, kind, chunk[0]..chunk[0] + chunk.len(), id_offset, &bar);
+                }
+                let insert_secs = start.elapsed().as_secs_f64();
+                streaming.store(false, Ordering::Relaxed);
+                (insert_secs, handles.into_iter().map(|h| h.join().unwrap()).collect())
+            });
+            let mut latencies: Vec<f64> = searchers.iter().flat_map(|s| s.0.iter().copied()).collect();
+            latencies.sort_by(f64::total_cmp);
+            let rollups: Vec<&String> = searchers.iter().filter_map(|s| s.2.as_ref()).collect();
+            let mean_mb = |fields: &[&str]| {
+                (!rollups.is_empty()).then(|| {
+                    let kb: f64 = rollups
+                        .iter()
+                        .flat_map(|text| text.lines())
+                        .filter(|l| fields.iter().any(|f| l.starts_with(&format!("{f}:"))))
+                        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+                        .sum();
+                    kb / 1024.0 / rollups.len() as f64
+                })
+            };
+            let run = CrowdRun {
+                connections,
+                insert_rows_per_s: rows as f64 / insert_secs,
+                queries: latencies.len(),
+                qps: latencies.len() as f64 / insert_secs,
+                p50_ms: percentile(&latencies, 0.5),
+                p99_ms: percentile(&latencies, 0.99),
+                errors: searchers.iter().map(|s| s.1).sum(),
+                private_mb: mean_mb(&["Private_Clean", "Private_Dirty"]),
+                pss_mb: mean_mb(&["Pss"]),
+            };
+            done(&format!(
+                "{:.0} QPS, p99 {:.2} ms, {} errors, private {:.1} MB per backend, {:.0} rows/s inserted",
+                run.qps,
+                run.p99_ms,
+                run.errors,
+                run.private_mb.unwrap_or(f64::NAN),
+                run.insert_rows_per_s
+            ));
+            runs.push(run);
+        }
+        runs
+    }
+
     fn run_pgvector(&self) -> TargetReport {
         let kind = Kind::Pgvector;
         let n = self.d.rows();
@@ -1193,6 +1319,7 @@ impl Bench<'_> {
         self.filtered(&mut c, kind, &mut r);
         self.deletes(&mut c, kind, &mut r);
         r.stream = Some(self.stream(kind));
+        r.crowds = self.crowds(kind);
         r
     }
 
@@ -1354,6 +1481,35 @@ fn markdown(r: &Report) -> String {
                     m.p99_ms,
                     m.recall_at_10,
                     m.lag_s
+                )
+                .unwrap();
+            }
+        }
+    }
+    if r.targets.iter().any(|t| !t.crowds.is_empty()) {
+        writeln!(
+            s,
+            "\n| many connections, rows streaming in | connections | insert rows/s | queries | QPS | p50 (ms) | p99 \
+                (ms) | errors | private MB per backend | PSS MB |"
+        )
+        .unwrap();
+        writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
+        let megabytes = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.1}"));
+        for t in &r.targets {
+            for m in &t.crowds {
+                writeln!(
+                    s,
+                    "| {} | {} | {:.0} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} |",
+                    t.target,
+                    m.connections,
+                    m.insert_rows_per_s,
+                    m.queries,
+                    m.qps,
+                    m.p50_ms,
+                    m.p99_ms,
+                    m.errors,
+                    megabytes(m.private_mb),
+                    megabytes(m.pss_mb)
                 )
                 .unwrap();
             }

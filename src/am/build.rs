@@ -173,7 +173,7 @@ pub unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
 /// Checks the options together (each is range-checked on its own by reloptions).
 fn validate_options(index: Index) {
     let o = options::of(index);
-    let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: 1 };
+    let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize };
     if let Err(reason) = params.validate() {
         ereport!(
             ERROR,

@@ -143,7 +143,7 @@ pub const FLUSH_FAILED_DETAIL: &str =
 /// The graph parameters of the index's segments.
 pub fn hnsw_params(index: Index) -> HnswParams {
     let o = options::of(index);
-    HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize, threads: storage::job_threads() }
+    HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize }
 }
 
 /// Flushes one sealed segment, for `why` (who asked). `Err(message)` if

@@ -51,13 +51,10 @@ pub struct HnswParams {
     pub m: usize,
     /// Candidate list size while building, at least `2 * m`.
     pub ef_construction: usize,
-    /// Threads a job may use (loads of several segments); a graph is built
-    /// on one.
-    pub threads: usize,
 }
 impl Default for HnswParams {
     fn default() -> Self {
-        HnswParams { m: 16, ef_construction: 64, threads: 2 }
+        HnswParams { m: 16, ef_construction: 64 }
     }
 }
 
@@ -73,9 +70,6 @@ impl HnswParams {
                 2 * self.m,
                 self.ef_construction
             ));
-        }
-        if self.threads == 0 {
-            return Err("threads must be at least 1".into());
         }
         Ok(())
     }
@@ -436,7 +430,7 @@ mod tests {
         let keys: Vec<u64> = (0..rows as u64).collect();
         let bytes = insert::encode(SegmentId(3), Metric::InnerProduct, dims, &keys, base);
         let b = InsertBinlog::decode("o", &bytes).unwrap();
-        let params = HnswParams { m: 16, ef_construction: 64, threads: 2 };
+        let params = HnswParams { m: 16, ef_construction: 64 };
         let index = SegmentIndex::build(&b, params, &AtomicBool::new(false)).unwrap();
         let scratch = tempfile::tempdir().unwrap();
         let file = hnsw_rs_dump_file(&b, params, scratch.path()).unwrap();
@@ -527,7 +521,7 @@ mod tests {
         ));
         let bad = HnswParams { m: 1, ..Default::default() };
         assert_eq!(bad.validate().unwrap_err(), "m must be between 2 and 100, not 1");
-        let bad = HnswParams { m: 16, ef_construction: 10, threads: 1 };
+        let bad = HnswParams { m: 16, ef_construction: 10 };
         assert_eq!(bad.validate().unwrap_err(), "ef_construction must be between 2 * m (32) and 1000, not 10");
     }
 

@@ -206,8 +206,8 @@ pub struct NewSegment<'a> {
 }
 
 /// Writes a sealed segment: its insert binlog, then, past
-/// `graph_min_rows` rows, its HNSW index file (built on `params.threads`
-/// threads, cancellable between chunks), and puts both into the local
+/// `graph_min_rows` rows, its HNSW index file (built on this thread,
+/// cancellable between chunks), and puts both into the local
 /// cache, so the first search maps them instead of downloading them.
 pub fn flush(to: Target, rows: &NewSegment, control: &JobControl) -> Result<Flushed, JobError> {
     let NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, ref seed } = *rows;

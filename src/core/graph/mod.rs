@@ -714,7 +714,7 @@ mod tests {
         ) {
             let bytes = crowded_binlog(rows, 16, metric, clusters, distinct, seed);
             let b = InsertBinlog::decode("o", &bytes).unwrap();
-            let params = HnswParams { m, ef_construction: 2 * m.max(16), threads: 1 };
+            let params = HnswParams { m, ef_construction: 2 * m.max(16) };
             let graph = SegmentIndex::build(&b, params, &AtomicBool::new(false)).unwrap().to_flat();
             proptest::prop_assert_eq!(graph.unreached(), 0);
         }
