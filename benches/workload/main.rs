@@ -355,6 +355,18 @@ fn ground_truth(
 }
 
 /// The `p` quantile of sorted latencies (0 for none).
+/// The mean over `rollups` (each a `/proc/PID/smaps_rollup`) of the sum
+/// of `fields`, in MB.
+fn mean_mb(rollups: &[String], fields: &[&str]) -> f64 {
+    let kb: f64 = rollups
+        .iter()
+        .flat_map(|text| text.lines())
+        .filter(|l| fields.iter().any(|f| l.starts_with(&format!("{f}:"))))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .sum();
+    kb / 1024.0 / rollups.len() as f64
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted.get(((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1))).copied().unwrap_or(0.0)
 }
@@ -579,8 +591,16 @@ struct Bench<'a> {
 
 impl Bench<'_> {
     fn connect(&self) -> Client {
-        let conn = format!("host={} port={} user=postgres dbname={DB}", self.a.host, self.a.port);
-        Client::connect(&conn, NoTls).unwrap_or_else(|e| die(&format!("cannot connect ({conn}): {e}")))
+        self.try_connect().unwrap_or_else(|e| die(&format!("cannot connect ({}): {e}", self.conninfo())))
+    }
+
+    /// A connection, or why there is none (the crowd phases count refusals).
+    fn try_connect(&self) -> Result<Client, postgres::Error> {
+        Client::connect(&self.conninfo(), NoTls)
+    }
+
+    fn conninfo(&self) -> String {
+        format!("host={} port={} user=postgres dbname={DB}", self.a.host, self.a.port)
     }
 
     fn create_table(&self, c: &mut Client, kind: Kind) {
@@ -850,21 +870,13 @@ impl Bench<'_> {
                 r.notes.push("memory: /proc/PID/smaps_rollup of the backends is not readable here".into());
                 return;
             };
-            let mean_mb = |fields: &[&str]| {
-                let kb: f64 = rollups
-                    .iter()
-                    .flat_map(|text| text.lines())
-                    .filter(|l| fields.iter().any(|f| l.starts_with(&format!("{f}:"))))
-                    .filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-                    .sum();
-                kb / 1024.0 / connections as f64
-            };
+            let mb_of = |fields: &[&str]| mean_mb(&rollups, fields);
             let run = MemoryRun {
                 connections,
-                private_mb: mean_mb(&["Private_Clean", "Private_Dirty"]),
-                anonymous_mb: mean_mb(&["Anonymous"]),
-                pss_mb: mean_mb(&["Pss"]),
-                rss_mb: mean_mb(&["Rss"]),
+                private_mb: mb_of(&["Private_Clean", "Private_Dirty"]),
+                anonymous_mb: mb_of(&["Anonymous"]),
+                pss_mb: mb_of(&["Pss"]),
+                rss_mb: mb_of(&["Rss"]),
             };
             done(&format!(
                 "private {:.1} MB, anonymous {:.1} MB, PSS {:.1} MB per backend",
@@ -1220,8 +1232,7 @@ impl Bench<'_> {
                     .map(|i| {
                         let (streaming, ready) = (&streaming, &ready);
                         s.spawn(move || {
-                            let conn = format!("host={} port={} user=postgres dbname={DB}", self.a.host, self.a.port);
-                            let client = Client::connect(&conn, NoTls).ok().and_then(|mut q| {
+                            let client = self.try_connect().ok().and_then(|mut q| {
                                 if let Some(setting) = kind.ef_setting() {
                                     q.batch_execute(&format!("SET {setting} = 40")).ok()?;
                                 }
@@ -1268,18 +1279,8 @@ impl Bench<'_> {
             });
             let mut latencies: Vec<f64> = searchers.iter().flat_map(|s| s.0.iter().copied()).collect();
             latencies.sort_by(f64::total_cmp);
-            let rollups: Vec<&String> = searchers.iter().filter_map(|s| s.2.as_ref()).collect();
-            let mean_mb = |fields: &[&str]| {
-                (!rollups.is_empty()).then(|| {
-                    let kb: f64 = rollups
-                        .iter()
-                        .flat_map(|text| text.lines())
-                        .filter(|l| fields.iter().any(|f| l.starts_with(&format!("{f}:"))))
-                        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-                        .sum();
-                    kb / 1024.0 / rollups.len() as f64
-                })
-            };
+            let rollups: Vec<String> = searchers.iter().filter_map(|s| s.2.clone()).collect();
+            let mb_of = |fields: &[&str]| (!rollups.is_empty()).then(|| mean_mb(&rollups, fields));
             let run = CrowdRun {
                 connections,
                 insert_rows_per_s: inserted as f64 / insert_secs,
@@ -1288,8 +1289,8 @@ impl Bench<'_> {
                 p50_ms: percentile(&latencies, 0.5),
                 p99_ms: percentile(&latencies, 0.99),
                 errors: searchers.iter().map(|s| s.1).sum(),
-                private_mb: mean_mb(&["Private_Clean", "Private_Dirty"]),
-                pss_mb: mean_mb(&["Pss"]),
+                private_mb: mb_of(&["Private_Clean", "Private_Dirty"]),
+                pss_mb: mb_of(&["Pss"]),
             };
             done(&format!(
                 "{:.0} QPS, p99 {:.2} ms, {} errors, private {:.1} MB per backend, {:.0} rows/s inserted",

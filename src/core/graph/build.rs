@@ -286,9 +286,7 @@ impl<'d> Builder<'d> {
     /// 0.988 with half the rows deleted.
     fn repair(&mut self, node: u32, layer: usize, mut live: Vec<u32>, candidates: &[u32]) {
         let distance = self.distance;
-        let mut near: Vec<(f32, u32)> = candidates.iter().map(|&c| (distance(node, c), c)).collect();
-        near.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        near.dedup_by_key(|(_, c)| *c);
+        let near = self.nearest_first(node, candidates);
         let (cap, alpha) = (self.cap(layer), if self.fill { 1.0 } else { REPAIR_ALPHA });
         for &(d, c) in &near {
             if live.len() == cap {
@@ -313,13 +311,21 @@ impl<'d> Builder<'d> {
         slots[..live.len()].copy_from_slice(&live);
     }
 
-    /// Sets `node`'s list on `layer` to the heuristic's choice among
-    /// `candidates` (repeats allowed).
-    fn reselect(&mut self, node: u32, layer: usize, candidates: &[u32]) {
+    /// `candidates` (repeats allowed) with their distances to `node`,
+    /// nearest first, each once.
+    fn nearest_first(&self, node: u32, candidates: &[u32]) -> Vec<(f32, u32)> {
         let distance = self.distance;
         let mut near: Vec<(f32, u32)> = candidates.iter().map(|&c| (distance(node, c), c)).collect();
         near.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         near.dedup_by_key(|(_, c)| *c);
+        near
+    }
+
+    /// Sets `node`'s list on `layer` to the heuristic's choice among
+    /// `candidates` (repeats allowed).
+    fn reselect(&mut self, node: u32, layer: usize, candidates: &[u32]) {
+        let distance = self.distance;
+        let near = self.nearest_first(node, candidates);
         let chosen = select(&near, self.cap(layer), distance, self.fill);
         let slots = self.slots(node, layer);
         slots.fill(NONE);
@@ -336,6 +342,7 @@ mod tests {
     use crate::distance::Metric;
     use crate::element::Row;
     use crate::format::insert::{self, InsertBinlog};
+    use crate::graph::tests::assert_sound;
     use crate::hnsw::{HnswParams, SegmentIndex};
     use crate::segment::SegmentId;
     use crate::synthetic::{Rng, gaussian_mixture};
@@ -400,22 +407,6 @@ mod tests {
             hits += got.iter().filter(|(_, r)| truth.contains(r)).count();
         }
         hits as f64 / (10 * queries.len()) as f64
-    }
-
-    /// Every list of `graph` names distinct nodes other than its owner, at
-    /// most the layer's stride, each reaching the layer; every node is
-    /// reachable from the entry point.
-    fn assert_sound(graph: &FlatGraph) {
-        assert_eq!(graph.unreached(), 0, "every node reachable");
-        for node in 0..graph.rows() as u32 {
-            for layer in 0..=graph.levels[node as usize] as usize {
-                let list: Vec<u32> = graph.neighbours(node, layer).collect();
-                let unique: HashSet<u32> = list.iter().copied().collect();
-                let cap = if layer == 0 { graph.m0 } else { graph.m };
-                assert!(unique.len() == list.len() && !unique.contains(&node) && list.len() <= cap, "{list:?}");
-                assert!(list.iter().all(|n| graph.levels[*n as usize] as usize >= layer), "{list:?}");
-            }
-        }
     }
 
     #[test]
