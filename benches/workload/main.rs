@@ -36,12 +36,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use bytes::{BufMut, BytesMut};
 use clap::builder::RangedU64ValueParser;
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use milvus_core::Metric;
+use milvus_core::element::f16;
 use milvus_core::synthetic::{Rng, gaussian_mixture};
 use plotters::prelude::*;
+use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use postgres::{Client, NoTls};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -106,6 +109,11 @@ struct Args {
     /// one graph each): no inserts, deletes, memory or streaming phases.
     #[arg(long)]
     recall_only: bool,
+    /// Only the streaming and crowd phases (half the rows loaded and
+    /// indexed, the rest streamed in while clients search): no plain
+    /// table, bulk load, deletes or memory phases.
+    #[arg(long, conflicts_with = "recall_only")]
+    stream_only: bool,
     /// The ef_search values of the query sweeps.
     #[arg(long, value_delimiter = ',', default_values_t = EF_VALUES, value_parser = at_least_one())]
     ef: Vec<usize>,
@@ -382,6 +390,38 @@ fn text(v: &[f32]) -> String {
     }
     s.push(']');
     s
+}
+
+/// A query vector as a parameter of the column's type, sent in the
+/// binary form `vector_recv` and `halfvec_recv` read (int16 dimensions,
+/// int16 unused, the elements in network byte order), as pgvector's
+/// clients send it: parsed once at bind. A text parameter cast in SQL
+/// (`CAST($1::text AS vector)`) is parsed again for every row a generic
+/// plan returns, because the distance in the ORDER BY is also projected.
+struct QueryVector<'a>(&'a [f32]);
+
+impl std::fmt::Debug for QueryVector<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-d query vector", self.0.len())
+    }
+}
+
+impl ToSql for QueryVector<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.put_i16(i16::try_from(self.0.len())?);
+        out.put_i16(0);
+        match ty.name() {
+            "halfvec" => self.0.iter().for_each(|x| out.put_u16(f16::from_f32(*x).to_bits())),
+            _ => self.0.iter().for_each(|x| out.put_f32(*x)),
+        }
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        matches!(ty.name(), "vector" | "halfvec")
+    }
+
+    to_sql_checked!();
 }
 
 // ---------------------------------------------------------------- targets
@@ -710,7 +750,7 @@ impl Bench<'_> {
     fn query_sql(&self, kind: Kind, filter: Option<usize>) -> String {
         let filter = filter.map(|m| format!("WHERE id % {m} = 0 ")).unwrap_or_default();
         format!(
-            "SELECT id FROM {} {filter}ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}",
+            "SELECT id FROM {} {filter}ORDER BY embedding {} $1::{} LIMIT {K}",
             kind.table(),
             kind.op(self.a.metric()),
             kind.cast(self.a.column_type)
@@ -764,14 +804,14 @@ impl Bench<'_> {
                                 c.batch_execute("SET hnsw.iterative_scan = relaxed_order").unwrap();
                             }
                             let stmt = c.prepare(sql).unwrap();
-                            c.query(&stmt, &[&text(self.d.query(0))]).unwrap();
+                            c.query(&stmt, &[&QueryVector(self.d.query(0))]).unwrap();
                             ready.wait();
                             let start = Instant::now();
                             let out = mine
                                 .iter()
                                 .map(|&q| {
                                     let t = Instant::now();
-                                    let rows = c.query(&stmt, &[&text(self.d.query(q))]).unwrap();
+                                    let rows = c.query(&stmt, &[&QueryVector(self.d.query(q))]).unwrap();
                                     bar.inc(1);
                                     (
                                         q,
@@ -824,7 +864,7 @@ impl Bench<'_> {
             kind.cast(self.a.column_type)
         );
         let start = Instant::now();
-        c.query(&sql, &[&text(self.d.query(0))]).unwrap();
+        c.query(&sql, &[&QueryVector(self.d.query(0))]).unwrap();
         start.elapsed().as_secs_f64() * 1e3
     }
 
@@ -859,7 +899,7 @@ impl Bench<'_> {
                 }
                 let stmt = c.prepare(&self.query_sql(kind, None)).unwrap();
                 for q in 0..20 {
-                    c.query(&stmt, &[&text(self.d.query(q % self.d.query_count()))]).unwrap();
+                    c.query(&stmt, &[&QueryVector(self.d.query(q % self.d.query_count()))]).unwrap();
                 }
                 pids.push(c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get::<_, i32>(0));
             }
@@ -894,7 +934,7 @@ impl Bench<'_> {
             let label = format!("filter {}%", 100 / m);
             let explain = format!(
                 "EXPLAIN {}",
-                self.query_sql(kind, Some(*m)).replace("$1::text", &format!("'{}'::text", text(self.d.query(0))))
+                self.query_sql(kind, Some(*m)).replace("$1", &format!("'{}'", text(self.d.query(0))))
             );
             let plan: Vec<String> = c.query(&explain, &[]).unwrap().iter().map(|row| row.get::<_, String>(0)).collect();
             let scan = plan
@@ -1041,6 +1081,12 @@ impl Bench<'_> {
         r
     }
 
+    /// `--stream-only`: the streaming phase, then the crowds.
+    fn run_stream_only(&self, kind: Kind) -> TargetReport {
+        let stream = Some(self.stream(kind));
+        TargetReport { target: kind.name().into(), stream, crowds: self.crowds(kind), ..Default::default() }
+    }
+
     fn run_milvus(&self) -> TargetReport {
         let kind = Kind::Milvus;
         let n = self.d.rows();
@@ -1148,7 +1194,7 @@ impl Bench<'_> {
                     let query = out.len() % self.d.query_count();
                     let prefix = committed.load(Ordering::Acquire);
                     let t = Instant::now();
-                    let rows = q.query(&stmt, &[&text(self.d.query(query))]).unwrap();
+                    let rows = q.query(&stmt, &[&QueryVector(self.d.query(query))]).unwrap();
                     let ids = rows.iter().map(|r| r.get::<_, i64>(0)).collect();
                     out.push((query, prefix, ids, t.elapsed().as_secs_f64() * 1e3));
                 }
@@ -1237,7 +1283,7 @@ impl Bench<'_> {
                                     q.batch_execute(&format!("SET {setting} = 40")).ok()?;
                                 }
                                 let stmt = q.prepare(&self.query_sql(kind, None)).ok()?;
-                                q.query(&stmt, &[&text(self.d.query(i % self.d.query_count()))]).ok()?;
+                                q.query(&stmt, &[&QueryVector(self.d.query(i % self.d.query_count()))]).ok()?;
                                 let pid: i32 = q.query_one("SELECT pg_backend_pid()", &[]).ok()?.get(0);
                                 Some((q, stmt, pid))
                             });
@@ -1247,7 +1293,7 @@ impl Bench<'_> {
                             let mut query = i;
                             while streaming.load(Ordering::Relaxed) {
                                 let t = Instant::now();
-                                match q.query(&stmt, &[&text(self.d.query(query % self.d.query_count()))]) {
+                                match q.query(&stmt, &[&QueryVector(self.d.query(query % self.d.query_count()))]) {
                                     Ok(_) => latencies.push(t.elapsed().as_secs_f64() * 1e3),
                                     Err(_) => errors += 1,
                                 }
@@ -1627,7 +1673,7 @@ fn main() {
     );
     let cache = if a.file.is_none() { Some(a.out.join(cache_name)) } else { None };
     let truth = ground_truth(&d, a.metric(), &|_| true, cache.as_deref());
-    let filtered_truth: Vec<Vec<Vec<u32>>> = if a.recall_only {
+    let filtered_truth: Vec<Vec<Vec<u32>>> = if a.recall_only || a.stream_only {
         Vec::new()
     } else {
         FILTER_MODULI.iter().map(|m| ground_truth(&d, a.metric(), &|i| i % m == 0, None)).collect()
@@ -1648,16 +1694,27 @@ fn main() {
     let machine = machine(&mut c);
 
     let mut targets = Vec::new();
-    if !a.recall_only {
+    let run = |kind| {
+        if a.recall_only {
+            bench.run_recall_only(kind)
+        } else if a.stream_only {
+            bench.run_stream_only(kind)
+        } else if kind == Kind::Milvus {
+            bench.run_milvus()
+        } else {
+            bench.run_pgvector()
+        }
+    };
+    if !a.recall_only && !a.stream_only {
         eprintln!("{}", Kind::Plain.name());
         targets.push(bench.run_plain());
     }
     eprintln!("{}", Kind::Milvus.name());
-    targets.push(if a.recall_only { bench.run_recall_only(Kind::Milvus) } else { bench.run_milvus() });
+    targets.push(run(Kind::Milvus));
     match pgvector {
         Ok(()) => {
             eprintln!("{}", Kind::Pgvector.name());
-            targets.push(if a.recall_only { bench.run_recall_only(Kind::Pgvector) } else { bench.run_pgvector() });
+            targets.push(run(Kind::Pgvector));
         }
         Err(e) => {
             let note = format!("skipped: the vector extension is not installed in this cluster ({e})");
