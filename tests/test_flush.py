@@ -373,6 +373,24 @@ def test_inserts_seal_a_full_segment_themselves(conn):
     assert [r[2] for r in flushed] == ["flushed"] * 4
 
 
+@pytest.mark.parametrize("type_,dims,per_page,capacity",
+                         [("vector", 768, 2, 340), ("halfvec", 768, 5, 680), ("vector", 64, 30, 2040)])
+def test_growing_segments_hold_a_mebibyte_of_rows_by_default(conn, type_, dims, per_page, capacity):
+    """Without growing_max_rows, the growing segment seals at the rows
+    whose vectors fill 1 MiB (341 rows of 768 dimensions, 682 halfvec,
+    2,048 at most), in whole pages; a set value still rules."""
+    conn.execute(f"CREATE TABLE wide (id int, v {type_}({dims}))")
+    conn.execute(f"CREATE INDEX wide_idx ON wide USING milvus (v {type_}_l2_ops)")
+    conn.execute(f"INSERT INTO wide SELECT g, array_fill(g::real, ARRAY[{dims}])::{type_} FROM generate_series(1, 2500) g")
+    rows = conn.execute("SELECT state, rows FROM milvus_segments('wide_idx') ORDER BY segment_id").fetchall()
+    assert all(r == ("sealed", capacity) for r in rows[:-1]) and rows[-1][0] == "growing", rows
+    assert sum(r[1] for r in rows) == 2500
+    conn.execute("ALTER INDEX wide_idx SET (growing_max_rows = 1000)")
+    conn.execute(f"INSERT INTO wide SELECT g, array_fill(g::real, ARRAY[{dims}])::{type_} FROM generate_series(1, 2500) g")
+    rows = conn.execute("SELECT state, rows FROM milvus_segments('wide_idx') ORDER BY segment_id").fetchall()
+    assert ("sealed", 1000 - 1000 % per_page) in rows, rows
+
+
 def test_a_flush_in_a_rolled_back_transaction_stays_and_loses_nothing(conn):
     """milvus_flush() is maintenance, as VACUUM is: ROLLBACK does not undo
     it (README), and it changes nothing a query returns: the rolled-back

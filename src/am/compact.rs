@@ -44,7 +44,7 @@ pub fn policy(index: Index, shape: Shape) -> CompactionPolicy {
         delete_ratio: crate::gucs::compaction_delete_ratio(),
         target_rows: o.segment_max_rows as u64,
         // What a growing segment seals at: whole pages of rows.
-        min_rows: size_rule(o.growing_rows(), shape).row_capacity(),
+        min_rows: size_rule(o.growing_rows(shape), shape).row_capacity(),
         fan_in: compaction::FAN_IN,
     }
 }

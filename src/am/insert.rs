@@ -62,7 +62,7 @@ pub unsafe extern "C-unwind" fn aminsert(
         // A full segment with no room to seal grows on until a flush makes
         // room (the workers, or milvus_flush()).
         let row = Row { key: pack_tid(&*heap_tid), vector: vector.row() };
-        let max_rows = options::of(index).growing_rows();
+        let max_rows = options::of(index).growing_rows(Shape::new(row.vector.len(), row.vector.element()));
         let sealed = insert_row(index, row, max_rows, None, None);
         if sealed.is_some() {
             // Small sealed segments are flushed within seconds: the workers

@@ -17,6 +17,7 @@
 
 use std::mem::offset_of;
 
+use milvus_core::element::Shape;
 use pgrx::pg_sys;
 
 use crate::pages::Index;
@@ -38,11 +39,11 @@ pub struct Options {
 pub const DEFAULT_M: i32 = 16;
 pub const DEFAULT_EF_CONSTRUCTION: i32 = 64;
 pub const DEFAULT_SEGMENT_MAX_ROWS: i32 = 100_000;
-/// The rows every query reads from pages stay few (about 0.15 ms a query
-/// at 128 dimensions, half full on average), and a sealed segment this
-/// small flushes without a graph, in milliseconds (docs/benchmarks.md,
-/// "Seal small").
-pub const DEFAULT_GROWING_MAX_ROWS: i32 = 2048;
+/// Unset: the growing segment seals at the rows whose vectors fill 1 MiB
+/// (`milvus_core::policy::seal::default_growing_rows`: 2,048 rows of 128
+/// dimensions, 341 of 768), so the rows every query reads from pages stay
+/// few in bytes, whatever their width.
+pub const DEFAULT_GROWING_MAX_ROWS: i32 = 0;
 
 static mut RELOPT_KIND: pg_sys::relopt_kind::Type = 0;
 
@@ -83,7 +84,7 @@ pub fn init() {
             RELOPT_KIND,
             c"growing_max_rows".as_ptr(),
             c"Rows at which the growing segment seals, to be flushed and merged into segments of segment_max_rows \
-                (100 to 100000000)"
+                (100 to 100000000; unset: the rows whose vectors fill 1 MiB, 256 to 2048)"
                 .as_ptr(),
             DEFAULT_GROWING_MAX_ROWS,
             100,
@@ -175,10 +176,15 @@ pub fn of(index: Index) -> Options {
 }
 
 impl Options {
-    /// Rows at which the growing segment seals: `growing_max_rows`, at most
-    /// `segment_max_rows`.
-    pub fn growing_rows(&self) -> u64 {
-        self.growing_max_rows.min(self.segment_max_rows) as u64
+    /// Rows at which the growing segment of rows of `shape` seals:
+    /// `growing_max_rows`, or when it is unset the rows whose vectors fill
+    /// 1 MiB; at most `segment_max_rows`.
+    pub fn growing_rows(&self, shape: Shape) -> u64 {
+        let rows = match self.growing_max_rows {
+            0 => milvus_core::policy::seal::default_growing_rows(shape.bytes()),
+            set => set as u64,
+        };
+        rows.min(self.segment_max_rows as u64)
     }
 }
 

@@ -158,7 +158,7 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
         created_at: manifest.segment(meta.growing()).map_or(now, |e| e.meta.created_at),
         last_insert_at: shared::observe_growing(database, oid.to_u32(), meta.growing_segment, rows, now),
     };
-    let policy = crate::gucs::seal_policy(size_rule(options::of(*index).growing_rows(), meta.shape()));
+    let policy = crate::gucs::seal_policy(size_rule(options::of(*index).growing_rows(meta.shape()), meta.shape()));
     if let Some(reason) = policy.check(&stats, now) {
         flush::seal(*index, SealRequest::growing(reason));
     }

@@ -51,6 +51,28 @@ impl Default for SealPolicy {
     }
 }
 
+/// Most vector bytes the growing segment holds when the index leaves
+/// `growing_max_rows` unset. Every query reads every growing row from
+/// pages, and once rows are wide that read is bound by memory: at 768
+/// dimensions (3 KiB a row) each growing row cost a query about 330 ns,
+/// four times its distance alone (docs/benchmarks.md, "Growing rows held
+/// to 1 MiB"). 1 MiB is 2,048 rows of 128 dimensions.
+pub const GROWING_BYTES: u64 = 1 << 20;
+/// Most rows of the growing segment by default.
+pub const GROWING_ROWS_MAX: u64 = 2048;
+/// Fewest rows of the growing segment by default: smaller, each flush
+/// makes a segment that costs every query more than its rows would cost
+/// in pages (streaming at 768 dimensions: 256 rows searched slower than
+/// 341 or 512).
+pub const GROWING_ROWS_MIN: u64 = 256;
+
+/// The rows at which the growing segment seals when `growing_max_rows` is
+/// not set, for rows of `row_bytes` bytes: those that fill
+/// [`GROWING_BYTES`], within [`GROWING_ROWS_MIN`] and [`GROWING_ROWS_MAX`].
+pub fn default_growing_rows(row_bytes: usize) -> u64 {
+    (GROWING_BYTES / row_bytes.max(1) as u64).clamp(GROWING_ROWS_MIN, GROWING_ROWS_MAX)
+}
+
 pub fn seal_by_rows(s: &GrowingStats, p: &SealPolicy) -> Option<SealReason> {
     (s.rows >= p.row_capacity()).then_some(SealReason::Rows { rows: s.rows, max_rows: p.max_rows })
 }
@@ -135,6 +157,18 @@ mod tests {
         assert_eq!(paged.check(&stats(89, 0, 0, 0), 0), None);
         assert_eq!(paged.check(&stats(90, 0, 0, 0), 0), Some(SealReason::Rows { rows: 90, max_rows: 100 }));
         assert_eq!(SealPolicy { rows_per_page: 500, ..P }.row_capacity(), 500, "one page at least");
+    }
+
+    #[test]
+    fn growing_segments_hold_a_mebibyte_of_rows_by_default() {
+        use crate::element::{Element, Shape};
+        let rows = |dims, element| default_growing_rows(Shape::new(dims, element).bytes());
+        assert_eq!(rows(128, Element::F32), 2048, "narrow rows: 2,048, as before");
+        assert_eq!(rows(768, Element::F32), 341);
+        assert_eq!(rows(768, Element::F16), 682);
+        assert_eq!(rows(1536, Element::F32), GROWING_ROWS_MIN);
+        assert_eq!(rows(1024, Element::Bit), GROWING_ROWS_MAX, "128-byte rows would be 8,192");
+        assert_eq!(default_growing_rows(0), GROWING_ROWS_MAX);
     }
 
     #[test]
