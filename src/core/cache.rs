@@ -336,8 +336,13 @@ impl SegmentCache {
             self.io(format!("cannot store {key}: {e}"))
         })?;
         // Another process may have stored beside this one since the room
-        // was made: trim to the bound again (this file is pinned).
-        self.make_room(0)?;
+        // was made: trim to the bound again. This file is pinned; if only
+        // pinned files are left, it leaves the cache itself (its mapping
+        // stays valid: the open file outlives the name), so the cache never
+        // stays over its bound.
+        if !self.make_room(0)? {
+            let _ = std::fs::remove_file(&path);
+        }
         ObjectBytes::map(file).map_err(|e| self.io(format!("cannot map {}: {e}", self.shown(&path))))
     }
 
