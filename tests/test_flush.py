@@ -378,13 +378,18 @@ def test_inserts_seal_a_full_segment_themselves(conn):
 def test_growing_segments_hold_a_mebibyte_of_rows_by_default(conn, type_, dims, per_page, capacity):
     """Without growing_max_rows, the growing segment seals at the rows
     whose vectors fill 1 MiB (341 rows of 768 dimensions, 682 halfvec,
-    2,048 at most), in whole pages; a set value still rules."""
+    2,048 at most), in whole pages, and merge tiers start at 2,048 rows; a
+    set value still rules."""
     conn.execute(f"CREATE TABLE wide (id int, v {type_}({dims}))")
     conn.execute(f"CREATE INDEX wide_idx ON wide USING milvus (v {type_}_l2_ops)")
     conn.execute(f"INSERT INTO wide SELECT g, array_fill(g::real, ARRAY[{dims}])::{type_} FROM generate_series(1, 2500) g")
     rows = conn.execute("SELECT state, rows FROM milvus_segments('wide_idx') ORDER BY segment_id").fetchall()
     assert all(r == ("sealed", capacity) for r in rows[:-1]) and rows[-1][0] == "growing", rows
     assert sum(r[1] for r in rows) == 2500
+    # Merge tiers start at 2,048 rows however wide: wide segments start below tier 0.
+    conn.execute("SELECT * FROM milvus_flush('wide_idx')")
+    tiers = {t for (t,) in conn.execute("SELECT tier FROM milvus_segments('wide_idx') WHERE rows = %s", (capacity,))}
+    assert tiers == ({0} if capacity == 2040 else {None}), tiers
     conn.execute("ALTER INDEX wide_idx SET (growing_max_rows = 1000)")
     conn.execute(f"INSERT INTO wide SELECT g, array_fill(g::real, ARRAY[{dims}])::{type_} FROM generate_series(1, 2500) g")
     rows = conn.execute("SELECT state, rows FROM milvus_segments('wide_idx') ORDER BY segment_id").fetchall()

@@ -857,12 +857,7 @@ impl Bench<'_> {
     /// flushed segment into the backend (from the local cache, here).
     fn cold_query_ms(&self, kind: Kind) -> f64 {
         let mut c = self.connect();
-        let sql = format!(
-            "SELECT id FROM {} ORDER BY embedding {} CAST($1::text AS {}) LIMIT {K}",
-            kind.table(),
-            kind.op(self.a.metric()),
-            kind.cast(self.a.column_type)
-        );
+        let sql = self.query_sql(kind, None);
         let start = Instant::now();
         c.query(&sql, &[&QueryVector(self.d.query(0))]).unwrap();
         start.elapsed().as_secs_f64() * 1e3

@@ -43,8 +43,8 @@ pub fn policy(index: Index, shape: Shape) -> CompactionPolicy {
     CompactionPolicy {
         delete_ratio: crate::gucs::compaction_delete_ratio(),
         target_rows: o.segment_max_rows as u64,
-        // What a growing segment seals at: whole pages of rows.
-        min_rows: size_rule(o.growing_rows(shape), shape).row_capacity(),
+        // Tier 0, in whole pages of rows.
+        min_rows: size_rule(o.tier_rows(), shape).row_capacity(),
         fan_in: compaction::FAN_IN,
     }
 }

@@ -186,6 +186,19 @@ impl Options {
         };
         rows.min(self.segment_max_rows as u64)
     }
+
+    /// Rows of a tier-0 segment, the base of the merge tiers: what the
+    /// growing segment seals at when `growing_max_rows` is set; unset,
+    /// 2,048 rows however wide the rows, so that wide rows, sealed at 1 MiB,
+    /// flush as undersized segments that merge as soon as there are two,
+    /// and the tiers above hold as few segments as narrow rows' do.
+    pub fn tier_rows(&self) -> u64 {
+        let rows = match self.growing_max_rows {
+            0 => milvus_core::policy::seal::GROWING_ROWS_MAX,
+            set => set as u64,
+        };
+        rows.min(self.segment_max_rows as u64)
+    }
 }
 
 /// The index's `storage_url` option, if given.

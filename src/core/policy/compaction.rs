@@ -48,7 +48,9 @@ pub struct CompactionPolicy {
     pub delete_ratio: f64,
     /// Live rows a merged segment aims for (the index's `segment_max_rows`).
     pub target_rows: u64,
-    /// Rows a growing segment seals at (`growing_max_rows`): tier 0.
+    /// Rows of tier 0: what a growing segment seals at when the index sets
+    /// `growing_max_rows`, 2,048 when it does not (wide rows seal sooner,
+    /// and their segments start undersized).
     pub min_rows: u64,
     /// Segments of one tier merged into one of the next.
     pub fan_in: u64,
