@@ -335,15 +335,20 @@ impl SegmentCache {
             let _ = std::fs::remove_file(&tmp);
             self.io(format!("cannot store {key}: {e}"))
         })?;
-        // Another process may have stored beside this one since the room
-        // was made: trim to the bound again. This file is pinned; if only
-        // pinned files are left, it leaves the cache itself (its mapping
-        // stays valid: the open file outlives the name), so the cache never
-        // stays over its bound.
-        if !self.make_room(0)? {
-            let _ = std::fs::remove_file(&path);
-        }
+        self.keep_within_bound(&path)?;
         ObjectBytes::map(file).map_err(|e| self.io(format!("cannot map {}: {e}", self.shown(&path))))
+    }
+
+    /// After this process stored `stored` (and pins it): another process
+    /// may have stored beside it since the room was made, so trim to the
+    /// bound again; if only pinned files are left, `stored` leaves the
+    /// cache itself (its mapping stays valid: the open file outlives the
+    /// name), so the cache never stays over its bound.
+    fn keep_within_bound(&self, stored: &Path) -> Result<(), CacheError> {
+        if !self.make_room(0)? {
+            let _ = std::fs::remove_file(stored);
+        }
+        Ok(())
     }
 
     /// Bytes held in the cache.
@@ -555,6 +560,23 @@ mod tests {
         // An object larger than the whole cache is read, never an error.
         let (big_storage, big) = setup(&[("1/2/big", 2000)]);
         assert_eq!(other.map(&big_storage, &big[0]).unwrap().len(), 2000);
+    }
+
+    #[test]
+    fn a_store_that_raced_past_the_bound_gives_its_own_file_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let (storage, refs) = setup(&[("1/2/a", 400), ("1/2/b", 400)]);
+        let cache = SegmentCache::new(dir.path(), 1000).unwrap();
+        let (a, b) = (cache.map(&storage, &refs[0]).unwrap(), cache.map(&storage, &refs[1]).unwrap());
+        // Another process made room for its 400 bytes before a and b were
+        // stored, and stored them after: 1,200 bytes, all pinned.
+        let path = cache.path_of("1/2/c");
+        std::fs::write(&path, [7u8; 400]).unwrap();
+        let c = open_pinned(&path).unwrap();
+        cache.keep_within_bound(&path).unwrap();
+        assert!(cache.size().unwrap() <= 1000 && !path.exists());
+        let c = ObjectBytes::map(c).unwrap();
+        assert_eq!((&a[..], &b[..], &c[..]), (&[5u8; 400][..], &[5u8; 400][..], &[7u8; 400][..]), "mappings intact");
     }
 
     #[test]
