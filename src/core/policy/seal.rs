@@ -60,10 +60,10 @@ impl Default for SealPolicy {
 pub const GROWING_BYTES: u64 = 1 << 20;
 /// Most rows of the growing segment by default.
 pub const GROWING_ROWS_MAX: u64 = 2048;
-/// Fewest rows of the growing segment by default: smaller, each flush
-/// makes a segment that costs every query more than its rows would cost
-/// in pages (streaming at 768 dimensions: 256 rows searched slower than
-/// 341 or 512).
+/// Fewest rows of the growing segment by default: every flush adds a
+/// segment for queries to visit until it is merged, and at 768 dimensions
+/// streaming with 170-row segments was no faster than with 341
+/// (docs/benchmarks.md, "Growing rows held to 1 MiB").
 pub const GROWING_ROWS_MIN: u64 = 256;
 
 /// The rows at which the growing segment seals when `growing_max_rows` is
