@@ -180,11 +180,7 @@ impl Options {
     /// `growing_max_rows`, or when it is unset the rows whose vectors fill
     /// 1 MiB; at most `segment_max_rows`.
     pub fn growing_rows(&self, shape: Shape) -> u64 {
-        let rows = match self.growing_max_rows {
-            0 => milvus_core::policy::seal::default_growing_rows(shape.bytes()),
-            set => set as u64,
-        };
-        rows.min(self.segment_max_rows as u64)
+        self.growing_max_rows_or(milvus_core::policy::seal::default_growing_rows(shape.bytes()))
     }
 
     /// Rows of a tier-0 segment, the base of the merge tiers: what the
@@ -193,8 +189,14 @@ impl Options {
     /// flush as undersized segments that merge as soon as there are two,
     /// and the tiers above hold as few segments as narrow rows' do.
     pub fn tier_rows(&self) -> u64 {
+        self.growing_max_rows_or(milvus_core::policy::seal::GROWING_ROWS_MAX)
+    }
+
+    /// `growing_max_rows`, or `unset` when it is not set; at most
+    /// `segment_max_rows`.
+    fn growing_max_rows_or(&self, unset: u64) -> u64 {
         let rows = match self.growing_max_rows {
-            0 => milvus_core::policy::seal::GROWING_ROWS_MAX,
+            0 => unset,
             set => set as u64,
         };
         rows.min(self.segment_max_rows as u64)
