@@ -227,6 +227,7 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
             first_k: ef_search,
             max_approximate: gucs::max_scan_tuples(),
             iterative: gucs::iterative_scan(),
+            ..SearchOptions::default()
         };
         Some(Search::new(Vectors::of(query), pages, segments, options))
     }

@@ -359,10 +359,16 @@ impl LoadedSegment {
         }
     }
 
+    /// Whether [`search`](Self::search) walks the graph; if not, it reads
+    /// every row, and its cost does not depend on `ef`.
+    pub fn by_graph(&self) -> bool {
+        self.graph.is_some() && self.rows() > BRUTE_FORCE_MAX_ROWS
+    }
+
     /// The `k` nearest live rows not skipped, by exact distance.
     pub fn search(&self, query: Row<'_>, k: usize, ef_search: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
         let excluded = |row: u32| self.is_deleted(row) || skip(row);
-        if let Some(graph) = self.graph.as_ref().filter(|_| self.rows() > BRUTE_FORCE_MAX_ROWS) {
+        if let Some(graph) = self.graph.as_ref().filter(|_| self.by_graph()) {
             let metric = self.binlog.metric;
             let found = graph.search(metric, query, &|row| self.binlog.vector(row as usize), k, ef_search, &excluded);
             // A graph filtered this hard can come back short while rows
@@ -385,6 +391,16 @@ impl LoadedSegment {
 /// Merges per-source lists, each sorted by distance, into one sorted list.
 pub fn merge(lists: Vec<Vec<Hit>>, k: usize) -> Vec<Hit> {
     merge_lists(lists, k).into_iter().map(|(_, hit)| hit).collect()
+}
+
+/// The distance of the `k`-th nearest hit of all `lists`; infinite when
+/// they hold fewer than `k`.
+fn kth_distance(lists: &[Vec<Hit>], k: usize) -> f32 {
+    let mut all: Vec<f32> = lists.iter().flatten().map(|h| h.distance).collect();
+    if k == 0 || all.len() < k {
+        return f32::INFINITY;
+    }
+    *all.select_nth_unstable_by(k - 1, f32::total_cmp).1
 }
 
 /// [`merge`], each hit with the number of the list it came from.
@@ -410,7 +426,7 @@ fn merge_lists(lists: Vec<Vec<Hit>>, k: usize) -> Vec<(usize, Hit)> {
 /// An approximate round that asks for `k` rows is an HNSW search with
 /// `ef = k` in each segment; the rounds double, so all of them together
 /// cost about twice the last. The exact tail costs one distance per live
-/// row, read in order. Measured on 100k x 128 (docs/benchmarks.md): a round
+/// row, read in order. Measured on 100k x 128 (docs/benchmark-runs.md): a round
 /// costs some 12 us per row asked for, the tail some 60 ns per row (memory
 /// bound), so the rounds stop paying once `k` times about 400 reaches the
 /// live rows. This factor puts the switch there: at 100k rows a filter
@@ -426,19 +442,38 @@ pub const EXACT_SWITCH_FACTOR: usize = 512;
 /// about an eighth of a query's nearest ones: searching each of 8 segments
 /// with the whole `ef` did 8 full searches for what one index search does.
 /// Measured on 100k x 128 (`benches/cross_segment.rs`, docs/benchmarks.md):
-/// 8 segments at ef 40 went from 2,149 to 5,474 QPS (recall 0.992 against
-/// 1.000), half of what one segment does at ef 100 (10,946 QPS, recall
-/// 0.986) instead of a fifth. The rounds after the first (a filter rejected
-/// rows) and the exact tail find what a share missed.
-pub(crate) fn segment_ef(ef: usize, rows: usize, live: usize) -> usize {
+/// 8 segments at ef 40 answer at 2.8-3.1x the QPS of each searched with the
+/// whole `ef` (recall 0.972 against 1.000; one segment: 0.967). The rounds
+/// after the first (a filter rejected rows) and the exact tail find what a
+/// share missed.
+pub(crate) fn segment_ef(ef: usize, rows: usize, live: usize, floor: usize) -> usize {
     let share = ef as f64 * rows as f64 / live.max(1) as f64 * SEGMENT_EF_SLACK;
-    (share.ceil() as usize).clamp(SEGMENT_EF_FLOOR, ef.max(SEGMENT_EF_FLOOR))
+    let floor = floor.max(1);
+    (share.ceil() as usize).clamp(floor, ef.max(floor))
 }
 
 /// How much more than its share of `ef` a segment gets.
 pub const SEGMENT_EF_SLACK: f64 = 1.5;
-/// The least `ef` a segment is searched with.
-pub const SEGMENT_EF_FLOOR: usize = 10;
+/// The least `ef` a segment is searched with: a segment holding 3% of the
+/// rows holds, for most queries, none or one of their ten nearest, which a
+/// greedy probe finds. A query whose neighbours bunch in a small segment
+/// (rows inserted together are often alike) is caught by the widening
+/// ([`SEGMENT_WIDEN_RANK`]). Measured on a stream's layout (50k + 32k +
+/// 2 x 8k + 3 x 2k rows, `benches/cross_segment.rs`, docs/benchmarks.md):
+/// against a floor of 10 without widening, 1.2-1.3x the QPS, at recall
+/// 0.975 instead of 0.983 when rows are in random order and 0.964 instead
+/// of 0.966 when each segment holds a region of the space; a floor of 2
+/// without widening fell to 0.926 there.
+pub const SEGMENT_EF_FLOOR: usize = 2;
+/// A segment all of whose hits rank among a round's this many nearest may
+/// hold more of them than its share says: it is searched again with
+/// [`SEGMENT_EF_WIDEN`] times the `ef`, up to the round's, until none
+/// does. The head of the answer is what a bunching query loses; ranking
+/// against the round's whole `k` (40 at ef 40) widened 1 segment search
+/// in 6 on rows in random order, for no recall.
+pub const SEGMENT_WIDEN_RANK: usize = 10;
+/// How much wider a segment is searched again.
+pub const SEGMENT_EF_WIDEN: usize = 4;
 
 /// What a search does once its first round is used up: pgvector's
 /// `hnsw.iterative_scan`, as `milvus.iterative_scan`.
@@ -466,11 +501,23 @@ pub struct SearchOptions {
     /// past them the search goes on exactly.
     pub max_approximate: usize,
     pub iterative: IterativeScan,
+    /// The least `ef` a flushed segment is searched with ([`segment_ef`]).
+    pub segment_ef_floor: usize,
+    /// A segment whose hits all rank among this many nearest of a round is
+    /// searched again, wider ([`SEGMENT_WIDEN_RANK`]); 0 never.
+    pub segment_widen_rank: usize,
 }
 
 impl Default for SearchOptions {
     fn default() -> Self {
-        SearchOptions { ef_search: 40, first_k: 40, max_approximate: 20_000, iterative: IterativeScan::Relaxed }
+        SearchOptions {
+            ef_search: 40,
+            first_k: 40,
+            max_approximate: 20_000,
+            iterative: IterativeScan::Relaxed,
+            segment_ef_floor: SEGMENT_EF_FLOOR,
+            segment_widen_rank: SEGMENT_WIDEN_RANK,
+        }
     }
 }
 
@@ -645,19 +692,48 @@ impl Search {
         let Some(k) = self.next_round(total) else { return false };
         self.k = k;
         self.stats.rounds += 1;
-        let offered = &self.offered;
         let ef = self.options.ef_search.max(k);
         let live = self.segments.iter().map(|s| s.live_rows()).sum::<usize>();
-        let mut lists = vec![search_pages(&self.pages, k, &|r| offered.contains(0, r))];
-        lists.extend(self.segments.iter().enumerate().map(|(i, s)| {
-            let ef = segment_ef(ef, s.live_rows(), live);
-            s.search(self.query.all(), k.min(ef), ef, &|r| offered.contains(i + 1, r))
-        }));
+        // Brute force reads every row whatever it keeps: it keeps the whole `ef`.
+        let efs = self
+            .segments
+            .iter()
+            .map(|s| if s.by_graph() { segment_ef(ef, s.live_rows(), live, self.options.segment_ef_floor) } else { ef })
+            .collect();
+        let lists = self.search_sources(k, ef, efs);
         for (source, h) in merge_lists(lists, k) {
             self.offered.insert(source, h.row);
             self.buffer.push_back(h);
         }
         true
+    }
+
+    /// The `k` nearest rows not yet offered from each source, the `i`-th
+    /// segment searched with `efs[i]`, widened where its hits all rank
+    /// among the nearest ([`SEGMENT_WIDEN_RANK`]). Index 0 is the pages.
+    fn search_sources(&self, k: usize, ef: usize, mut efs: Vec<usize>) -> Vec<Vec<Hit>> {
+        let offered = &self.offered;
+        let search = |i: usize, ef: usize| {
+            self.segments[i].search(self.query.all(), k.min(ef), ef, &|r| offered.contains(i + 1, r))
+        };
+        let mut lists = vec![search_pages(&self.pages, k, &|r| offered.contains(0, r))];
+        lists.extend(efs.iter().enumerate().map(|(i, &ef)| search(i, ef)));
+        let rank = k.min(self.options.segment_widen_rank);
+        let mut widened = rank > 0;
+        while widened {
+            let bound = kth_distance(&lists, rank);
+            widened = false;
+            for (i, segment_ef) in efs.iter_mut().enumerate() {
+                let hits = &lists[i + 1];
+                let full = hits.len() >= k.min(*segment_ef);
+                if *segment_ef < ef && full && hits.last().is_some_and(|h| h.distance <= bound) {
+                    *segment_ef = (*segment_ef * SEGMENT_EF_WIDEN).min(ef);
+                    lists[i + 1] = search(i, *segment_ef);
+                    widened = true;
+                }
+            }
+        }
+        lists
     }
 
     /// The exact tail: every live row not yet offered, by exact distance.
@@ -838,12 +914,43 @@ mod tests {
 
     #[test]
     fn ef_is_split_across_segments_by_their_rows() {
-        assert_eq!(segment_ef(40, 100_000, 100_000), 40, "one segment: the whole budget");
-        assert_eq!(segment_ef(40, 50_000, 100_000), 30, "half the rows: half, and the slack");
-        assert_eq!(segment_ef(40, 12_500, 100_000), 10, "an eighth: the floor");
-        assert_eq!(segment_ef(200, 12_500, 100_000), 38);
-        assert_eq!(segment_ef(5, 100, 100), 10, "never below the floor");
-        assert_eq!(segment_ef(40, 0, 0), 10);
+        assert_eq!(segment_ef(40, 100_000, 100_000, 10), 40, "one segment: the whole budget");
+        assert_eq!(segment_ef(40, 50_000, 100_000, 10), 30, "half the rows: half, and the slack");
+        assert_eq!(segment_ef(40, 12_500, 100_000, 10), 10, "an eighth: the floor");
+        assert_eq!(segment_ef(200, 12_500, 100_000, 10), 38);
+        assert_eq!(segment_ef(5, 100, 100, 10), 10, "never below the floor");
+        assert_eq!(segment_ef(40, 0, 0, 10), 10);
+        assert_eq!(segment_ef(40, 1_000, 100_000, 0), 1, "a floor of 0 is 1");
+    }
+
+    /// A query whose ten nearest rows are all in a small segment: its share
+    /// of `ef` finds a few of them, the widening finds them all.
+    #[test]
+    fn a_segment_holding_the_nearest_rows_is_searched_wider() {
+        let big = Arc::new(segment(1, 6000, 0, true, Vec::new()));
+        let mut rng = Rng::new(9);
+        let query = rng.vector(DIMS);
+        // 600 rows around the query: its nearest are all here.
+        let near: Vec<f32> = (0..600 * DIMS).map(|i| query[i % DIMS] + 0.05 * rng.vector(1)[0]).collect();
+        let keys: Vec<u64> = (100_000..100_600).collect();
+        let bytes = insert::encode(SegmentId(2), Metric::L2, DIMS, &keys, &near);
+        let binlog = InsertBinlog::decode("o", &bytes).unwrap().into_owned();
+        let index = SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+        let small = Arc::new(LoadedSegment::new(binlog, Some(index), Vec::new()));
+        assert_eq!(segment_ef(40, 600, 6600, SEGMENT_EF_FLOOR), 6, "the small segment's share");
+
+        let mut exact: Vec<(f32, u64)> =
+            near.chunks_exact(DIMS).zip(&keys).map(|(v, k)| (Metric::L2.distance(&query, v), *k)).collect();
+        exact.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let want: HashSet<u64> = exact[..10].iter().map(|e| e.1).collect();
+        let found = |widen_rank: usize| {
+            let options = SearchOptions { first_k: 40, segment_widen_rank: widen_rank, ..SearchOptions::default() };
+            let search =
+                Search::new(query.clone().into(), PageHits::default(), vec![big.clone(), small.clone()], options);
+            search.take(10).filter(|h| want.contains(&h.key)).count()
+        };
+        assert_eq!(found(SEGMENT_WIDEN_RANK), 10);
+        assert!(found(0) <= 6, "without widening, the share bounds what the small segment gives");
     }
 
     #[test]
@@ -884,6 +991,7 @@ mod tests {
             first_k: 10,
             max_approximate: usize::MAX,
             iterative: IterativeScan::Relaxed,
+            ..SearchOptions::default()
         };
         let all: Vec<Hit> =
             Search::new(query.clone().into(), pages.hits(Metric::L2, Row::F32(&query)), segs, options).collect();
@@ -929,7 +1037,7 @@ mod tests {
     }
 
     fn options(first_k: usize, max_approximate: usize, iterative: IterativeScan) -> SearchOptions {
-        SearchOptions { ef_search: 40, first_k, max_approximate, iterative }
+        SearchOptions { first_k, max_approximate, iterative, ..SearchOptions::default() }
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! and the planner prefers a sequential scan where that is cheaper; an
 //! unselective one costs it the first round only.
 
-use crate::search::{BRUTE_FORCE_MAX_ROWS, EXACT_SWITCH_FACTOR, segment_ef};
+use crate::search::{BRUTE_FORCE_MAX_ROWS, EXACT_SWITCH_FACTOR, SEGMENT_EF_FLOOR, segment_ef};
 
 /// Distances per row the scan produces past its first round (module doc).
 pub const DISTANCES_PER_ROW: f64 = 3.0;
@@ -73,7 +73,8 @@ pub fn scan_work(shape: IndexShape, ef_search: usize) -> ScanWork {
     let full = (flushed / segment_rows).floor();
     let rest = flushed - full * segment_rows;
     // Each segment searches with its share of ef_search (`segment_ef`).
-    let visits = |n: f64| hnsw_visits(n, shape.m, segment_ef(ef_search, n as usize, flushed as usize));
+    let visits =
+        |n: f64| hnsw_visits(n, shape.m, segment_ef(ef_search, n as usize, flushed as usize, SEGMENT_EF_FLOOR));
     let searches = full * visits(segment_rows) + visits(rest);
     let startup_distances = page_rows + searches;
     ScanWork {
