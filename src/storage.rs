@@ -267,7 +267,7 @@ pub fn report_cache_use() {
 /// waits for it, the machine's cores, at most 4; in a background worker,
 /// one: its work runs beside the queries, which must keep the other cores
 /// (on two cores, merges on both took queries from 1,500 to 140 a second:
-/// docs/benchmarks.md). A graph is built on one thread.
+/// docs/benchmark-runs.md, "Seal small"). A graph is built on one thread.
 pub fn job_threads() -> usize {
     // SAFETY: a process global, set when the process starts.
     if unsafe { pg_sys::IsBackgroundWorker } {

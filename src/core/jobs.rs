@@ -398,8 +398,8 @@ pub fn verify_stored(storage: &Storage, entry: &SegmentEntry, cancel: &AtomicBoo
 /// and building each one's graph at its flush kept 100,000 rows from being
 /// all indexed until 12 s after the last insert (0.1 s without); a steady
 /// stream seals one at a time, and there the graph pays (1,635 queries a
-/// second while streaming against 1,302 without: docs/benchmarks.md, "Seal
-/// small").
+/// second while streaming against 1,302 without: docs/benchmark-runs.md,
+/// "Seal small").
 pub const FLUSH_GRAPH_MIN_ROWS: usize = 4096;
 
 /// What a compaction writes: the live rows of `inputs` as the new segment

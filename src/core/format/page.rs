@@ -307,7 +307,7 @@ impl<'a> RowPage<'a> {
     /// matched once a page, not once a row: the loop over the rows reads
     /// each one's elements in place and calls its type's kernel (a `Row`
     /// built and matched a row cost 2.8x the whole scan of a 128-d page,
-    /// docs/benchmarks.md).
+    /// docs/benchmark-runs.md).
     pub fn distances(&self, metric: Metric, query: Row<'_>, hits: &mut PageHits) -> Result<(), PageError> {
         if query.element() != self.shape.element {
             return self.for_each_row(|_, key, vector| hits.push(key, metric.between(query, vector)));
