@@ -12,7 +12,8 @@
 //! - `pages/`: the typed page layer (buffers, locks, WAL records, page
 //!   chains, the manifest in pages);
 //! - `catalog.rs`: what the catalogs say (which indexes are ours, owners);
-//! - `shared.rs`: the shared memory backends and workers use;
+//! - `shared/`: the shared memory backends and workers use (the job log,
+//!   each index's and each database's state);
 //! - `storage.rs`: object storage, the segment cache, and `run_job`, the one
 //!   way slow work runs off the main thread;
 //! - `vector/`: the `vector` type; `gucs.rs`, `hooks.rs` (EXPLAIN and
