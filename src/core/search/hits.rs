@@ -1,0 +1,209 @@
+//! What a search returns and the lists it merges: hits, the top k of a
+//! source, the rows held in pages, sets of rows a bit each.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use crate::distance::Metric;
+use crate::element::{Row, Shape, Vectors};
+use crate::format::page::PageHits;
+use crate::segment::SegmentId;
+
+/// Where a hit came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Source {
+    /// Index pages (growing or sealed-not-flushed rows).
+    Pages,
+    Segment(SegmentId),
+}
+
+/// A row found by a search.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    pub source: Source,
+    /// Position in its source.
+    pub row: u32,
+    /// The row's key (its heap TID, packed).
+    pub key: u64,
+    /// Exact distance under the metric.
+    pub distance: f32,
+}
+
+impl Hit {
+    fn order(&self, other: &Hit) -> Ordering {
+        self.distance.total_cmp(&other.distance).then(self.source.cmp(&other.source)).then(self.row.cmp(&other.row))
+    }
+}
+
+/// A hit ordered by [`Hit::order`], for the heaps of [`top_k`] and
+/// [`merge`].
+struct ByOrder(Hit);
+
+impl PartialEq for ByOrder {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for ByOrder {}
+impl PartialOrd for ByOrder {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for ByOrder {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.order(&o.0)
+    }
+}
+
+/// The `k` nearest of `candidates` by exact distance (NaN last), sorted:
+/// a bounded heap, so a brute-force pass over thousands of rows keeps `k`
+/// hits, never all of them (collecting and partitioning every row's hit
+/// was a tenth of a streaming query's profile).
+fn top_k(candidates: impl IntoIterator<Item = Hit>, k: usize) -> Vec<Hit> {
+    let mut top = TopK::new(k);
+    candidates.into_iter().for_each(|hit| top.push(hit));
+    top.into_sorted()
+}
+
+/// [`top_k`], fed one hit at a time.
+pub(super) struct TopK {
+    k: usize,
+    /// A max-heap: its top is the farthest hit kept.
+    heap: BinaryHeap<ByOrder>,
+}
+
+impl TopK {
+    pub(super) fn new(k: usize) -> Self {
+        TopK { k, heap: BinaryHeap::with_capacity(k + 1) }
+    }
+
+    #[inline]
+    pub(super) fn push(&mut self, hit: Hit) {
+        if self.heap.len() < self.k {
+            self.heap.push(ByOrder(hit));
+        } else if let Some(mut top) = self.heap.peek_mut()
+            && hit.order(&top.0) == Ordering::Less
+        {
+            *top = ByOrder(hit);
+        }
+    }
+
+    pub(super) fn into_sorted(self) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = self.heap.into_iter().map(|f| f.0).collect();
+        hits.sort_by(Hit::order);
+        hits
+    }
+}
+
+/// Rows held in index pages, with their vectors row-major.
+#[derive(Debug, Clone)]
+pub struct PageRows {
+    pub dims: usize,
+    pub keys: Vec<u64>,
+    pub vectors: Vectors<'static>,
+}
+
+impl PageRows {
+    pub fn new(shape: Shape) -> Self {
+        PageRows { dims: shape.dims, keys: Vec::new(), vectors: Vectors::new(shape.element) }
+    }
+
+    pub fn push(&mut self, key: u64, vector: Row<'_>) {
+        debug_assert_eq!(vector.len(), self.dims);
+        self.keys.push(key);
+        self.vectors.push(vector);
+    }
+
+    /// The rows' distances to `query`: what a search needs of them.
+    pub fn hits(&self, metric: Metric, query: Row<'_>) -> PageHits {
+        let mut hits = PageHits::default();
+        for (i, key) in self.keys.iter().enumerate() {
+            hits.push(*key, metric.between(query, self.vectors.row(i, self.dims)));
+        }
+        hits
+    }
+}
+
+/// The `k` nearest of the rows held in pages, skipping those `skip` names
+/// (by position).
+pub(super) fn search_pages(pages: &PageHits, k: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
+    let hits = pages.iter().enumerate().filter(|(i, _)| !skip(*i as u32)).map(|(i, (key, distance))| Hit {
+        source: Source::Pages,
+        row: i as u32,
+        key,
+        distance,
+    });
+    top_k(hits, k)
+}
+
+/// A set of row positions, a bit each: what a graph search asks about at
+/// every node it visits (tombstones, rows already offered) costs no search
+/// and no hashing.
+#[derive(Debug, Clone, Default)]
+pub struct RowBits {
+    words: Vec<u64>,
+    count: usize,
+}
+
+impl RowBits {
+    /// An empty set for rows `0..rows`.
+    pub fn new(rows: usize) -> Self {
+        RowBits { words: vec![0; rows.div_ceil(64)], count: 0 }
+    }
+
+    pub fn contains(&self, row: u32) -> bool {
+        self.words.get(row as usize / 64).is_some_and(|w| w & (1 << (row % 64)) != 0)
+    }
+
+    /// Adds `row` (within the set's rows); adding it twice counts once.
+    pub fn insert(&mut self, row: u32) {
+        let word = &mut self.words[row as usize / 64];
+        let bit = 1 << (row % 64);
+        self.count += usize::from(*word & bit == 0);
+        *word |= bit;
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+/// Merges per-source lists, each sorted by distance, into one sorted list.
+pub fn merge(lists: Vec<Vec<Hit>>, k: usize) -> Vec<Hit> {
+    merge_lists(lists, k).into_iter().map(|(_, hit)| hit).collect()
+}
+
+/// The distance of the `k`-th nearest hit of all `lists`; infinite when
+/// they hold fewer than `k`.
+pub(super) fn kth_distance(lists: &[Vec<Hit>], k: usize) -> f32 {
+    let mut all: Vec<f32> = lists.iter().flatten().map(|h| h.distance).collect();
+    if k == 0 || all.len() < k {
+        return f32::INFINITY;
+    }
+    *all.select_nth_unstable_by(k - 1, f32::total_cmp).1
+}
+
+/// [`merge`], each hit with the number of the list it came from.
+pub(super) fn merge_lists(lists: Vec<Vec<Hit>>, k: usize) -> Vec<(usize, Hit)> {
+    // Each list's head: (hit, list, position), reversed, so that the
+    // max-heap gives the nearest first.
+    let head = |hit: Hit, l: usize, i: usize| Reverse((ByOrder(hit), l, i));
+    let mut heap: BinaryHeap<Reverse<(ByOrder, usize, usize)>> =
+        lists.iter().enumerate().filter_map(|(l, list)| list.first().map(|h| head(*h, l, 0))).collect();
+    let mut out = Vec::with_capacity(k.min(lists.iter().map(Vec::len).sum()));
+    while let Some(Reverse((ByOrder(hit), l, i))) = heap.pop() {
+        out.push((l, hit));
+        if out.len() == k {
+            break;
+        }
+        if let Some(next) = lists[l].get(i + 1) {
+            heap.push(head(*next, l, i + 1));
+        }
+    }
+    out
+}
