@@ -6,15 +6,16 @@
 //! 1. **equal segments**: the same rows as 1, 2, 4 and 8 segments, a
 //!    query's `ef_search` split across them by their rows, beside each
 //!    segment searched with the whole `ef_search` and the lists merged;
-//! 2. **a stream's layout**: 50k + 32k + 2 x 8k + 3 x 2k rows, what a query
-//!    meets while rows stream in, by the least `ef` a segment gets
-//!    (`SEGMENT_EF_FLOOR`) with and without the widening of a segment that
-//!    holds the query's nearest rows (`SEGMENT_WIDEN_RANK`); once with the
+//! 2. **the least `ef` a segment gets** (`SEGMENT_EF_FLOOR`), with and
+//!    without the widening of a segment that holds the query's nearest
+//!    rows (`SEGMENT_WIDEN_RANK`), on two layouts: a stream's (50k + 32k +
+//!    2 x 8k + 3 x 2k rows, what a query meets while rows stream in) and
+//!    a bulk load's before its merges (32 segments of 3k); once with the
 //!    rows in random order, once sorted along one coordinate, so that each
 //!    segment holds a region of the space and a query's neighbours bunch
 //!    in one of them.
 //!
-//! A plain harness: the builds take about two minutes.
+//! A plain harness: the builds take about three minutes.
 //!
 //! `cargo bench -p milvus-core --bench cross_segment [-- ROWS QUERIES]`
 
@@ -28,7 +29,7 @@ use milvus_core::element::Row;
 use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::format::page::PageHits;
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
-use milvus_core::search::{self, LoadedSegment, SEGMENT_EF_FLOOR, SEGMENT_WIDEN_RANK, Search, SearchOptions};
+use milvus_core::search::{self, LoadedSegment, SEGMENT_WIDEN_RANK, Search, SearchOptions};
 use milvus_core::segment::SegmentId;
 use milvus_core::synthetic::gaussian_mixture;
 
@@ -37,6 +38,8 @@ const DIMS: usize = 128;
 /// A stream's layout: the rows loaded before it, a merged tier, two of
 /// the tier below, three freshly sealed.
 const STREAM_LAYOUT: [usize; 7] = [50_000, 32_768, 8_192, 8_192, 2_048, 2_048, 2_048];
+/// A bulk load's layout before its merges: 32 segments of about 3k rows.
+const BULK_LAYOUT: [usize; 32] = [3_125; 32];
 
 /// Rows, held-out queries, and each query's ten nearest rows.
 struct Data {
@@ -114,7 +117,12 @@ fn main() {
     println!("dims {DIMS}, {queries} queries, m 16, ef_construction 64, search on one thread\n");
     equal_segments(&Data::new(rows, queries, false), rows);
     println!();
-    stream_layout(queries);
+    for (name, layout) in
+        [("a stream's layout", &STREAM_LAYOUT[..]), ("a bulk load before its merges", &BULK_LAYOUT[..])]
+    {
+        floors(name, layout, queries);
+        println!();
+    }
 }
 
 fn equal_segments(data: &Data, rows: usize) {
@@ -143,16 +151,23 @@ fn equal_segments(data: &Data, rows: usize) {
     }
 }
 
-fn stream_layout(queries: usize) {
-    let rows: usize = STREAM_LAYOUT.iter().sum();
-    println!("{rows} rows as a stream's layout {STREAM_LAYOUT:?}, ef_search 40, two passes interleaved\n");
+fn floors(name: &str, layout: &[usize], queries: usize) {
+    let rows: usize = layout.iter().sum();
+    println!("{rows} rows as {name} ({} segments), ef_search 40, two passes interleaved\n", layout.len());
     println!("| rows | least ef | widening | recall@10 | QPS (pass 1, pass 2) | p99 (ms) |");
     println!("|---|---:|---|---:|---:|---:|");
-    let configs =
-        [(10, 0), (5, 0), (SEGMENT_EF_FLOOR, 0), (10, SEGMENT_WIDEN_RANK), (SEGMENT_EF_FLOOR, SEGMENT_WIDEN_RANK)];
+    let configs = [
+        (10, 0),
+        (5, 0),
+        (2, 0),
+        (10, SEGMENT_WIDEN_RANK),
+        (5, SEGMENT_WIDEN_RANK),
+        (3, SEGMENT_WIDEN_RANK),
+        (2, SEGMENT_WIDEN_RANK),
+    ];
     for (order, bunched) in [("random order", false), ("by region", true)] {
         let data = Data::new(rows, queries, bunched);
-        let segments = data.segments(&STREAM_LAYOUT);
+        let segments = data.segments(layout);
         let mut results = vec![Vec::new(); configs.len()];
         for _pass in 0..2 {
             for (&(floor, widen), result) in configs.iter().zip(&mut results) {

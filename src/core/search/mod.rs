@@ -76,17 +76,18 @@ pub(crate) fn segment_ef(ef: usize, rows: usize, live: usize, floor: usize) -> u
 
 /// How much more than its share of `ef` a segment gets.
 pub const SEGMENT_EF_SLACK: f64 = 1.5;
-/// The least `ef` a segment is searched with: a segment holding 3% of the
-/// rows holds, for most queries, none or one of their ten nearest, which a
-/// greedy probe finds. A query whose neighbours bunch in a small segment
-/// (rows inserted together are often alike) is caught by the widening
-/// ([`SEGMENT_WIDEN_RANK`]). Measured on a stream's layout (50k + 32k +
-/// 2 x 8k + 3 x 2k rows, `benches/cross_segment.rs`, docs/benchmarks.md):
-/// against a floor of 10 without widening, 1.2-1.3x the QPS, at recall
-/// 0.975 instead of 0.983 when rows are in random order and 0.964 instead
-/// of 0.966 when each segment holds a region of the space; a floor of 2
-/// without widening fell to 0.926 there.
-pub const SEGMENT_EF_FLOOR: usize = 2;
+/// The least `ef` a segment is searched with. A segment holding 3% of the
+/// rows holds, for most queries, none or one of their ten nearest, and a
+/// search of `ef` 5 finds it; a query whose neighbours bunch in a small
+/// segment (rows inserted together are often alike) is caught by the
+/// widening ([`SEGMENT_WIDEN_RANK`]). Measured in `benches/cross_segment.rs`
+/// (docs/benchmarks.md) against a floor of 10: 1.2x the QPS on a stream's
+/// layout (50k + 32k + 2 x 8k + 3 x 2k rows, in random order) at recall
+/// 0.979 instead of 0.983, and 1.6x on 32 segments of 3k at 0.980 instead
+/// of 0.995. A floor
+/// of 2 fell to 0.907 there: a search of `ef` 2 in a 3k-row graph often
+/// stops short of the segment's nearest row, which widening cannot see.
+pub const SEGMENT_EF_FLOOR: usize = 5;
 /// A segment all of whose hits rank among a round's this many nearest may
 /// hold more of them than its share says: it is searched again with
 /// [`SEGMENT_EF_WIDEN`] times the `ef`, up to the round's, until none
