@@ -6,35 +6,12 @@
 //!   [`S3Options`] or, where those are unset, the standard AWS environment;
 //! - `memory://`: in-process, for tests.
 //!
-//! Every object has a typed [`ObjectKey`] whose path is built from numbers
-//! only (the cluster's system identifier, database OID, index OID, segment
-//! id, a nonce), never from a user's string, so no key can leave the
-//! storage prefix:
-//!
-//! ```text
-//! <prefix>/<cluster:016x>/<database>/<index>/<segment:x>/insert-<nonce:08x>.bin
-//! <prefix>/<cluster:016x>/<database>/<index>/<segment:x>/index-<nonce:08x>.hnsw
-//! <prefix>/<cluster:016x>/<database>/<index>/<segment:x>/delta-<nonce:08x>.bin
-//! ```
-//!
-//! Names are short enough for every tool Postgres users run over the
-//! embedded default store, which lives in the data directory: tar (and so
-//! pg_basebackup, in tar and plain form) takes at most 99 characters, and
-//! `pg_milvus/objects/` plus the longest key (every number at its widest)
-//! plus an upload's staging suffix stays within that ([`MAX_KEY_LEN`]).
-//! Keys of 0.2 and before (segment ids in 20 digits, 16-digit nonces) stay
-//! valid where manifests name them.
-//!
-//! The cluster comes first because OIDs repeat across Postgres clusters: two
-//! clusters sharing a bucket must never see, let alone collect, each other's
-//! objects. A physical standby has its primary's identifier, and so reads the
-//! same objects.
-//!
-//! The nonce makes every write a new object: a flush retried after a crash
-//! between upload and manifest commit never overwrites what another attempt
-//! wrote; the loser is an orphan for [`Storage::collect_garbage`]. Writes are
+//! Every object has a typed [`ObjectKey`] built from numbers only, and a
+//! nonce that makes every write a new object (`keys.rs`). Writes are
 //! published only by the manifest (data first, metadata last), so a reader
-//! never sees a partial object.
+//! never sees a partial object, and the loser of a retried write is an
+//! orphan for [`Storage::collect_garbage`]. Which URLs an index may use is
+//! [`location`]'s to say.
 //!
 //! The API is blocking: each call drives object_store's future on a
 //! current-thread tokio runtime owned by the `Storage`, on the caller's
@@ -56,7 +33,10 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 
-use crate::segment::SegmentId;
+mod keys;
+pub mod location;
+
+pub use keys::{MAX_KEY_LEN, ObjectKey, ObjectKind, new_nonce};
 
 /// Why a storage operation failed. Messages name the storage (its URL, with
 /// no credentials) and the object, and say what went wrong.
@@ -130,76 +110,6 @@ impl RetryPolicy {
         let factor = 1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
         self.initial_backoff.saturating_mul(factor).min(self.max_backoff)
     }
-}
-
-/// What kind of object a key names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ObjectKind {
-    InsertBinlog,
-    IndexFile,
-    DeltaBinlog,
-}
-
-/// A typed object key: every path is derived from these numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ObjectKey {
-    /// The Postgres cluster's system identifier.
-    pub cluster: u64,
-    pub database: u32,
-    pub index: u32,
-    pub segment: SegmentId,
-    pub kind: ObjectKind,
-    /// Unique per write attempt (see the module doc).
-    pub nonce: u32,
-}
-
-/// The longest key [`ObjectKey::path`] makes: every number at its widest.
-/// With `pg_milvus/objects/` (18) before it and a staging suffix (`#` and a
-/// counter, 3) after it, a path in the data directory stays within tar's 99.
-pub const MAX_KEY_LEN: usize = 75;
-
-impl ObjectKey {
-    /// The key relative to the storage prefix.
-    pub fn path(&self) -> String {
-        let (stem, ext) = match self.kind {
-            ObjectKind::InsertBinlog => ("insert", "bin"),
-            ObjectKind::IndexFile => ("index", "hnsw"),
-            ObjectKind::DeltaBinlog => ("delta", "bin"),
-        };
-        format!(
-            "{}{:x}/{stem}-{:08x}.{ext}",
-            Self::index_prefix(self.cluster, self.database, self.index),
-            self.segment.0,
-            self.nonce
-        )
-    }
-
-    /// The prefix under which all of one index's objects live.
-    pub fn index_prefix(cluster: u64, database: u32, index: u32) -> String {
-        format!("{}{index}/", Self::database_prefix(cluster, database))
-    }
-
-    /// The prefix under which all of one database's objects live.
-    pub fn database_prefix(cluster: u64, database: u32) -> String {
-        format!("{}{database}/", Self::cluster_prefix(cluster))
-    }
-
-    /// The prefix under which all of one cluster's objects live.
-    pub fn cluster_prefix(cluster: u64) -> String {
-        format!("{cluster:016x}/")
-    }
-}
-
-/// A fresh nonce: time and process id mixed, so that two attempts at one
-/// segment's object (a retry after a crash, two backends at the same
-/// instant) get different keys, with a chance of 2^-32 per pair otherwise.
-pub fn new_nonce() -> u32 {
-    let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    let mut x = nanos ^ ((std::process::id() as u64) << 40);
-    // splitmix64 finaliser, so close timestamps give unrelated nonces
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    ((x ^ (x >> 31)) >> 32) as u32
 }
 
 /// An object as listed.
@@ -541,6 +451,7 @@ fn error_cause(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::segment::SegmentId;
 
     fn key(segment: u64, kind: ObjectKind, nonce: u32) -> ObjectKey {
         ObjectKey { cluster: 0x7301, database: 5, index: 16384, segment: SegmentId(segment), kind, nonce }
@@ -772,125 +683,5 @@ mod tests {
         assert!(!text.contains("scheme is not allowed"), "allow_http reached the client: {text}");
         assert!(matches!(e, StorageError::Failed { attempts: 3, .. }), "{e:?}");
         assert!(!text.contains(" s\"") && !text.contains("secret"), "{text}");
-    }
-}
-
-/// Where an index may keep its objects: the rules a storage URL is checked
-/// against when a setting or an index option names it (the skin resolves
-/// symbolic links first, see `normalize_path`).
-pub mod location {
-    use std::path::{Component, Path, PathBuf};
-
-    /// `path` with `.` and `..` resolved by their names alone (no file
-    /// system access): `/a/b/../c` is `/a/c`. Above the root stays the root.
-    pub fn normalize_path(path: &Path) -> PathBuf {
-        let mut out = PathBuf::new();
-        for part in path.components() {
-            match part {
-                Component::ParentDir => {
-                    out.pop();
-                }
-                Component::CurDir => {}
-                other => out.push(other.as_os_str()),
-            }
-        }
-        out
-    }
-
-    /// `path` as the server would reach it: `.` and `..` resolved, and the
-    /// symbolic links of its longest existing ancestor.
-    pub fn resolve_path(path: &Path) -> PathBuf {
-        let path = normalize_path(path);
-        let mut existing = path.as_path();
-        let mut rest = Vec::new();
-        loop {
-            if let Ok(real) = existing.canonicalize() {
-                return rest.iter().rev().fold(real, |p, part| p.join(part));
-            }
-            match (existing.parent(), existing.file_name()) {
-                (Some(parent), Some(name)) => {
-                    rest.push(name.to_owned());
-                    existing = parent;
-                }
-                _ => return path,
-            }
-        }
-    }
-
-    /// Whether `url` is a `file://` location inside `data_dir` (objects
-    /// written there could overwrite the server's own files), other than
-    /// `default`, the embedded default store, which lives there by design.
-    /// Paths are compared resolved, links included.
-    pub fn is_inside_data_dir(url: &str, data_dir: &Path, default: &str) -> bool {
-        let Some(path) = url.strip_prefix("file://") else { return false };
-        let target = resolve_path(Path::new(path));
-        let default = resolve_path(Path::new(default.strip_prefix("file://").unwrap_or(default)));
-        target.starts_with(resolve_path(data_dir)) && target != default
-    }
-
-    /// Whether `url` falls under one of `prefixes` (a comma-separated list,
-    /// as `milvus.allowed_storage_urls` holds it): equal to one, or below
-    /// it at a `/`. `file://` URLs are compared by normalized path, so `..`
-    /// cannot climb out of an allowed directory.
-    pub fn is_allowed(url: &str, prefixes: &str) -> bool {
-        let under = |url: &str, prefix: &str| {
-            let prefix = prefix.trim_end_matches('/');
-            url == prefix || url.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('/'))
-        };
-        let as_path = |u: &str| u.strip_prefix("file://").map(|p| normalize_path(Path::new(p)));
-        prefixes.split(',').map(str::trim).filter(|p| !p.is_empty()).any(|prefix| {
-            match (as_path(url), as_path(prefix)) {
-                (Some(path), Some(dir)) => path.starts_with(dir),
-                (None, None) => under(url, prefix),
-                _ => false,
-            }
-        })
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn the_data_directory_is_found_through_links_and_dots() {
-            let dir = tempfile::tempdir().unwrap();
-            let data = dir.path().join("data");
-            std::fs::create_dir_all(data.join("pg_milvus/objects")).unwrap();
-            let link = dir.path().join("link");
-            std::os::unix::fs::symlink(&data, &link).unwrap();
-            let default = format!("file://{}/pg_milvus/objects", data.display());
-            let inside = |url: String| is_inside_data_dir(&url, &data, &default);
-            assert!(inside(format!("file://{}/base", data.display())));
-            assert!(inside(format!("file://{}/base/new/dir", link.display())), "through a link, not yet created");
-            assert!(inside(format!("file://{}/../data/global", data.display())));
-            assert!(!inside(default.clone()), "the embedded default is allowed");
-            assert!(!inside(format!("file://{}/pg_milvus/objects", link.display())), "the default through a link");
-            assert!(!inside(format!("file://{}/elsewhere", dir.path().display())));
-            assert!(!inside("s3://bucket/prefix".to_owned()));
-        }
-
-        #[test]
-        fn dot_dot_cannot_hide_a_path() {
-            assert_eq!(normalize_path(Path::new("/srv/x/../../var/lib/pg/./base")), PathBuf::from("/var/lib/pg/base"));
-            assert_eq!(normalize_path(Path::new("/../..")), PathBuf::from("/"));
-            // As the skin compares a resolved path with the data directory.
-            let within = |p: &str, d: &str| normalize_path(Path::new(p)).starts_with(normalize_path(Path::new(d)));
-            assert!(within("/tmp/a/../../var/lib/pg/base", "/var/lib/pg"));
-            assert!(within("/var/lib/pg", "/var/lib/pg/"));
-            assert!(!within("/var/lib/pgdata2", "/var/lib/pg"));
-        }
-
-        #[test]
-        fn allowed_prefixes_match_at_a_boundary() {
-            let allowed = "s3://shared/milvus, file:///srv/milvus/";
-            assert!(is_allowed("s3://shared/milvus", allowed));
-            assert!(is_allowed("s3://shared/milvus/team-a", allowed));
-            assert!(!is_allowed("s3://shared/milvus-evil", allowed));
-            assert!(!is_allowed("s3://other/milvus", allowed));
-            assert!(is_allowed("file:///srv/milvus/a", allowed));
-            assert!(!is_allowed("file:///srv/milvus/../../etc", allowed));
-            assert!(!is_allowed("file:///srv/milvusx", allowed));
-            assert!(!is_allowed("s3://shared/milvus", ""));
-        }
     }
 }
