@@ -26,11 +26,6 @@ fn with_database<T>(database: u32, f: impl FnOnce(&mut DatabaseSlot) -> T) -> Op
     Some(f(&mut shared.databases[at]))
 }
 
-/// Records that a backend asked for a visit of the database now.
-fn want_visit(database: u32) {
-    with_database(database, |d| d.wanted = true);
-}
-
 /// Marks a database as holding no milvus index until `until`.
 pub fn set_idle_until(database: u32, until: u64) {
     with_database(database, |d| d.idle_until = until);
@@ -97,7 +92,7 @@ pub fn workers_running() -> bool {
 
 /// Asks the launcher to visit `database` now.
 pub fn wake_launcher(database: u32) {
-    want_visit(database);
+    with_database(database, |d| d.wanted = true);
     if let Some(proc) = launcher() {
         // SAFETY: a latch lives in shared memory; SetLatch may be called on
         // another process's latch.

@@ -63,8 +63,7 @@ pub const GROWING_ROWS_MAX: u64 = 2048;
 /// Fewest rows of the growing segment by default: every flush adds a
 /// segment for queries to visit until it is merged, and at 768 dimensions
 /// streaming with 170-row segments was no faster than with 341
-/// (docs/benchmarks.md, "The growing segment holds
-/// 1 MiB").
+/// (docs/benchmarks.md, "The growing segment holds 1 MiB").
 pub const GROWING_ROWS_MIN: u64 = 256;
 
 /// The rows at which the growing segment seals when `growing_max_rows` is

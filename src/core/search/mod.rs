@@ -48,10 +48,10 @@ pub use segment::{BRUTE_FORCE_MAX_ROWS, LoadedSegment, OpenError};
 /// An approximate round that asks for `k` rows is an HNSW search with
 /// `ef = k` in each segment; the rounds double, so all of them together
 /// cost about twice the last. The exact tail costs one distance per live
-/// row, read in order. Measured on 100k x 128 (docs/benchmark-runs.md): a round
-/// costs some 12 us per row asked for, the tail some 60 ns per row (memory
-/// bound), so the rounds stop paying once `k` times about 400 reaches the
-/// live rows. This factor puts the switch there: at 100k rows a filter
+/// row, read in order. Measured on 100k x 128 (docs/benchmark-runs.md): a
+/// round costs some 12 us per row asked for, the tail some 60 ns per row
+/// (memory bound), so the rounds stop paying once `k` times about 400
+/// reaches the live rows. This factor puts the switch there: at 100k rows a filter
 /// keeping 10% is served by three rounds, one keeping 1% by three rounds
 /// and the tail.
 pub const EXACT_SWITCH_FACTOR: usize = 512;
@@ -84,9 +84,9 @@ pub const SEGMENT_EF_SLACK: f64 = 1.5;
 /// (docs/benchmarks.md) against a floor of 10: 1.2x the QPS on a stream's
 /// layout (50k + 32k + 2 x 8k + 3 x 2k rows, in random order) at recall
 /// 0.979 instead of 0.983, and 1.6x on 32 segments of 3k at 0.980 instead
-/// of 0.995. A floor
-/// of 2 fell to 0.907 there: a search of `ef` 2 in a 3k-row graph often
-/// stops short of the segment's nearest row, which widening cannot see.
+/// of 0.995. A floor of 2 fell to 0.907 there: a search of `ef` 2 in a
+/// 3k-row graph often stops short of the segment's nearest row, which
+/// widening cannot see.
 pub const SEGMENT_EF_FLOOR: usize = 5;
 /// A segment all of whose hits rank among a round's this many nearest may
 /// hold more of them than its share says: it is searched again with
