@@ -550,6 +550,28 @@ mod tests {
         assert_eq!(segment_ef(40, 1_000, 100_000, 0), 1, "a floor of 0 is 1");
     }
 
+    /// A segment of `rows` rows around `query` (keys from 100,000), with its
+    /// graph, and the keys of the query's ten nearest: all of them in it.
+    fn near_segment(rows: usize, query: &[f32], rng: &mut Rng) -> (Arc<LoadedSegment>, HashSet<u64>) {
+        let near: Vec<f32> = (0..rows * DIMS).map(|i| query[i % DIMS] + 0.05 * rng.vector(1)[0]).collect();
+        let keys: Vec<u64> = (100_000..100_000 + rows as u64).collect();
+        let bytes = insert::encode(SegmentId(2), Metric::L2, DIMS, &keys, &near);
+        let binlog = InsertBinlog::decode("o", &bytes).unwrap().into_owned();
+        let index = SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+        let mut exact: Vec<(f32, u64)> =
+            near.chunks_exact(DIMS).zip(&keys).map(|(v, k)| (Metric::L2.distance(query, v), *k)).collect();
+        exact.sort_by(|a, b| a.0.total_cmp(&b.0));
+        (Arc::new(LoadedSegment::new(binlog, Some(index), Vec::new())), exact[..10].iter().map(|e| e.1).collect())
+    }
+
+    /// How many of `want` a search over `segments` returns in its first ten,
+    /// with widening at `widen_rank` (0: none).
+    fn found(segments: &[Arc<LoadedSegment>], query: &[f32], want: &HashSet<u64>, widen_rank: usize) -> usize {
+        let options = SearchOptions { first_k: 40, segment_widen_rank: widen_rank, ..SearchOptions::default() };
+        let search = Search::new(query.to_vec().into(), PageHits::default(), segments.to_vec(), options);
+        search.take(10).filter(|h| want.contains(&h.key)).count()
+    }
+
     /// A query whose ten nearest rows are all in a small segment: its share
     /// of `ef` finds a few of them, the widening finds them all.
     #[test]
@@ -557,27 +579,28 @@ mod tests {
         let big = Arc::new(segment(1, 6000, 0, true, Vec::new()));
         let mut rng = Rng::new(9);
         let query = rng.vector(DIMS);
-        // 600 rows around the query: its nearest are all here.
-        let near: Vec<f32> = (0..600 * DIMS).map(|i| query[i % DIMS] + 0.05 * rng.vector(1)[0]).collect();
-        let keys: Vec<u64> = (100_000..100_600).collect();
-        let bytes = insert::encode(SegmentId(2), Metric::L2, DIMS, &keys, &near);
-        let binlog = InsertBinlog::decode("o", &bytes).unwrap().into_owned();
-        let index = SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap();
-        let small = Arc::new(LoadedSegment::new(binlog, Some(index), Vec::new()));
+        let (small, want) = near_segment(600, &query, &mut rng);
+        assert!(small.by_graph());
         assert_eq!(segment_ef(40, 600, 6600, SEGMENT_EF_FLOOR), 6, "the small segment's share");
+        let segments = [big, small];
+        assert_eq!(found(&segments, &query, &want, SEGMENT_WIDEN_RANK), 10);
+        assert!(
+            found(&segments, &query, &want, 0) <= 6,
+            "without widening, the share bounds what the small segment gives"
+        );
+    }
 
-        let mut exact: Vec<(f32, u64)> =
-            near.chunks_exact(DIMS).zip(&keys).map(|(v, k)| (Metric::L2.distance(&query, v), *k)).collect();
-        exact.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let want: HashSet<u64> = exact[..10].iter().map(|e| e.1).collect();
-        let found = |widen_rank: usize| {
-            let options = SearchOptions { first_k: 40, segment_widen_rank: widen_rank, ..SearchOptions::default() };
-            let search =
-                Search::new(query.clone().into(), PageHits::default(), vec![big.clone(), small.clone()], options);
-            search.take(10).filter(|h| want.contains(&h.key)).count()
-        };
-        assert_eq!(found(SEGMENT_WIDEN_RANK), 10);
-        assert!(found(0) <= 6, "without widening, the share bounds what the small segment gives");
+    /// A segment searched by brute force reads every row anyway: it keeps
+    /// the whole `ef`, not its share, and needs no widening.
+    #[test]
+    fn a_segment_searched_by_brute_force_keeps_the_whole_ef() {
+        let big = Arc::new(segment(1, 6000, 0, true, Vec::new()));
+        let mut rng = Rng::new(9);
+        let query = rng.vector(DIMS);
+        let (small, want) = near_segment(400, &query, &mut rng);
+        assert!(!small.by_graph());
+        assert_eq!(segment_ef(40, 400, 6400, SEGMENT_EF_FLOOR), SEGMENT_EF_FLOOR, "its share would be the floor");
+        assert_eq!(found(&[big, small], &query, &want, 0), 10);
     }
 
     #[test]
