@@ -504,3 +504,10 @@ CREATE OPERATOR CLASS bit_jaccard_ops
     FOR TYPE bit USING milvus AS
     OPERATOR 1 <%> (bit, bit) FOR ORDER BY float_ops,
     FUNCTION 1 jaccard_distance(bit, bit);
+
+-- milvus_recall(): a query's recall through a milvus index, against an
+-- exact scan of the same rows.
+CREATE FUNCTION milvus_recall(query text)
+    RETURNS real
+    VOLATILE PARALLEL UNSAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', 'milvus_recall_wrapper';
+COMMENT ON FUNCTION milvus_recall(text) IS 'recall of a query answered by a milvus index, against an exact scan of the same rows';

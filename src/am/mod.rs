@@ -35,7 +35,7 @@ pub mod gc;
 pub mod insert;
 mod nulls;
 pub mod options;
-mod scan;
+pub mod scan;
 pub mod segment_lock;
 pub mod segments;
 pub mod vacuum;

@@ -23,7 +23,7 @@
 //! The scan's state lives in the scan's memory context and is dropped with
 //! it, also when the query errors or is cancelled.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use milvus_core::element::{Element, Vectors};
@@ -38,6 +38,17 @@ use crate::gucs;
 use crate::pages::rows::unpack_tid;
 use crate::pages::{Index, Lock, chain, manifest};
 use crate::vector::IndexVector;
+
+thread_local! {
+    /// Milvus index scans this backend has started (their first
+    /// `amgettuple`): how `milvus_recall()` knows which plan answered.
+    static SCANS_STARTED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// [`SCANS_STARTED`]'s count.
+pub fn scans_started() -> u64 {
+    SCANS_STARTED.get()
+}
 
 struct ScanState {
     search: Option<Search>,
@@ -201,6 +212,7 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
             error!("a milvus index answers ORDER BY <distance> only, e.g. ORDER BY embedding <-> '[...]' LIMIT 10");
         }
         count_index_scan(index);
+        SCANS_STARTED.set(SCANS_STARTED.get() + 1);
         let key = &*(*scan).orderByData;
         if key.sk_flags & pg_sys::SK_ISNULL as i32 != 0 {
             return None;

@@ -7,7 +7,8 @@
 //!   `milvus_job_log` (and the `milvus_jobs` view), `milvus_cache_stats`;
 //! - `operators.rs`: the `vector` type's distance functions, operators,
 //!   aggregates and helpers, and the distances of `bit`;
-//! - `halfvec.rs`: the same for `halfvec`.
+//! - `halfvec.rs`: the same for `halfvec`;
+//! - `recall.rs`: `milvus_recall`, a query's recall through the index.
 //!
 //! Each function is a thin layer: it checks its caller and arguments, runs
 //! the work elsewhere, and turns the outcome into rows.
@@ -16,3 +17,4 @@ mod halfvec;
 mod inspect;
 mod maintenance;
 pub mod operators;
+mod recall;

@@ -1,8 +1,10 @@
 //! What a search returns and the lists it merges: hits, the top k of a
-//! source, the rows held in pages, sets of rows a bit each.
+//! source, the rows held in pages, sets of rows a bit each; and the recall
+//! of an answer against the exact one.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::Hash;
 
 use crate::distance::Metric;
 use crate::element::{Row, Shape, Vectors};
@@ -206,4 +208,40 @@ pub(super) fn merge_lists(lists: Vec<Vec<Hit>>, k: usize) -> Vec<(usize, Hit)> {
         }
     }
     out
+}
+
+/// The share of `exact` (a multiset of rows) that `answer` holds, each row
+/// of `answer` matching one of `exact` at most; `None` for an empty `exact`.
+/// What `milvus_recall()` reports.
+pub fn recall<T: Eq + Hash>(answer: &[T], exact: &[T]) -> Option<f64> {
+    if exact.is_empty() {
+        return None;
+    }
+    let mut unmatched: HashMap<&T, usize> = HashMap::new();
+    for row in answer {
+        *unmatched.entry(row).or_default() += 1;
+    }
+    let mut found = 0;
+    for row in exact {
+        if let Some(n @ 1..) = unmatched.get_mut(row) {
+            *n -= 1;
+            found += 1;
+        }
+    }
+    Some(found as f64 / exact.len() as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recall;
+
+    #[test]
+    fn recall_is_the_share_of_the_exact_rows_found() {
+        assert_eq!(recall(&[1, 2, 3, 4], &[1, 2, 3, 4]), Some(1.0));
+        assert_eq!(recall(&[4, 3, 9, 8], &[1, 2, 3, 4]), Some(0.5), "order does not matter");
+        assert_eq!(recall(&[1], &[1, 2, 3, 4]), Some(0.25), "a short answer misses rows");
+        assert_eq!(recall(&[1, 1], &[1, 2]), Some(0.5), "a row returned twice counts once");
+        assert_eq!(recall(&[1, 1], &[1, 1]), Some(1.0), "equal rows of the exact answer each count");
+        assert_eq!(recall::<u32>(&[], &[]), None);
+    }
 }

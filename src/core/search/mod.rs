@@ -41,7 +41,7 @@ use std::sync::Arc;
 use crate::element::Vectors;
 use crate::format::page::PageHits;
 
-pub use hits::{Hit, PageRows, RowBits, Source, merge};
+pub use hits::{Hit, PageRows, RowBits, Source, merge, recall};
 use hits::{kth_distance, merge_lists, search_pages};
 pub use segment::{BRUTE_FORCE_MAX_ROWS, LoadedSegment, OpenError};
 
