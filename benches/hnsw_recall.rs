@@ -45,7 +45,7 @@ fn main() {
     let bytes = insert::encode(SegmentId(1), Metric::L2, dims, &keys, &base);
     let binlog = InsertBinlog::decode("bench", &bytes).unwrap();
 
-    let params = HnswParams { m: 16, ef_construction: 64 };
+    let params = HnswParams { m: 16, ef_construction: 64, ..Default::default() };
     let t = Instant::now();
     let index = SegmentIndex::build(&binlog, params, &AtomicBool::new(false)).unwrap();
     let build = t.elapsed().as_secs_f64();

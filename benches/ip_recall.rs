@@ -27,7 +27,7 @@ fn main() {
     let rows = args.first().copied().unwrap_or(20_000);
     let queries = args.get(1).copied().unwrap_or(200);
     let dims: Vec<usize> = if args.len() > 2 { args[2..].to_vec() } else { vec![64, 768, 1536] };
-    let params = HnswParams { m: 16, ef_construction: 64 };
+    let params = HnswParams { m: 16, ef_construction: 64, ..Default::default() };
     println!("rows {rows}, queries {queries}, m {}, ef_construction {}", params.m, params.ef_construction);
     println!();
     println!("| rows | dims | build (s) | recall@10 ef 40 | ef 200 | ef 1000 |");

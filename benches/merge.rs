@@ -23,10 +23,11 @@ use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::graph::FlatGraph;
 use milvus_core::graph::build::Seed;
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
+use milvus_core::quant::Quantization;
 use milvus_core::segment::SegmentId;
 use milvus_core::synthetic::gaussian_mixture;
 
-const PARAMS: HnswParams = HnswParams { m: 16, ef_construction: 64 };
+const PARAMS: HnswParams = HnswParams { m: 16, ef_construction: 64, quantization: Quantization::Sq8 };
 
 fn binlog(dims: usize, rows: &[f32]) -> InsertBinlog<'static> {
     let keys: Vec<u64> = (0..(rows.len() / dims) as u64).collect();

@@ -1,10 +1,11 @@
 //! Writes a seed corpus of valid encodings into `seeds/<target>/`, so the
 //! fuzzer starts past the headers and checksums.
 use milvus_core::Metric;
-use milvus_core::element::{Row, f16};
+use milvus_core::element::{Row, Vectors, f16};
 use milvus_core::format::manifest::Manifest;
 use milvus_core::format::{delta, index, insert};
 use milvus_core::graph::FlatGraph;
+use milvus_core::quant::Codes;
 use milvus_core::segment::SegmentId;
 
 fn write(target: &str, name: &str, bytes: &[u8]) {
@@ -37,8 +38,12 @@ fn main() {
     );
     write("delta_binlog", "seed-0", &delta::encode(SegmentId(7), &[0, 3, 9]));
     let nodes = vec![vec![vec![1, 2]], vec![vec![0, 2], vec![2]], vec![vec![0, 1], vec![1]]];
-    write("index_file", "seed-0", &index::encode(SegmentId(7), Metric::L2, &FlatGraph::from_nodes(&nodes, 2)));
+    let graph = FlatGraph::from_nodes(&nodes, 2);
+    write("index_file", "seed-0", &index::encode(SegmentId(7), Metric::L2, &graph, None));
     write("index_file", "seed-1", &index::encode_hnsw_dump(SegmentId(7), 3, b"graph", b"data"));
+    let codes = Codes::encode(Metric::Cosine, 3, &Vectors::F32(vectors[..9].to_vec().into())).expect("cosine has codes");
+    write("index_file", "seed-2", &index::encode(SegmentId(7), Metric::Cosine, &graph, Some(&codes)));
+    write("index_file", "seed-3", &index::encode_version(index::VERSION_FLAT, SegmentId(7), Metric::L2, &graph, None));
     let mut m = Manifest::new(3, Metric::L2, Some("s3://bucket/prefix".into()));
     m.add_growing(100);
     write("manifest", "seed-0", &m.encode());

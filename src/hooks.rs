@@ -9,8 +9,8 @@
 //!   Text format only: the other formats close their document before the
 //!   hook gets control back.
 //! - **ALTER INDEX ... SET (...)** on a milvus index: a NOTICE saying when
-//!   each option takes effect (`m` and `ef_construction` for segments built
-//!   from now on, `storage_url` at the next REINDEX, `segment_max_rows` and
+//!   each option takes effect (`m`, `ef_construction` and `quantization`
+//!   for segments built from now on, `storage_url` at the next REINDEX, `segment_max_rows` and
 //!   `growing_max_rows` at once), from the `ProcessUtility` hook after the
 //!   command succeeded.
 //!
@@ -243,10 +243,10 @@ unsafe fn notice_option_changes(relation: pg_sys::RangeVar, options: &[String]) 
         }
         let set = |name: &str| options.iter().any(|o| o == name);
         let mut said = Vec::new();
-        if set("m") || set("ef_construction") {
+        if set("m") || set("ef_construction") || set("quantization") {
             said.push(
-                "m and ef_construction apply to the segments flushed or compacted from now on; REINDEX rebuilds \
-                the existing ones with them",
+                "m, ef_construction and quantization apply to the segments flushed or compacted from now on; \
+                REINDEX rebuilds the existing ones with them",
             );
         }
         if set("storage_url") {

@@ -205,7 +205,8 @@ def test_explain_analyze_shows_what_the_scan_did(f):
     lines = [r[0] for r in f.execute(
         f"EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM f ORDER BY v <-> '{FAR}' LIMIT 10").fetchall()]
     line = next(line for line in lines if line.startswith("Milvus Scan"))
-    assert "rounds=1 exact=0 offered=10" in line, line
+    # The segment's codes found ef_search (40) rows, re-ranked exactly.
+    assert "rounds=1 exact=0 offered=10 reranked=40" in line, line
     # Plain EXPLAIN runs nothing and says nothing more.
     assert not any("Milvus" in r[0] for r in f.execute(f"EXPLAIN SELECT id FROM f ORDER BY v <-> '{FAR}' LIMIT 10"))
 
@@ -213,8 +214,10 @@ def test_explain_analyze_shows_what_the_scan_did(f):
 def test_alter_index_says_when_options_take_effect(f):
     notices = []
     f.add_notice_handler(lambda d: notices.append(d.message_primary))
-    f.execute("ALTER INDEX f_idx SET (m = 32)")
-    assert any("apply to the segments flushed or compacted from now on" in n for n in notices), notices
+    for option in ("m = 32", "quantization = none"):
+        f.execute(f"ALTER INDEX f_idx SET ({option})")
+        assert any("apply to the segments flushed or compacted from now on" in n for n in notices), notices
+        notices.clear()
     notices.clear()
     f.execute("ALTER INDEX f_idx SET (segment_max_rows = 5000)")
     assert any("apply at once: to the growing segment and to the next merges" in n for n in notices), notices

@@ -12,7 +12,7 @@ INSERT INTO items VALUES (301, 0, NULL);
 
 -- Creation on a populated table, with defaults and with options.
 CREATE INDEX items_l2 ON items USING milvus (embedding vector_l2_ops);
-CREATE INDEX items_ip ON items USING milvus (embedding vector_ip_ops) WITH (m = 8, ef_construction = 32);
+CREATE INDEX items_ip ON items USING milvus (embedding vector_ip_ops) WITH (m = 8, ef_construction = 32, quantization = none);
 CREATE INDEX items_cos ON items USING milvus (embedding vector_cosine_ops) WITH (segment_max_rows = 1000);
 SELECT amname FROM pg_am WHERE amname = 'milvus';
 SELECT c.relname, c.reloptions FROM pg_class c WHERE c.relname LIKE 'items\_%' ORDER BY 1;
@@ -23,6 +23,7 @@ CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (m = 101);
 CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (ef_construction = 20);
 CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 10);
 CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (nonsense = 1);
+CREATE INDEX bad ON items USING milvus (embedding vector_l2_ops) WITH (quantization = pq);
 CREATE INDEX bad ON items USING milvus (id);
 CREATE TABLE nodims (v vector);
 CREATE INDEX bad ON nodims USING milvus (v vector_l2_ops);

@@ -25,7 +25,6 @@ use std::ffi::c_void;
 use milvus_core::Metric;
 use milvus_core::element::{Element, Shape};
 use milvus_core::format::manifest::Manifest;
-use milvus_core::hnsw::HnswParams;
 use milvus_core::meta::MetaPage;
 use milvus_core::segment::{SealReason, unix_now};
 use pgrx::prelude::*;
@@ -172,9 +171,7 @@ pub unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
 
 /// Checks the options together (each is range-checked on its own by reloptions).
 fn validate_options(index: Index) {
-    let o = options::of(index);
-    let params = HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize };
-    if let Err(reason) = params.validate() {
+    if let Err(reason) = options::of(index).hnsw_params().validate() {
         ereport!(
             ERROR,
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,

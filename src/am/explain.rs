@@ -25,6 +25,7 @@ pub(crate) struct ScanReport {
     rounds: usize,
     exact: usize,
     offered: usize,
+    reranked: usize,
     /// The running search's counters, not yet added.
     pub(crate) current: SearchStats,
 }
@@ -44,13 +45,14 @@ impl ScanReport {
         self.rounds += stats.rounds;
         self.exact += usize::from(stats.exact);
         self.offered += stats.offered;
+        self.reranked += stats.reranked;
         self.current = SearchStats::default();
     }
 
     fn line(&self) -> String {
         let c = &self.current;
         format!(
-            "{}: scans={} segments={} loaded={} page_rows={} rounds={} exact={} offered={}",
+            "{}: scans={} segments={} loaded={} page_rows={} rounds={} exact={} offered={} reranked={}",
             self.index,
             self.scans,
             self.segments,
@@ -58,7 +60,8 @@ impl ScanReport {
             self.page_rows,
             self.rounds + c.rounds,
             self.exact + usize::from(c.exact),
-            self.offered + c.offered
+            self.offered + c.offered,
+            self.reranked + c.reranked
         )
     }
 }
@@ -128,6 +131,7 @@ pub(crate) fn finish_collecting() -> Vec<String> {
         sum.rounds += r.rounds;
         sum.exact += r.exact;
         sum.offered += r.offered;
+        sum.reranked += r.reranked;
     }
     sums.iter().map(ScanReport::line).collect()
 }

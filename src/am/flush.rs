@@ -140,10 +140,9 @@ pub enum Flushed {
 pub const FLUSH_FAILED_DETAIL: &str =
     "The rows stay in the sealed segment; nothing is lost. Call milvus_flush() again once the cause is fixed.";
 
-/// The graph parameters of the index's segments.
+/// The graph parameters of the index's segments, and their codes.
 pub fn hnsw_params(index: Index) -> HnswParams {
-    let o = options::of(index);
-    HnswParams { m: o.m as usize, ef_construction: o.ef_construction as usize }
+    options::of(index).hnsw_params()
 }
 
 /// Flushes one sealed segment, for `why` (who asked). `Err(message)` if

@@ -1,7 +1,13 @@
 //! Index options: `CREATE INDEX ... USING milvus (...) WITH (m = 16,
 //! ef_construction = 64, segment_max_rows = 100000, growing_max_rows =
-//! 2048, storage_url = 's3://bucket/prefix')`, validated by Postgres'
-//! reloptions machinery with the ranges below (and the URL by its form).
+//! 2048, quantization = sq8, storage_url = 's3://bucket/prefix')`,
+//! validated by Postgres' reloptions machinery with the ranges below (and
+//! the URL by its form).
+//!
+//! `quantization` says what a segment's index file keeps beside its graph:
+//! `sq8` (the default) 8-bit codes of its rows, which searches walk the
+//! graph by (`milvus_core::quant`), `none` nothing. Like `m`, it applies to
+//! segments flushed or compacted from then on.
 //!
 //! `growing_max_rows` is where the growing segment seals (the rows every
 //! query reads from pages stay at most that many); `segment_max_rows` is
@@ -18,6 +24,8 @@
 use std::mem::offset_of;
 
 use milvus_core::element::Shape;
+use milvus_core::hnsw::HnswParams;
+use milvus_core::quant::Quantization;
 use pgrx::pg_sys;
 
 use crate::pages::Index;
@@ -34,6 +42,8 @@ pub struct Options {
     /// Offset of the `storage_url` string from the start of the struct, 0
     /// when not given (how Postgres stores string options).
     storage_url_offset: i32,
+    /// `QUANTIZATION_*`.
+    quantization: i32,
 }
 
 pub const DEFAULT_M: i32 = 16;
@@ -44,6 +54,9 @@ pub const DEFAULT_SEGMENT_MAX_ROWS: i32 = 100_000;
 /// dimensions, 341 of 768), so the rows every query reads from pages stay
 /// few in bytes, whatever their width.
 pub const DEFAULT_GROWING_MAX_ROWS: i32 = 0;
+/// The values of `quantization`, as Postgres stores an enum option.
+const QUANTIZATION_SQ8: i32 = 0;
+const QUANTIZATION_NONE: i32 = 1;
 
 static mut RELOPT_KIND: pg_sys::relopt_kind::Type = 0;
 
@@ -89,6 +102,21 @@ pub fn init() {
             DEFAULT_GROWING_MAX_ROWS,
             100,
             100_000_000,
+            lock,
+        );
+        // Postgres keeps the members for the life of the process.
+        let members = Box::leak(Box::new([
+            pg_sys::relopt_enum_elt_def { string_val: c"sq8".as_ptr(), symbol_val: QUANTIZATION_SQ8 },
+            pg_sys::relopt_enum_elt_def { string_val: c"none".as_ptr(), symbol_val: QUANTIZATION_NONE },
+            pg_sys::relopt_enum_elt_def { string_val: std::ptr::null(), symbol_val: 0 },
+        ]));
+        pg_sys::add_enum_reloption(
+            RELOPT_KIND,
+            c"quantization".as_ptr(),
+            c"Codes kept beside each segment's graph, which searches walk it by: sq8 (8-bit codes) or none".as_ptr(),
+            members.as_mut_ptr(),
+            QUANTIZATION_SQ8,
+            c"Valid values are \"sq8\" and \"none\".".as_ptr(),
             lock,
         );
         pg_sys::add_string_reloption(
@@ -140,6 +168,11 @@ pub unsafe extern "C-unwind" fn amoptions(reloptions: pg_sys::Datum, validate: b
             opttype: pg_sys::relopt_type::RELOPT_TYPE_STRING,
             offset: offset_of!(Options, storage_url_offset) as i32,
         },
+        pg_sys::relopt_parse_elt {
+            optname: c"quantization".as_ptr(),
+            opttype: pg_sys::relopt_type::RELOPT_TYPE_ENUM,
+            offset: offset_of!(Options, quantization) as i32,
+        },
     ];
     // SAFETY: the table describes `Options`, which starts with a varlena header.
     unsafe {
@@ -168,6 +201,7 @@ pub fn of(index: Index) -> Options {
                 segment_max_rows: DEFAULT_SEGMENT_MAX_ROWS,
                 growing_max_rows: DEFAULT_GROWING_MAX_ROWS,
                 storage_url_offset: 0,
+                quantization: QUANTIZATION_SQ8,
             }
         } else {
             *raw
@@ -176,6 +210,15 @@ pub fn of(index: Index) -> Options {
 }
 
 impl Options {
+    /// The graph's parameters and the codes kept beside it.
+    pub fn hnsw_params(&self) -> HnswParams {
+        let quantization = match self.quantization {
+            QUANTIZATION_NONE => Quantization::None,
+            _ => Quantization::Sq8,
+        };
+        HnswParams { m: self.m as usize, ef_construction: self.ef_construction as usize, quantization }
+    }
+
     /// Rows at which the growing segment of rows of `shape` seals:
     /// `growing_max_rows`, or when it is unset the rows whose vectors fill
     /// 1 MiB; at most `segment_max_rows`.

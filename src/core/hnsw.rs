@@ -42,6 +42,7 @@ use crate::format::insert::InsertBinlog;
 use crate::format::{Check, FormatError};
 use crate::graph::build::{Builder, PairDistance, Seed};
 use crate::graph::{FlatGraph, NodeLinks};
+use crate::quant::{Codes, Quantization};
 use crate::segment::SegmentId;
 
 /// Graph parameters (the index's reloptions `m` and `ef_construction`).
@@ -51,10 +52,12 @@ pub struct HnswParams {
     pub m: usize,
     /// Candidate list size while building, at least `2 * m`.
     pub ef_construction: usize,
+    /// The rows' codes the index file keeps beside the graph.
+    pub quantization: Quantization,
 }
 impl Default for HnswParams {
     fn default() -> Self {
-        HnswParams { m: 16, ef_construction: 64 }
+        HnswParams { m: 16, ef_construction: 64, quantization: Quantization::default() }
     }
 }
 
@@ -90,11 +93,13 @@ pub enum IndexError {
 /// Rows inserted between two looks at the cancel flag.
 const BUILD_CHUNK: usize = 2048;
 
-/// A segment's HNSW graph, built here or converted from a 0.1 dump.
+/// A segment's HNSW graph, built here or converted from a 0.1 dump, and
+/// its rows' codes.
 pub struct SegmentIndex {
     pub segment: SegmentId,
     pub metric: Metric,
     graph: FlatGraph<'static>,
+    codes: Option<Codes<'static>>,
 }
 
 impl SegmentIndex {
@@ -141,7 +146,11 @@ impl SegmentIndex {
             }
             Ok(builder.finish())
         })?;
-        Ok(SegmentIndex { segment: binlog.segment, metric, graph })
+        let codes = match params.quantization {
+            Quantization::Sq8 => Codes::encode(metric, binlog.dims, binlog.vectors()),
+            Quantization::None => None,
+        };
+        Ok(SegmentIndex { segment: binlog.segment, metric, graph, codes })
     }
 
     pub fn rows(&self) -> usize {
@@ -154,9 +163,14 @@ impl SegmentIndex {
         self.graph.clone()
     }
 
-    /// The graph as an index file (version 2, [`crate::format::index`]).
+    /// The rows' codes, if the index keeps them.
+    pub fn codes(&self) -> Option<&Codes<'static>> {
+        self.codes.as_ref()
+    }
+
+    /// The graph and codes as an index file ([`crate::format::index`]).
     pub fn to_index_file(&self) -> Vec<u8> {
-        index::encode(self.segment, self.metric, &self.graph)
+        index::encode(self.segment, self.metric, &self.graph, self.codes.as_ref())
     }
 
     /// Converts the graph of a version 1 index file (hnsw_rs' dump): the
@@ -194,7 +208,7 @@ impl SegmentIndex {
         if graph.rows() as u64 != file_rows {
             return Err(io_err(format!("header says {file_rows} rows, graph has {}", graph.rows())));
         }
-        Ok(SegmentIndex { segment, metric, graph })
+        Ok(SegmentIndex { segment, metric, graph, codes: None })
     }
 }
 
@@ -430,7 +444,7 @@ mod tests {
         let keys: Vec<u64> = (0..rows as u64).collect();
         let bytes = insert::encode(SegmentId(3), Metric::InnerProduct, dims, &keys, base);
         let b = InsertBinlog::decode("o", &bytes).unwrap();
-        let params = HnswParams { m: 16, ef_construction: 64 };
+        let params = HnswParams { m: 16, ef_construction: 64, ..Default::default() };
         let index = SegmentIndex::build(&b, params, &AtomicBool::new(false)).unwrap();
         let scratch = tempfile::tempdir().unwrap();
         let file = hnsw_rs_dump_file(&b, params, scratch.path()).unwrap();
@@ -521,7 +535,7 @@ mod tests {
         ));
         let bad = HnswParams { m: 1, ..Default::default() };
         assert_eq!(bad.validate().unwrap_err(), "m must be between 2 and 100, not 1");
-        let bad = HnswParams { m: 16, ef_construction: 10 };
+        let bad = HnswParams { m: 16, ef_construction: 10, ..Default::default() };
         assert_eq!(bad.validate().unwrap_err(), "ef_construction must be between 2 * m (32) and 1000, not 10");
     }
 

@@ -14,7 +14,7 @@
 //! `unsafe` is denied (Cargo.toml) but in the modules allowed it below, each
 //! block with its SAFETY: `cache` maps cache files, `distance` calls SIMD
 //! kernels, `element` prefetches rows and reads them in place, `format`
-//! views aligned element slices as bytes, `search` lends a segment's mapped
+//! views aligned element slices as bytes, `quant` calls its byte kernel, `search` lends a segment's mapped
 //! bytes to its graph.
 
 #[allow(unsafe_code)]
@@ -31,6 +31,8 @@ pub mod hooks;
 pub mod jobs;
 pub mod meta;
 pub mod policy;
+#[allow(unsafe_code)]
+pub mod quant;
 #[allow(unsafe_code)]
 pub mod search;
 pub mod segment;

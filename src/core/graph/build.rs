@@ -37,7 +37,7 @@
 
 use std::borrow::Cow;
 
-use super::{FlatGraph, NONE, SCRATCH, select};
+use super::{Beam, FlatGraph, NONE, SCRATCH, select};
 use crate::synthetic::Rng;
 
 /// The distance between two rows of the graph being built, by position:
@@ -207,7 +207,15 @@ impl<'d> Builder<'d> {
         for layer in (0..=(level as usize).min(top)).rev() {
             let (ef, prefetch) = (self.ef_construction, self.prefetch);
             let found = SCRATCH.with_borrow_mut(|s| {
-                s.beam(&self.graph, layer, at, at_distance, &to_node, prefetch, ef, ef, &|_| false)
+                s.beam(
+                    &self.graph,
+                    layer,
+                    at,
+                    at_distance,
+                    &Beam { distance: &to_node, prefetch, skip: &|_| false },
+                    ef,
+                    ef,
+                )
             });
             let chosen = select(&found, self.cap(layer), distance, self.fill);
             self.slots(node, layer)[..chosen.len()].copy_from_slice(&chosen);
@@ -373,7 +381,7 @@ mod tests {
     }
 
     fn merge(metric: Metric, dims: usize, data: &[f32], kept: usize, deleted: &dyn Fn(u32) -> bool, m: usize) -> Merge {
-        let params = HnswParams { m, ef_construction: 64.max(2 * m) };
+        let params = HnswParams { m, ef_construction: 64.max(2 * m), ..Default::default() };
         let input = binlog(metric, dims, &data[..kept * dims]);
         let graph = SegmentIndex::build(&input, params, &NO_CANCEL).unwrap().to_flat();
         let (mut rows, mut positions) = (Vec::new(), Vec::new());
@@ -389,7 +397,7 @@ mod tests {
 
     impl Merge {
         fn build(&self, m: usize, seeded: bool) -> FlatGraph<'static> {
-            let params = HnswParams { m, ef_construction: 64.max(2 * m) };
+            let params = HnswParams { m, ef_construction: 64.max(2 * m), ..Default::default() };
             let seed = Seed { graph: &self.kept, positions: &self.positions };
             let seed = seeded.then_some(&seed);
             SegmentIndex::build_seeded(&self.output, params, seed, &NO_CANCEL).unwrap().to_flat()

@@ -245,16 +245,31 @@ impl<'a> FlatGraph<'a> {
         ef: usize,
         skip: &dyn Fn(u32) -> bool,
     ) -> Vec<(f32, u32)> {
+        let distance = |node: u32| metric.between(query, vector(node));
+        let prefetch = |node: u32| vector(node).prefetch();
+        self.search_with(&distance, &prefetch, k, ef, skip)
+    }
+
+    /// [`Self::search`] by any distance to the query: `distance(row)`, with
+    /// `prefetch(row)` asking for what it will read (a segment's codes
+    /// traverse the graph by their estimates, `crate::quant`).
+    pub fn search_with(
+        &self,
+        distance: &dyn Fn(u32) -> f32,
+        prefetch: &dyn Fn(u32),
+        k: usize,
+        ef: usize,
+        skip: &dyn Fn(u32) -> bool,
+    ) -> Vec<(f32, u32)> {
         if self.rows == 0 || k == 0 {
             return Vec::new();
         }
-        let distance = |node: u32| metric.between(query, vector(node));
         let (mut at, mut at_distance) = (self.entry, distance(self.entry));
         for layer in (1..=self.levels[at as usize] as usize).rev() {
-            (at, at_distance) = self.descend(layer, at, at_distance, &distance);
+            (at, at_distance) = self.descend(layer, at, at_distance, distance);
         }
-        let prefetch = |node: u32| vector(node).prefetch();
-        SCRATCH.with_borrow_mut(|s| s.beam(self, 0, at, at_distance, &distance, &prefetch, k, ef.max(k), skip))
+        let beam = Beam { distance, prefetch, skip };
+        SCRATCH.with_borrow_mut(|s| s.beam(self, 0, at, at_distance, &beam, k, ef.max(k)))
     }
 
     /// Greedy search on `layer` from `at`: moves to the nearest neighbour
@@ -435,6 +450,16 @@ struct Scratch {
     stamp: u32,
     candidates: BinaryHeap<Reverse<Near>>,
     results: BinaryHeap<Near>,
+    /// The neighbours of the node a beam search expands, to compute.
+    hop: Vec<u32>,
+}
+
+/// What a beam search computes with: a node's distance to the target, a
+/// prefetch of what that reads, and the nodes it must not return.
+pub(crate) struct Beam<'a> {
+    pub distance: &'a dyn Fn(u32) -> f32,
+    pub prefetch: &'a dyn Fn(u32),
+    pub skip: &'a dyn Fn(u32) -> bool,
 }
 
 thread_local! {
@@ -457,10 +482,6 @@ impl Scratch {
         self.results.clear();
     }
 
-    fn visited(&self, node: u32) -> bool {
-        self.stamps[node as usize] == self.stamp
-    }
-
     /// Marks `node` visited; false if it was already.
     fn visit(&mut self, node: u32) -> bool {
         let slot = &mut self.stamps[node as usize];
@@ -480,34 +501,33 @@ impl Scratch {
         layer: usize,
         entry: u32,
         entry_distance: f32,
-        distance: &dyn Fn(u32) -> f32,
-        prefetch: &dyn Fn(u32),
+        with: &Beam<'_>,
         k: usize,
         ef: usize,
-        skip: &dyn Fn(u32) -> bool,
     ) -> Vec<(f32, u32)> {
         self.start(graph.rows);
         self.visit(entry);
         self.candidates.push(Reverse(Near(entry_distance, entry)));
-        if !skip(entry) {
+        if !(with.skip)(entry) {
             self.results.push(Near(entry_distance, entry));
         }
+        let mut hop = std::mem::take(&mut self.hop);
         while let Some(Reverse(Near(d, node))) = self.candidates.pop() {
             if self.results.len() >= ef && self.results.peek().is_some_and(|worst| d > worst.0) {
                 break;
             }
-            let neighbours = graph.neighbours(node, layer);
-            for n in neighbours.clone().filter(|n| !self.visited(*n)) {
-                prefetch(n);
-            }
-            for n in neighbours {
-                if !self.visit(n) {
-                    continue;
+            hop.clear();
+            for n in graph.neighbours(node, layer) {
+                if self.visit(n) {
+                    (with.prefetch)(n);
+                    hop.push(n);
                 }
-                let dn = distance(n);
+            }
+            for &n in &hop {
+                let dn = (with.distance)(n);
                 if self.results.len() < ef || self.results.peek().is_some_and(|worst| dn < worst.0) {
                     self.candidates.push(Reverse(Near(dn, n)));
-                    if !skip(n) {
+                    if !(with.skip)(n) {
                         self.results.push(Near(dn, n));
                         if self.results.len() > ef {
                             self.results.pop();
@@ -516,6 +536,7 @@ impl Scratch {
                 }
             }
         }
+        self.hop = hop;
         let mut out: Vec<(f32, u32)> = self.results.drain().map(|Near(d, n)| (d, n)).collect();
         out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         out.truncate(k);
@@ -719,7 +740,7 @@ pub(crate) mod tests {
         ) {
             let bytes = crowded_binlog(rows, 16, metric, clusters, distinct, seed);
             let b = InsertBinlog::decode("o", &bytes).unwrap();
-            let params = HnswParams { m, ef_construction: 2 * m.max(16) };
+            let params = HnswParams { m, ef_construction: 2 * m.max(16), ..Default::default() };
             let graph = SegmentIndex::build(&b, params, &AtomicBool::new(false)).unwrap().to_flat();
             proptest::prop_assert_eq!(graph.unreached(), 0);
         }

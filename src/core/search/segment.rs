@@ -8,6 +8,7 @@ use crate::format::insert::InsertBinlog;
 use crate::format::{Check, FormatError};
 use crate::graph::FlatGraph;
 use crate::hnsw::SegmentIndex;
+use crate::quant::Codes;
 use crate::segment::SegmentId;
 
 use super::hits::{Hit, RowBits, Source, TopK};
@@ -32,6 +33,7 @@ pub struct LoadedSegment {
     /// Borrow from `files`: declared before it, so dropped before it.
     binlog: InsertBinlog<'static>,
     graph: Option<FlatGraph<'static>>,
+    codes: Option<Codes<'static>>,
     tombstones: RowBits,
     files: Vec<ObjectBytes>,
 }
@@ -66,10 +68,11 @@ impl LoadedSegment {
             |bytes: &ObjectBytes| unsafe { std::slice::from_raw_parts::<'static, u8>(bytes.as_ptr(), bytes.len()) };
         let binlog = InsertBinlog::decode_checked(binlog_name, extend(&binlog_bytes), check)?;
         let mut files = vec![binlog_bytes];
-        let graph = match index {
+        let (graph, codes) = match index {
             Some((name, bytes)) => {
                 let mismatch = |message: String| OpenError::Mismatch { object: name.clone(), message };
-                let IndexFile::Flat { segment, metric, graph } = IndexFile::decode(&name, extend(&bytes), check)?
+                let IndexFile::Flat { segment, metric, graph, codes } =
+                    IndexFile::decode(&name, extend(&bytes), check)?
                 else {
                     return Err(mismatch("an hnsw_rs dump (version 1) must be converted before it is opened".into()));
                 };
@@ -82,24 +85,34 @@ impl LoadedSegment {
                         binlog.len()
                     )));
                 }
+                if let Some(codes) = codes.as_ref().filter(|c| (c.rows(), c.dims()) != (binlog.len(), binlog.dims)) {
+                    return Err(mismatch(format!(
+                        "codes of {} rows of {} dimensions against the binlog's {} rows of {}",
+                        codes.rows(),
+                        codes.dims(),
+                        binlog.len(),
+                        binlog.dims
+                    )));
+                }
                 files.push(bytes);
-                Some(graph)
+                (Some(graph), codes)
             }
-            None => None,
+            None => (None, None),
         };
-        Ok(Self::with_parts(binlog, graph, tombstones, files))
+        Ok(Self::with_parts(binlog, graph, codes, tombstones, files))
     }
 
     /// A segment held in memory: a binlog, and the graph an index built
     /// (tests, benches, and compaction's inputs need no file).
     pub fn new(binlog: InsertBinlog<'static>, index: Option<SegmentIndex>, tombstones: Vec<u32>) -> Self {
-        let graph = index.map(|i| i.to_flat());
-        Self::with_parts(binlog, graph, tombstones, Vec::new())
+        let (graph, codes) = index.map_or((None, None), |i| (Some(i.to_flat()), i.codes().cloned()));
+        Self::with_parts(binlog, graph, codes, tombstones, Vec::new())
     }
 
     fn with_parts(
         binlog: InsertBinlog<'static>,
         graph: Option<FlatGraph<'static>>,
+        codes: Option<Codes<'static>>,
         tombstones: Vec<u32>,
         files: Vec<ObjectBytes>,
     ) -> Self {
@@ -107,7 +120,7 @@ impl LoadedSegment {
         for row in tombstones.into_iter().filter(|r| (*r as usize) < binlog.len()) {
             set.insert(row);
         }
-        LoadedSegment { id: binlog.segment, binlog, graph, tombstones: set, files }
+        LoadedSegment { id: binlog.segment, binlog, graph, codes, tombstones: set, files }
     }
 
     /// Whether rows and graph are read in place from mapped files.
@@ -167,25 +180,64 @@ impl LoadedSegment {
         self.graph.is_some() && self.rows() > BRUTE_FORCE_MAX_ROWS
     }
 
-    /// The `k` nearest live rows not skipped, by exact distance.
+    /// The segment's codes, if its index file has them.
+    pub fn codes(&self) -> Option<&Codes<'_>> {
+        self.codes.as_ref()
+    }
+
+    /// The `k` nearest live rows not skipped, by exact distance. With
+    /// codes, the graph is walked by the codes' estimates, and the `ef`
+    /// rows it keeps are re-ranked by their exact distances. (Keeping more
+    /// than `ef` to re-rank, at least 20, cost the layout of a stream half
+    /// its QPS for 0.006 of recall: `benches/cross_segment.rs`.)
     pub fn search(&self, query: Row<'_>, k: usize, ef_search: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
+        self.search_counted(query, k, ef_search, skip).0
+    }
+
+    /// [`Self::search`], and the rows re-ranked by their exact distances
+    /// after a walk by the codes (0 without codes).
+    pub fn search_counted(
+        &self,
+        query: Row<'_>,
+        k: usize,
+        ef_search: usize,
+        skip: &dyn Fn(u32) -> bool,
+    ) -> (Vec<Hit>, usize) {
         let excluded = |row: u32| self.is_deleted(row) || skip(row);
+        let mut reranked = 0;
         if let Some(graph) = self.graph.as_ref().filter(|_| self.by_graph()) {
             let metric = self.binlog.metric;
-            let found = graph.search(metric, query, &|row| self.binlog.vector(row as usize), k, ef_search, &excluded);
+            let found = match &self.codes {
+                Some(codes) => {
+                    let prepared = codes.prepare(query);
+                    let estimate = |row: u32| codes.distance(&prepared, row);
+                    let pmin: usize = std::env::var("POOLMIN").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+                    let pool_ef = ef_search.max(pmin);
+                    let pool = graph.search_with(&estimate, &|row| codes.prefetch(row), pool_ef, pool_ef, &excluded);
+                    let mut exact: Vec<(f32, u32)> = Vec::with_capacity(pool.len());
+                    pool.iter().for_each(|(_, row)| self.binlog.vector(*row as usize).prefetch());
+                    self.distances(query, pool.iter().map(|(_, row)| *row), |row, d| exact.push((d, row)));
+                    reranked = exact.len();
+                    exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    exact.truncate(k);
+                    exact
+                }
+                None => graph.search(metric, query, &|row| self.binlog.vector(row as usize), k, ef_search, &excluded),
+            };
             // A graph filtered this hard can come back short while rows
             // remain; then brute force keeps the iteration complete.
             if found.len() >= k {
                 let source = Source::Segment(self.id);
-                return found
+                let hits = found
                     .into_iter()
                     .map(|(distance, row)| Hit { source, row, key: self.binlog.keys()[row as usize], distance })
                     .collect();
+                return (hits, reranked);
             }
         }
         let (mut top, source, keys) = (TopK::new(k), Source::Segment(self.id), self.binlog.keys());
         let rows = (0..self.rows() as u32).filter(|r| !excluded(*r));
         self.distances(query, rows, |row, distance| top.push(Hit { source, row, key: keys[row as usize], distance }));
-        top.into_sorted()
+        (top.into_sorted(), reranked)
     }
 }

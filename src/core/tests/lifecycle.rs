@@ -287,6 +287,35 @@ fn index_files_of_version_1_still_load() {
     assert_eq!(other.stats.misses.load(Ordering::Relaxed), 0, "everything was in the cache, the conversion too");
 }
 
+/// An index flushed before codes has index files of version 2: they load
+/// as they are and are searched on their rows, with the recall of the
+/// current files, which carry codes.
+#[test]
+fn index_files_of_version_2_load_without_codes() {
+    use milvus_core::format::Check;
+    use milvus_core::format::index::{self, IndexFile};
+    let OneSegment { storage, cache, cache_dir: _dir, manifest: mut m, data } = one_segment();
+    let current = load_all(&storage, &cache, &m);
+    assert!(current[0].codes().is_some(), "files written today carry codes");
+    let recall = check_search(&current, &data, &|_| false);
+
+    let entry = m.segments[0].clone();
+    let bytes = storage.get(&entry.index_file.as_ref().unwrap().key).unwrap();
+    let IndexFile::Flat { segment, metric, graph, .. } = IndexFile::decode("i", &bytes, Check::Full).unwrap() else {
+        panic!("a current index file")
+    };
+    let old = index::encode_version(index::VERSION_FLAT, segment, metric, &graph, None);
+    let old_ref = milvus_core::format::manifest::ObjectRef::of("0.2/index-file.hnsw", &old);
+    storage.put(&old_ref.key, old.into()).unwrap();
+    m.segments[0].index_file = Some(old_ref);
+
+    let fresh = tempfile::tempdir().unwrap();
+    let loaded = load_all(&storage, &SegmentCache::new(fresh.path(), 1 << 30).unwrap(), &m);
+    assert!(loaded[0].codes().is_none() && loaded[0].is_mapped());
+    let old_recall = check_search(&loaded, &data, &|_| false);
+    assert!(old_recall >= 0.95 && (old_recall - recall).abs() < 0.02, "{old_recall} against {recall}");
+}
+
 /// A segment in use is pinned: eviction leaves its files while a backend
 /// maps them, and removes them once nobody does; the next open fetches
 /// them again.
