@@ -135,6 +135,10 @@ struct Args {
     /// HNSW ef_construction (both indexes).
     #[arg(long, default_value_t = 64)]
     ef_construction: usize,
+    /// The milvus index's `quantization` option: `sq8` (its default) or
+    /// `none` (graphs walked on the rows).
+    #[arg(long, default_value = "sq8")]
+    quantization: String,
     #[arg(long, value_enum, default_value_t = MetricArg::L2)]
     metric: MetricArg,
     /// The column type (both indexes): `vector` (4-byte elements) or
@@ -589,6 +593,8 @@ struct Report {
     queries: usize,
     m: usize,
     ef_construction: usize,
+    /// The milvus index's `quantization`.
+    quantization: String,
     clients: usize,
     repeats: usize,
     /// The merge policy's write amplification under a long steady ingest
@@ -664,8 +670,8 @@ impl Bench<'_> {
         let ops = format!("{}_{ops}", a.column_type.name());
         let sql = match kind {
             Kind::Milvus => format!(
-                "CREATE INDEX ON {t} USING milvus (embedding {ops}) WITH (m = {}, ef_construction = {})",
-                a.m, a.ef_construction
+                "CREATE INDEX ON {t} USING milvus (embedding {ops}) WITH (m = {}, ef_construction = {}, quantization = {})",
+                a.m, a.ef_construction, a.quantization
             ),
             Kind::Pgvector => format!(
                 "CREATE INDEX ON {t} USING hnsw (embedding pgv.{ops}) WITH (m = {}, ef_construction = {})",
@@ -1730,6 +1736,7 @@ fn main() {
         queries: d.query_count(),
         m: a.m,
         ef_construction: a.ef_construction,
+        quantization: a.quantization.clone(),
         clients: a.clients,
         repeats: a.repeats,
         merges: merge_report(),
