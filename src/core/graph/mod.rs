@@ -6,7 +6,8 @@
 //! file holds them as they are (`crate::format::index`), and a searching
 //! backend borrows them from the mapped file. The search is ours: greedy
 //! descent through the upper layers, a beam search of `ef` on layer 0,
-//! exact distances with the simsimd kernels, and scratch (visited stamps,
+//! exact distances with the simsimd kernels (or any distance the caller
+//! gives: a segment's codes, `crate::quant`), and scratch (visited stamps,
 //! the two heaps) kept per thread and reused by every search, so a hop
 //! allocates nothing.
 //!
