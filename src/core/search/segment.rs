@@ -187,9 +187,11 @@ impl LoadedSegment {
 
     /// The `k` nearest live rows not skipped, by exact distance. With
     /// codes, the graph is walked by the codes' estimates, and the `ef`
-    /// rows it keeps are re-ranked by their exact distances. (Keeping more
-    /// than `ef` to re-rank, at least 20, cost the layout of a stream half
-    /// its QPS for 0.006 of recall: `benches/cross_segment.rs`.)
+    /// rows it keeps are re-ranked by their exact distances. Re-ranking more
+    /// (walking with `ef` at least 20, or adding the nearest rows the walk
+    /// computed but did not keep) mends recall at `ef` 10 on one segment
+    /// but cost a stream's layout, whose segments get small shares of `ef`,
+    /// 15-50% of its QPS for no recall (`benches/cross_segment.rs`).
     pub fn search(&self, query: Row<'_>, k: usize, ef_search: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
         self.search_counted(query, k, ef_search, skip).0
     }
@@ -211,9 +213,8 @@ impl LoadedSegment {
                 Some(codes) => {
                     let prepared = codes.prepare(query);
                     let estimate = |row: u32| codes.distance(&prepared, row);
-                    let pmin: usize = std::env::var("POOLMIN").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-                    let pool_ef = ef_search.max(pmin);
-                    let pool = graph.search_with(&estimate, &|row| codes.prefetch(row), pool_ef, pool_ef, &excluded);
+                    let pool =
+                        graph.search_with(&estimate, &|row| codes.prefetch(row), ef_search, ef_search, &excluded);
                     let mut exact: Vec<(f32, u32)> = Vec::with_capacity(pool.len());
                     pool.iter().for_each(|(_, row)| self.binlog.vector(*row as usize).prefetch());
                     self.distances(query, pool.iter().map(|(_, row)| *row), |row, d| exact.push((d, row)));
