@@ -39,23 +39,6 @@ pub enum Quantization {
     Sq8,
 }
 
-impl Quantization {
-    pub fn name(self) -> &'static str {
-        match self {
-            Quantization::None => "none",
-            Quantization::Sq8 => "sq8",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "none" => Some(Quantization::None),
-            "sq8" => Some(Quantization::Sq8),
-            _ => None,
-        }
-    }
-}
-
 /// Whether rows under `metric` get codes.
 pub fn supports(metric: Metric) -> bool {
     matches!(metric, Metric::L2 | Metric::InnerProduct | Metric::Cosine)
