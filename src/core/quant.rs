@@ -23,8 +23,9 @@
 
 use std::borrow::Cow;
 
-use crate::distance::Metric;
+use crate::distance::{Metric, inner_product, norm};
 use crate::element::{Row, Vectors};
+use crate::vector::l2_normalize;
 
 /// Levels of a code byte.
 const LEVELS: f32 = 255.0;
@@ -73,7 +74,7 @@ impl<'a> Codes<'a> {
         let rows = vectors.bytes().len() / vectors.element().bytes(dims);
         let row = |r: usize| -> Vec<f32> {
             let v = vectors.row(r, dims).to_f32().into_owned();
-            if metric == Metric::Cosine { normalized(v) } else { v }
+            if metric == Metric::Cosine { l2_normalize(&v) } else { v }
         };
         let (mut low, mut high) = (vec![f32::INFINITY; dims], vec![f32::NEG_INFINITY; dims]);
         for r in 0..rows {
@@ -163,14 +164,14 @@ impl<'a> Codes<'a> {
     pub fn prepare(&self, query: Row<'_>) -> PreparedQuery {
         let mut q = query.to_f32().into_owned();
         q.resize(self.dims, 0.0);
-        let norm = dot(&q, &q).sqrt();
-        if self.metric == Metric::Cosine && norm > 0.0 {
-            q.iter_mut().for_each(|x| *x /= norm);
+        let norm = norm(&q);
+        if self.metric == Metric::Cosine {
+            q = l2_normalize(&q);
         }
         PreparedQuery {
             scaled: q.iter().zip(self.step.iter()).map(|(x, s)| x * s).collect(),
-            base: dot(&q, &self.low),
-            norm_sq: dot(&q, &q),
+            base: inner_product(&q, &self.low),
+            norm_sq: inner_product(&q, &q),
             zero: norm == 0.0 || !norm.is_finite(),
         }
     }
@@ -220,18 +221,6 @@ pub struct PreparedQuery {
     norm_sq: f32,
     /// All zeros (or not finite): no direction for cosine.
     zero: bool,
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-fn normalized(mut v: Vec<f32>) -> Vec<f32> {
-    let norm = dot(&v, &v).sqrt();
-    if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
-    }
-    v
 }
 
 /// `sum_i a_i * c_i` for floats `a` and bytes `c` of one length.
