@@ -127,10 +127,6 @@ impl<'a> Codes<'a> {
         Ok(Codes { metric, dims, low, step, records })
     }
 
-    pub fn metric(&self) -> Metric {
-        self.metric
-    }
-
     pub fn dims(&self) -> usize {
         self.dims
     }

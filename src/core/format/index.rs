@@ -209,8 +209,10 @@ impl<'a> IndexFile<'a> {
         let levels_len = rows.next_multiple_of(8);
         let layer0_len = rows.checked_mul(m0 as u64).and_then(|n| n.checked_mul(4)).ok_or_else(too_big)?;
         let upper_len = upper.checked_mul(4).ok_or_else(too_big)?;
-        let codes_len = rows.checked_mul(quant::record_bytes(code_dims as usize) as u64).ok_or_else(too_big)?
-            * (code_dims > 0) as u64;
+        let codes_len = match code_dims {
+            0 => 0,
+            d => rows.checked_mul(quant::record_bytes(d as usize) as u64).ok_or_else(too_big)?,
+        };
         let body_len = [layer0_len, rows * 4, upper_len, 8 * code_dims, codes_len]
             .into_iter()
             .try_fold(levels_len, u64::checked_add)

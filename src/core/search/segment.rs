@@ -208,7 +208,6 @@ impl LoadedSegment {
         let excluded = |row: u32| self.is_deleted(row) || skip(row);
         let mut reranked = 0;
         if let Some(graph) = self.graph.as_ref().filter(|_| self.by_graph()) {
-            let metric = self.binlog.metric;
             let found = match &self.codes {
                 Some(codes) => {
                     let prepared = codes.prepare(query);
@@ -223,7 +222,10 @@ impl LoadedSegment {
                     exact.truncate(k);
                     exact
                 }
-                None => graph.search(metric, query, &|row| self.binlog.vector(row as usize), k, ef_search, &excluded),
+                None => {
+                    let vector = |row: u32| self.binlog.vector(row as usize);
+                    graph.search(self.binlog.metric, query, &vector, k, ef_search, &excluded)
+                }
             };
             // A graph filtered this hard can come back short while rows
             // remain; then brute force keeps the iteration complete.
