@@ -18,6 +18,11 @@ fn main() {
     for (i, text) in ["[1,2,3]", "[ -1.5e-3 , 2.25,3e+2]", "[0]", "[1,2", "[NaN]", "[1,,2]"].iter().enumerate() {
         write("vector_text", &format!("seed-{i}"), text.as_bytes());
     }
+    for (i, text) in ["{1:1.5,3:-2}/5", " { 2 : 1e-3 , 1 : 0 } / 3 ", "{}/1", "{1:1,1:2}/3"].iter().enumerate() {
+        write("vector_text", &format!("sparse-{i}"), text.as_bytes());
+    }
+    let sparse = milvus_core::sparse::parse("{2:1.5,5:-3}/6", None).unwrap();
+    write("vector_binary", "sparse-0", &milvus_core::sparse::encode_binary(sparse.view()));
     let mut binary = 3i16.to_be_bytes().to_vec();
     binary.extend(0i16.to_be_bytes());
     for v in [1.0f32, -2.5, 3.25] {

@@ -42,7 +42,7 @@ LAYERS = {
     "core": [
         ("leaves", ["segment", "hooks", "synthetic", "policy", "policy/retry", "policy/schedule"]),
         ("values and their rules",
-         ["format", "element", "distance", "vector", "graph", "quant", "policy/seal", "policy/compaction"]),
+         ["format", "element", "distance", "vector", "sparse", "graph", "quant", "policy/seal", "policy/compaction"]),
         ("formats, the meta page, stores",
          ["format/delta", "format/insert", "format/manifest", "format/index", "format/page", "meta", "storage"]),
         ("segments in memory", ["hnsw", "cache"]),

@@ -511,3 +511,325 @@ CREATE FUNCTION milvus_recall(query text)
     RETURNS real
     VOLATILE PARALLEL UNSAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', 'milvus_recall_wrapper';
 COMMENT ON FUNCTION milvus_recall(text) IS 'recall of a query answered by a milvus index, against an exact scan of the same rows';
+
+-- sparsevec, pgvector's sparse vector: the type, its I/O and casts, its
+-- operators, functions and btree opclass (as the install script pgrx
+-- generates declares them; tests/test_upgrade.py compares).
+-- creates:
+--   Type(pg_milvus::vector::sparse::PgSparsevec)
+
+CREATE TYPE sparsevec; -- shell, completed in sparsevec_type.sql
+
+CREATE  FUNCTION "array_to_sparsevec"(
+	"array" double precision[], /* Array < f64 > */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS sparsevec /* PgSparsevec */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'array_to_sparsevec_double_wrapper';
+
+CREATE  FUNCTION "array_to_sparsevec"(
+	"array" INT[], /* Array < i32 > */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS sparsevec /* PgSparsevec */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'array_to_sparsevec_integer_wrapper';
+
+CREATE  FUNCTION "array_to_sparsevec"(
+	"array" NUMERIC[], /* Array < AnyNumeric > */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS sparsevec /* PgSparsevec */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'array_to_sparsevec_numeric_wrapper';
+
+CREATE  FUNCTION "array_to_sparsevec"(
+	"array" real[], /* Array < f32 > */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS sparsevec /* PgSparsevec */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'array_to_sparsevec_real_wrapper';
+
+CREATE  FUNCTION "halfvec_to_sparsevec"(
+	"halfvec" halfvec, /* PgHalfvec */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS sparsevec /* PgSparsevec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'halfvec_to_sparsevec_wrapper';
+
+CREATE  FUNCTION "sparsevec"(
+	"sparsevec" sparsevec, /* PgSparsevec */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS sparsevec /* PgSparsevec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_wrapper';
+
+CREATE  FUNCTION "sparsevec_in"(
+	"input" cstring, /* & CStr */
+	"_typioparam" oid, /* pg_sys :: Oid */
+	"typmod" INT /* i32 */
+) RETURNS sparsevec /* PgSparsevec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_in_wrapper';
+
+CREATE  FUNCTION "sparsevec_out"(
+	"sparsevec" sparsevec /* PgSparsevec */
+) RETURNS cstring /* CString */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_out_wrapper';
+
+CREATE  FUNCTION "sparsevec_recv"(
+	"buf" internal, /* Internal */
+	"_typioparam" oid, /* pg_sys :: Oid */
+	"typmod" INT /* i32 */
+) RETURNS sparsevec /* PgSparsevec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_recv_wrapper';
+
+CREATE  FUNCTION "sparsevec_send"(
+	"sparsevec" sparsevec /* PgSparsevec */
+) RETURNS bytea /* Vec < u8 > */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_send_wrapper';
+
+CREATE  FUNCTION "sparsevec_to_halfvec"(
+	"sparsevec" sparsevec, /* PgSparsevec */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS halfvec /* PgHalfvec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_to_halfvec_wrapper';
+
+CREATE  FUNCTION "sparsevec_to_vector"(
+	"sparsevec" sparsevec, /* PgSparsevec */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS vector /* PgVector */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_to_vector_wrapper';
+
+CREATE  FUNCTION "sparsevec_typmod_in"(
+	"list" cstring[] /* Array < & CStr > */
+) RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_typmod_in_wrapper';
+
+CREATE  FUNCTION "vector_to_sparsevec"(
+	"vector" vector, /* PgVector */
+	"typmod" INT, /* i32 */
+	"_explicit" bool /* bool */
+) RETURNS sparsevec /* PgSparsevec */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'vector_to_sparsevec_wrapper';
+
+CREATE  FUNCTION "sparsevec_ne"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_ne_wrapper';
+
+CREATE  FUNCTION "sparsevec_le"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_le_wrapper';
+
+CREATE  FUNCTION "sparsevec_negative_inner_product"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_negative_inner_product_wrapper';
+
+CREATE  FUNCTION "cosine_distance"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_cosine_distance_wrapper';
+
+CREATE  FUNCTION "sparsevec_gt"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_gt_wrapper';
+
+CREATE  FUNCTION "sparsevec_l2_squared_distance"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_l2_squared_distance_wrapper';
+
+CREATE  FUNCTION "l1_distance"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_l1_distance_wrapper';
+
+CREATE  FUNCTION "sparsevec_cmp"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_cmp_wrapper';
+
+CREATE  FUNCTION "inner_product"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_inner_product_wrapper';
+
+CREATE  FUNCTION "sparsevec_lt"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_lt_wrapper';
+
+CREATE  FUNCTION "sparsevec_ge"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_ge_wrapper';
+
+CREATE  FUNCTION "l2_norm"(
+	"v" sparsevec /* PgSparsevec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_l2_norm_wrapper';
+
+CREATE  FUNCTION "sparsevec_eq"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_eq_wrapper';
+
+CREATE  FUNCTION "l2_normalize"(
+	"v" sparsevec /* PgSparsevec */
+) RETURNS sparsevec /* PgSparsevec */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_l2_normalize_wrapper';
+
+CREATE  FUNCTION "l2_distance"(
+	"a" sparsevec, /* PgSparsevec */
+	"b" sparsevec /* PgSparsevec */
+) RETURNS double precision /* f64 */
+IMMUTABLE STRICT PARALLEL SAFE  
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sparsevec_l2_distance_wrapper';
+
+-- The sparsevec type (pgvector's: a dimension count and the non-zero
+-- entries), completed from its shell, with pgvector's I/O and casts.
+CREATE TYPE sparsevec (
+    INPUT     = sparsevec_in,
+    OUTPUT    = sparsevec_out,
+    TYPMOD_IN = sparsevec_typmod_in,
+    RECEIVE   = sparsevec_recv,
+    SEND      = sparsevec_send,
+    STORAGE   = external
+);
+
+CREATE CAST (sparsevec AS sparsevec)
+    WITH FUNCTION sparsevec(sparsevec, integer, boolean) AS IMPLICIT;
+CREATE CAST (sparsevec AS vector)
+    WITH FUNCTION sparsevec_to_vector(sparsevec, integer, boolean) AS ASSIGNMENT;
+CREATE CAST (vector AS sparsevec)
+    WITH FUNCTION vector_to_sparsevec(vector, integer, boolean) AS IMPLICIT;
+CREATE CAST (sparsevec AS halfvec)
+    WITH FUNCTION sparsevec_to_halfvec(sparsevec, integer, boolean) AS ASSIGNMENT;
+CREATE CAST (halfvec AS sparsevec)
+    WITH FUNCTION halfvec_to_sparsevec(halfvec, integer, boolean) AS IMPLICIT;
+CREATE CAST (integer[] AS sparsevec)
+    WITH FUNCTION array_to_sparsevec(integer[], integer, boolean) AS ASSIGNMENT;
+CREATE CAST (real[] AS sparsevec)
+    WITH FUNCTION array_to_sparsevec(real[], integer, boolean) AS ASSIGNMENT;
+CREATE CAST (double precision[] AS sparsevec)
+    WITH FUNCTION array_to_sparsevec(double precision[], integer, boolean) AS ASSIGNMENT;
+CREATE CAST (numeric[] AS sparsevec)
+    WITH FUNCTION array_to_sparsevec(numeric[], integer, boolean) AS ASSIGNMENT;
+
+-- Operators on sparsevec, with pgvector's names and symbols.
+CREATE OPERATOR <-> (
+    LEFTARG = sparsevec, RIGHTARG = sparsevec, PROCEDURE = l2_distance, COMMUTATOR = '<->'
+);
+CREATE OPERATOR <#> (
+    LEFTARG = sparsevec, RIGHTARG = sparsevec, PROCEDURE = sparsevec_negative_inner_product, COMMUTATOR = '<#>'
+);
+CREATE OPERATOR <=> (
+    LEFTARG = sparsevec, RIGHTARG = sparsevec, PROCEDURE = cosine_distance, COMMUTATOR = '<=>'
+);
+CREATE OPERATOR <+> (
+    LEFTARG = sparsevec, RIGHTARG = sparsevec, PROCEDURE = l1_distance, COMMUTATOR = '<+>'
+);
+CREATE OPERATOR = (
+    LEFTARG = sparsevec, RIGHTARG = sparsevec, PROCEDURE = sparsevec_eq,
+    COMMUTATOR = = , NEGATOR = <> , RESTRICT = eqsel, JOIN = eqjoinsel
+);
+CREATE OPERATOR <> (
+    LEFTARG = sparsevec, RIGHTARG = sparsevec, PROCEDURE = sparsevec_ne,
+    COMMUTATOR = <> , NEGATOR = = , RESTRICT = neqsel, JOIN = neqjoinsel
+);
+CREATE OPERATOR < (
+    LEFTARG = sparsevec, RIGHTARG = sparsevec, PROCEDURE = sparsevec_lt,
+    COMMUTATOR = > , NEGATOR = >= , RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR <= (
+    LEFTARG = sparsevec, RIGHTARG = sparsevec, PROCEDURE = sparsevec_le,
+    COMMUTATOR = >= , NEGATOR = > , RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR > (
+    LEFTARG = sparsevec, RIGHTARG = sparsevec, PROCEDURE = sparsevec_gt,
+    COMMUTATOR = < , NEGATOR = <= , RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+CREATE OPERATOR >= (
+    LEFTARG = sparsevec, RIGHTARG = sparsevec, PROCEDURE = sparsevec_ge,
+    COMMUTATOR = <= , NEGATOR = < , RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+CREATE OPERATOR CLASS sparsevec_ops
+    DEFAULT FOR TYPE sparsevec USING btree AS
+    OPERATOR 1 < ,
+    OPERATOR 2 <= ,
+    OPERATOR 3 = ,
+    OPERATOR 4 >= ,
+    OPERATOR 5 > ,
+    FUNCTION 1 sparsevec_cmp(sparsevec, sparsevec);

@@ -36,6 +36,8 @@ pub trait OrRaise<T> {
     fn or_raise(self) -> T;
     /// The same, the error naming the type `halfvec`.
     fn or_raise_half(self) -> T;
+    /// The same, the error naming the type `sparsevec`.
+    fn or_raise_sparse(self) -> T;
     /// The same, the error naming the type an index of `element`s indexes.
     fn or_raise_for(self, element: milvus_core::element::Element) -> T;
 }
@@ -49,6 +51,11 @@ impl<T> OrRaise<T> for Result<T, VectorError> {
     #[inline]
     fn or_raise_half(self) -> T {
         self.unwrap_or_else(|e| raise_vector_error_for("halfvec", e))
+    }
+
+    #[inline]
+    fn or_raise_sparse(self) -> T {
+        self.unwrap_or_else(|e| raise_vector_error_for("sparsevec", e))
     }
 
     #[inline]

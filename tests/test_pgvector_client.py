@@ -1,8 +1,9 @@
-"""pgvector's own Python client works unchanged against pg_milvus' vector type.
+"""pgvector's own Python client works unchanged against pg_milvus' vector types.
 
-`pgvector.psycopg.register_vector` looks the `vector` type up by name and uses
-its binary send/recv format; numpy arrays must round-trip bit for bit, in
-text and binary, in parameters, results and binary COPY.
+`pgvector.psycopg.register_vector` looks the `vector`, `halfvec` and
+`sparsevec` types up by name and uses their binary send/recv formats; numpy
+arrays, `HalfVector` and `SparseVector` values must round-trip bit for bit,
+in text and binary, in parameters, results and binary COPY.
 """
 
 import numpy as np
@@ -113,3 +114,91 @@ def test_halfvec_round_trip(conn, binary):
         assert isinstance(got, HalfVector)
         assert got.to_numpy().astype(np.float16).tobytes() == want.tobytes(), f"row {i}"
         assert widened.tobytes() == want.astype(np.float32).tobytes(), f"row {i} as vector"
+
+
+def sparse_sample(n, dim=30_000, nnz=120, seed=5):
+    """SPLADE-like rows: `nnz` distinct terms of `dim`, positive weights,
+    and a first row of extreme values."""
+    from pgvector import SparseVector
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        terms = rng.choice(dim, size=nnz, replace=False)
+        rows.append(SparseVector(dict(zip(terms.tolist(), rng.random(nnz).astype(np.float32).tolist())), dim))
+    extremes = [float(np.finfo(np.float32).max), float(np.finfo(np.float32).tiny), 1e-45, -1.5, 0.1]
+    rows[0] = SparseVector({i * 7: v for i, v in enumerate(extremes)}, dim)
+    return rows
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_sparsevec_round_trip(conn, binary):
+    """pgvector-python's SparseVector, in text and binary parameters and
+    results: dimensions, indices and every float4 value come back bit for
+    bit."""
+    from pgvector import SparseVector
+
+    data = sparse_sample(40)
+    conn.execute("CREATE TABLE s (id bigint PRIMARY KEY, embedding sparsevec(30000))")
+    with conn.cursor(binary=binary) as cur:
+        cur.executemany("INSERT INTO s VALUES (%s, %s)", list(enumerate(data)))
+        cur.execute("SELECT id, embedding FROM s ORDER BY id")
+        rows = cur.fetchall()
+    assert len(rows) == len(data)
+    f32 = lambda values: np.array(values, dtype=np.float32).tobytes()  # noqa: E731
+    for (i, got), want in zip(rows, data):
+        assert isinstance(got, SparseVector)
+        assert got.dimensions() == want.dimensions() == 30_000
+        assert list(got.indices()) == sorted(want.indices()), f"row {i}"
+        order = np.argsort(want.indices())
+        assert f32(got.values()) == f32(np.array(want.values())[order]), f"row {i}"
+
+
+def test_sparsevec_binary_copy_and_distances(conn):
+    """Binary COPY in and out, and the four distances beside numpy's on
+    the dense rows."""
+    data = sparse_sample(30, dim=1000, nnz=40, seed=9)[1:]
+    conn.execute("CREATE TABLE s (id bigint PRIMARY KEY, embedding sparsevec(1000))")
+    with conn.cursor() as cur:
+        with cur.copy("COPY s (id, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "sparsevec"])
+            for i, v in enumerate(data):
+                copy.write_row((i, v))
+        with cur.copy("COPY s (id, embedding) TO STDOUT WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "sparsevec"])
+            back = {row[0]: row[1] for row in copy.rows()}
+        assert sorted(back) == list(range(len(data)))
+        assert all(back[i].to_numpy().tobytes() == v.to_numpy().tobytes() for i, v in enumerate(data))
+        q = data[0]
+        cur.execute(
+            "SELECT id, embedding <-> %s, embedding <#> %s, embedding <=> %s, embedding <+> %s FROM s ORDER BY id",
+            (q, q, q, q),
+        )
+        q64 = q.to_numpy().astype(np.float64)
+        for i, l2, nip, cos, l1 in cur.fetchall():
+            v = data[i].to_numpy().astype(np.float64)
+            assert l2 == pytest.approx(np.linalg.norm(v - q64), rel=1e-5)
+            assert nip == pytest.approx(-v.dot(q64), rel=1e-5)
+            assert cos == pytest.approx(1 - v.dot(q64) / (np.linalg.norm(v) * np.linalg.norm(q64)), rel=1e-5, abs=1e-6)
+            assert l1 == pytest.approx(np.abs(v - q64).sum(), rel=1e-5)
+
+
+def test_sparsevec_errors_reach_the_client_and_write_nothing(conn):
+    from pgvector import SparseVector
+
+    conn.execute("CREATE TABLE s (id bigint PRIMARY KEY, embedding sparsevec(5))")
+    with pytest.raises(psycopg.errors.InvalidTextRepresentation) as e:
+        conn.execute("SELECT '{1:x}/5'::sparsevec")
+    assert e.value.diag.message_primary == 'invalid input syntax for type sparsevec: "{1:x}/5"'
+    with pytest.raises(psycopg.errors.DataException, match="expected 5 dimensions, not 6"):
+        conn.execute("INSERT INTO s VALUES (1, %s)", (SparseVector({0: 1.0}, 6),))
+    for binary in (False, True):
+        with pytest.raises(psycopg.errors.DataException, match="sparsevec index out of bounds"):
+            conn.cursor(binary=binary).execute("INSERT INTO s VALUES (1, %s)", (SparseVector._from_parts(5, [5], [1.0]),))
+        with pytest.raises(psycopg.errors.DataException, match="NaN not allowed in sparsevec"):
+            conn.cursor(binary=binary).execute(
+                "INSERT INTO s VALUES (1, %s)", (SparseVector._from_parts(5, [1], [float("nan")]),)
+            )
+    with pytest.raises(psycopg.errors.DataException, match="cannot contain zero values"):
+        conn.cursor(binary=True).execute("INSERT INTO s VALUES (1, %s)", (SparseVector._from_parts(5, [1], [0.0]),))
+    assert conn.execute("SELECT count(*) FROM s").fetchone()[0] == 0

@@ -1,5 +1,5 @@
 //! Every SQL-callable function of the extension but the access method's
-//! handler (`am/mod.rs`) and the `vector` type's own I/O (`vector/io.rs`):
+//! handler (`am/mod.rs`) and the vector types' own I/O (`vector/`):
 //!
 //! - `maintenance.rs`: `milvus_flush`, `milvus_compact`, `milvus_gc`,
 //!   `milvus_prewarm`, the jobs of `crate::am` run by hand;
@@ -8,6 +8,7 @@
 //! - `operators.rs`: the `vector` type's distance functions, operators,
 //!   aggregates and helpers, and the distances of `bit`;
 //! - `halfvec.rs`: the same for `halfvec`;
+//! - `sparsevec.rs`: the same for `sparsevec`;
 //! - `recall.rs`: `milvus_recall`, a query's recall through the index.
 //!
 //! Each function is a thin layer: it checks its caller and arguments, runs
@@ -18,3 +19,4 @@ mod inspect;
 mod maintenance;
 pub mod operators;
 mod recall;
+mod sparsevec;

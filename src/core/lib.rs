@@ -36,6 +36,7 @@ pub mod quant;
 #[allow(unsafe_code)]
 pub mod search;
 pub mod segment;
+pub mod sparse;
 pub mod storage;
 pub mod synthetic;
 pub mod vector;

@@ -13,6 +13,11 @@ pub use half::f16;
 
 pub use crate::element::MAX_DIM;
 
+/// The most dimensions a sparsevec has (pgvector's `SPARSEVEC_MAX_DIM`).
+pub const SPARSE_MAX_DIM: usize = 1_000_000_000;
+/// The most non-zero entries a sparsevec holds (`SPARSEVEC_MAX_NNZ`).
+pub const SPARSE_MAX_NNZ: usize = 16_000;
+
 /// Why a vector was refused. Each message names the offending part; the skin
 /// turns these into Postgres errors with the matching SQLSTATE.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -22,7 +27,7 @@ pub enum VectorError {
         /// `vector` or `halfvec`.
         type_name: &'static str,
         input: String,
-        /// What is wrong and where, for the error's DETAIL.
+        /// What is wrong and where, for the error's DETAIL (none when empty).
         detail: String,
     },
     #[error("vector must have at least 1 dimension")]
@@ -49,6 +54,24 @@ pub enum VectorError {
     Underflow { index: usize },
     #[error("\"{value}\" is out of range for type halfvec")]
     HalfOutOfRange { value: f32 },
+    #[error("\"{0}\" is out of range for type sparsevec")]
+    SparseOutOfRange(String),
+    #[error("sparsevec cannot have more than {SPARSE_MAX_DIM} dimensions")]
+    SparseTooManyDimensions,
+    #[error("sparsevec cannot have more than {SPARSE_MAX_NNZ} non-zero elements")]
+    TooManyNonZero,
+    #[error("sparsevec cannot have negative number of elements")]
+    NegativeNonZero,
+    #[error("sparsevec cannot have more elements than dimensions")]
+    MoreElementsThanDimensions,
+    #[error("sparsevec index out of bounds")]
+    IndexOutOfBounds,
+    #[error("sparsevec indices must be in ascending order")]
+    IndicesNotAscending,
+    #[error("sparsevec indices must not contain duplicates")]
+    DuplicateIndex,
+    #[error("binary representation of sparsevec cannot contain zero values")]
+    ZeroInBinary,
 }
 
 impl VectorError {
@@ -61,7 +84,16 @@ impl VectorError {
             VectorError::Syntax { .. }
             | VectorError::Typmod(_)
             | VectorError::HalfOutOfRange { .. }
-            | VectorError::BitLengthMismatch(..) => message,
+            | VectorError::BitLengthMismatch(..)
+            | VectorError::SparseOutOfRange(_)
+            | VectorError::SparseTooManyDimensions
+            | VectorError::TooManyNonZero
+            | VectorError::NegativeNonZero
+            | VectorError::MoreElementsThanDimensions
+            | VectorError::IndexOutOfBounds
+            | VectorError::IndicesNotAscending
+            | VectorError::DuplicateIndex
+            | VectorError::ZeroInBinary => message,
             _ => message.replacen("vector", type_name, 1),
         }
     }
@@ -69,7 +101,7 @@ impl VectorError {
     /// The DETAIL line of the error, where there is more to say than the message.
     pub fn detail(&self) -> Option<&str> {
         match self {
-            VectorError::Syntax { detail, .. } => Some(detail),
+            VectorError::Syntax { detail, .. } => Some(detail.as_str()).filter(|d| !d.is_empty()),
             _ => None,
         }
     }
@@ -78,16 +110,26 @@ impl VectorError {
     pub fn sqlstate(&self) -> SqlState {
         match self {
             VectorError::Syntax { .. } => SqlState::InvalidTextRepresentation,
-            VectorError::Empty | VectorError::TooManyDimensions(_) => SqlState::ProgramLimitExceeded,
+            VectorError::Empty
+            | VectorError::TooManyDimensions(_)
+            | VectorError::SparseTooManyDimensions
+            | VectorError::TooManyNonZero
+            | VectorError::MoreElementsThanDimensions => SqlState::ProgramLimitExceeded,
+            VectorError::NegativeNonZero
+            | VectorError::IndexOutOfBounds
+            | VectorError::IndicesNotAscending
+            | VectorError::DuplicateIndex
+            | VectorError::ZeroInBinary => SqlState::DataException,
             VectorError::NaN { .. } | VectorError::Infinite { .. } => SqlState::DataException,
             VectorError::TypmodMismatch { .. }
             | VectorError::DimensionMismatch(..)
             | VectorError::BitLengthMismatch(..) => SqlState::DataException,
             VectorError::Typmod(_) => SqlState::InvalidParameterValue,
             VectorError::Binary(_) => SqlState::InvalidBinaryRepresentation,
-            VectorError::Overflow { .. } | VectorError::Underflow { .. } | VectorError::HalfOutOfRange { .. } => {
-                SqlState::NumericValueOutOfRange
-            }
+            VectorError::Overflow { .. }
+            | VectorError::Underflow { .. }
+            | VectorError::HalfOutOfRange { .. }
+            | VectorError::SparseOutOfRange(_) => SqlState::NumericValueOutOfRange,
         }
     }
 }
@@ -131,6 +173,11 @@ pub fn check_dims(dims: usize) -> Result<(), VectorError> {
 /// Reads the type modifier of `vector(n)` (or `halfvec(n)`: `type_name`
 /// says which, for the messages): exactly one integer, 1..=MAX_DIM.
 pub fn typmod_in(type_name: &str, list: &[&str]) -> Result<usize, VectorError> {
+    typmod_in_up_to(type_name, list, MAX_DIM)
+}
+
+/// [`typmod_in`] for a type of at most `max` dimensions (`sparsevec`).
+pub fn typmod_in_up_to(type_name: &str, list: &[&str], max: usize) -> Result<usize, VectorError> {
     let [one] = list else {
         return Err(VectorError::Typmod(format!("invalid type modifier: {type_name} takes one dimension count")));
     };
@@ -138,8 +185,8 @@ pub fn typmod_in(type_name: &str, list: &[&str]) -> Result<usize, VectorError> {
     if dims < 1 {
         return Err(VectorError::Typmod(format!("dimensions for type {type_name} must be at least 1")));
     }
-    if dims > MAX_DIM as i64 {
-        return Err(VectorError::Typmod(format!("dimensions for type {type_name} cannot exceed {MAX_DIM}")));
+    if dims > max as i64 {
+        return Err(VectorError::Typmod(format!("dimensions for type {type_name} cannot exceed {max}")));
     }
     Ok(dims as usize)
 }

@@ -18,7 +18,7 @@ use super::{PgHalfvec, PgVector};
 use crate::error::{OrRaise, raise_vector_error};
 
 /// The declared dimensions of a typmod, `None` for a bare `vector`.
-fn declared_dims(typmod: i32) -> Option<usize> {
+pub(super) fn declared_dims(typmod: i32) -> Option<usize> {
     (typmod > 0).then_some(typmod as usize)
 }
 
@@ -30,7 +30,7 @@ fn build(values: &[f32], typmod: i32) -> PgVector {
 }
 
 /// The text of an input function's argument.
-fn input_text<'a>(type_name: &'static str, input: &'a CStr) -> &'a str {
+pub(super) fn input_text<'a>(type_name: &'static str, input: &'a CStr) -> &'a str {
     input.to_str().unwrap_or_else(|_| {
         raise_vector_error(vector_core::VectorError::Syntax {
             type_name,
@@ -41,7 +41,7 @@ fn input_text<'a>(type_name: &'static str, input: &'a CStr) -> &'a str {
 }
 
 /// The bytes a receive function reads: the rest of the buffer, consumed.
-fn received(buf: Internal) -> &'static [u8] {
+pub(super) fn received(buf: Internal) -> &'static [u8] {
     // SAFETY: Postgres passes a StringInfo positioned at this value's
     // bytes, which live for the call.
     unsafe {
@@ -68,7 +68,7 @@ unsafe extern "C-unwind" {
 }
 
 /// The most bytes one element's text takes (`-1.1754944e-38` and its sign).
-const FLOAT_SHORTEST_DECIMAL_LEN: usize = 16;
+pub(super) const FLOAT_SHORTEST_DECIMAL_LEN: usize = 16;
 
 /// `[e1,e2,...]`, each element as `float4out` writes it, in one buffer
 /// sized for the widest text up front (pgvector's `vector_out`).
@@ -79,18 +79,24 @@ fn format(values: impl ExactSizeIterator<Item = f32>) -> CString {
         if i > 0 {
             out.push(b',');
         }
-        // SAFETY: the capacity leaves FLOAT_SHORTEST_DECIMAL_LEN bytes for
-        // each element, which is the most the function writes; it only
-        // reads `v`.
-        unsafe {
-            let at = out.as_mut_ptr().add(out.len()).cast();
-            let written = float_to_shortest_decimal_bufn(v, at) as usize;
-            out.set_len(out.len() + written);
-        }
+        push_float(&mut out, v);
     }
     out.push(b']');
     // SAFETY: digits, signs, '.', 'e', ',' and brackets: no NUL.
     unsafe { CString::from_vec_unchecked(out) }
+}
+
+/// Appends `v` as `float4out` writes it. Callers size `out` up front; the
+/// reserve here is then a comparison.
+pub(super) fn push_float(out: &mut Vec<u8>, v: f32) {
+    out.reserve(FLOAT_SHORTEST_DECIMAL_LEN);
+    // SAFETY: the capacity leaves FLOAT_SHORTEST_DECIMAL_LEN bytes, which
+    // is the most the function writes; it only reads `v`.
+    unsafe {
+        let at = out.as_mut_ptr().add(out.len()).cast();
+        let written = float_to_shortest_decimal_bufn(v, at) as usize;
+        out.set_len(out.len() + written);
+    }
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
@@ -159,19 +165,19 @@ fn one_dimensional<T: UnboxDatum>(array: Array<'_, T>) -> Array<'_, T> {
 /// The elements of the arrays the casts take, as f32. A numeric beyond
 /// f32's range becomes an infinity, which `build` and `build_half` refuse
 /// with the element named.
-fn reals(array: Array<f32>) -> Vec<f32> {
+pub(super) fn reals(array: Array<f32>) -> Vec<f32> {
     collect_array(one_dimensional(array).iter())
 }
 
-fn doubles(array: Array<f64>) -> Vec<f32> {
+pub(super) fn doubles(array: Array<f64>) -> Vec<f32> {
     collect_array(one_dimensional(array).iter().map(|v| v.map(|v| v as f32)))
 }
 
-fn integers(array: Array<i32>) -> Vec<f32> {
+pub(super) fn integers(array: Array<i32>) -> Vec<f32> {
     collect_array(one_dimensional(array).iter().map(|v| v.map(|v| v as f32)))
 }
 
-fn numerics(array: Array<AnyNumeric>) -> Vec<f32> {
+pub(super) fn numerics(array: Array<AnyNumeric>) -> Vec<f32> {
     collect_array(one_dimensional(array).iter().map(|v| v.map(|v| f32::try_from(v).unwrap_or(f32::INFINITY))))
 }
 
@@ -201,7 +207,7 @@ fn vector_to_float4(vector: PgVector, _typmod: i32, _explicit: bool) -> Vec<f32>
 }
 
 /// The items of a type modifier list (`vector(3)`: `["3"]`).
-fn typmod_items<'a>(list: &'a Array<&CStr>) -> Vec<&'a str> {
+pub(super) fn typmod_items<'a>(list: &'a Array<&CStr>) -> Vec<&'a str> {
     list.iter().map(|item| item.and_then(|c| c.to_str().ok()).unwrap_or("")).collect()
 }
 

@@ -17,6 +17,7 @@
 
 pub mod bit;
 pub mod io;
+pub mod sparse;
 
 use std::marker::PhantomData;
 use std::ptr::NonNull;
