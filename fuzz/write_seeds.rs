@@ -48,6 +48,9 @@ fn main() {
     write("index_file", "seed-1", &index::encode_hnsw_dump(SegmentId(7), 3, b"graph", b"data"));
     let codes = Codes::encode(Metric::Cosine, 3, &Vectors::F32(vectors[..9].to_vec().into())).expect("cosine has codes");
     write("index_file", "seed-2", &index::encode(SegmentId(7), Metric::Cosine, &graph, Some(&codes)));
+    let sparse_rows = milvus_core::synthetic::splade_like(20, 64, 6, 1);
+    let inverted = milvus_core::inverted::Inverted::build(Metric::L2, sparse_rows.iter().map(|r| r.view()));
+    write("index_file", "inverted-0", &milvus_core::format::inverted::encode(SegmentId(7), &inverted));
     write("index_file", "seed-3", &index::encode_version(index::VERSION_FLAT, SegmentId(7), Metric::L2, &graph, None));
     let mut m = Manifest::new(3, Metric::L2, Some("s3://bucket/prefix".into()));
     m.add_growing(100);

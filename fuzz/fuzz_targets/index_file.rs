@@ -1,13 +1,15 @@
 //! The index file decoder (every version): never panics; a graph it
 //! accepts can be searched without a panic, whatever its neighbour arrays
 //! hold (damage is skipped, never followed), and so can its codes, under
-//! both checks.
+//! both checks. The same for the inverted index file of sparse rows.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use milvus_core::Metric;
 use milvus_core::element::Row;
 use milvus_core::format::Check;
 use milvus_core::format::index::IndexFile;
+use milvus_core::format::inverted;
+use milvus_core::sparse::Sparse;
 
 fuzz_target!(|data: &[u8]| {
     for check in [Check::Full, Check::Header] {
@@ -23,6 +25,11 @@ fuzz_target!(|data: &[u8]| {
                     codes.distance(&prepared, r);
                 });
             }
+        }
+        if let Ok((_, index)) = inverted::decode("fuzz", data, check) {
+            let query = Sparse { dim: 1 << 20, indices: &[0, 1, 2, 7, 40], values: &[1.0, -0.5, 2.0, 0.25, 3.0] };
+            let (hits, _) = index.search(query, 5, |r| r % 4 == 1);
+            assert!(hits.len() <= 5 && hits.iter().all(|h| (h.row as usize) < index.rows() && h.row % 4 != 1));
         }
     }
 });

@@ -28,6 +28,7 @@ pub mod format;
 pub mod graph;
 pub mod hnsw;
 pub mod hooks;
+pub mod inverted;
 pub mod jobs;
 pub mod meta;
 pub mod policy;

@@ -51,6 +51,34 @@ pub fn gaussian_mixture(n: usize, dim: usize, clusters: usize, spread: f32, seed
     out
 }
 
+/// `n` sparse rows shaped like SPLADE's learned term weights: `nnz`
+/// distinct dimensions of `vocab` each, drawn with Zipf-like frequencies
+/// (dimension r about 1/(r + 1) as often as dimension 0), each with a
+/// positive weight: exponential (mean 0.5) times ln(r + 2) / ln(vocab + 1),
+/// so that, as with learned weights (and IDF), the frequent dimensions
+/// weigh least. Queries are the same with fewer terms.
+pub fn splade_like(n: usize, vocab: usize, nnz: usize, seed: u64) -> Vec<crate::sparse::SparseVec> {
+    assert!(nnz <= vocab / 2, "room for distinct terms");
+    let mut rng = Rng::new(seed);
+    let mut uniform = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    (0..n)
+        .map(|_| {
+            let mut terms = std::collections::BTreeMap::new();
+            while terms.len() < nnz {
+                let rank = ((vocab as f64).powf(uniform()) as usize - 1).min(vocab - 1);
+                let rarity = ((rank + 2) as f64).ln() / ((vocab + 1) as f64).ln();
+                let weight = (-(1.0 - uniform()).ln() * 0.5 * rarity).max(1e-3) as f32;
+                terms.insert(rank as i32, weight);
+            }
+            crate::sparse::SparseVec {
+                dim: vocab,
+                indices: terms.keys().copied().collect(),
+                values: terms.values().copied().collect(),
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

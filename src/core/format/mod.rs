@@ -14,6 +14,7 @@
 pub mod delta;
 pub mod index;
 pub mod insert;
+pub mod inverted;
 pub mod manifest;
 pub mod page;
 
