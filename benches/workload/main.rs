@@ -517,8 +517,8 @@ struct TargetReport {
     copy_rows_per_s: Option<f64>,
     insert_batch_rows_per_s: Option<f64>,
     insert_single_rows_per_s: Option<f64>,
-    /// pg_milvus: from the last insert until its workers' merges are done
-    /// (after `time_to_indexed_s`).
+    /// pg_milvus: from the moment every row is indexed until its workers'
+    /// merges are done, nothing else running (after `time_to_indexed_s`).
     merges_settled_s: Option<f64>,
     /// pg_milvus: last insert until every row is in an indexed segment;
     /// pgvector: CREATE INDEX on the loaded table.
@@ -1020,19 +1020,99 @@ impl Bench<'_> {
     /// Polls until the workers have nothing left to merge or purge and no
     /// job runs (a settled index).
     fn wait_settled(&self, c: &mut Client) {
-        let index = format!("{}_embedding_idx", Kind::Milvus.table());
-        loop {
-            let plans: i64 = c
-                .query_one(&format!("SELECT count(*) FROM milvus_compact('{index}', dry_run => true)"), &[])
-                .unwrap()
-                .get(0);
-            let running: i64 =
-                c.query_one("SELECT count(*) FROM milvus_jobs WHERE state = 'running'", &[]).unwrap().get(0);
-            if plans == 0 && running == 0 {
-                return;
-            }
+        while !self.settled(c) {
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// Whether the workers have nothing left to merge or purge and no job
+    /// runs.
+    fn settled(&self, c: &mut Client) -> bool {
+        let index = format!("{}_embedding_idx", Kind::Milvus.table());
+        let plans: i64 = c
+            .query_one(&format!("SELECT count(*) FROM milvus_compact('{index}', dry_run => true)"), &[])
+            .unwrap()
+            .get(0);
+        let running: i64 = c.query_one("SELECT count(*) FROM milvus_jobs WHERE state = 'running'", &[]).unwrap().get(0);
+        plans == 0 && running == 0
+    }
+
+    /// One client searches without pause from now until the workers'
+    /// merges are done (polled on `c`), so the figure covers the whole
+    /// merge window, from the most segments to the fewest. Returns the run,
+    /// the window's length, and each second's segment count (at its start)
+    /// and QPS.
+    fn while_merging(&self, c: &mut Client, kind: Kind, ef: usize) -> (QueryRun, f64, String) {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = AtomicBool::new(false);
+        let sql = self.query_sql(kind, None);
+        let mut searcher = self.connect();
+        if let Some(setting) = kind.ef_setting() {
+            searcher.batch_execute(&format!("SET {setting} = {ef}")).unwrap();
+        }
+        let stmt = searcher.prepare(&sql).unwrap();
+        searcher.query(&stmt, &[&QueryVector(self.d.query(0))]).unwrap();
+        let start = Instant::now();
+        let mut segments_at = Vec::new();
+        // (seconds since start, query, ids, latency in ms)
+        let answers: Vec<(f64, usize, Vec<i64>, f64)> = std::thread::scope(|s| {
+            let searching = s.spawn(|| {
+                let mut out = Vec::new();
+                let mut q = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let t = Instant::now();
+                    let rows = searcher.query(&stmt, &[&QueryVector(self.d.query(q))]).unwrap();
+                    let ids = rows.iter().map(|r| r.get::<_, i64>(0)).collect();
+                    out.push((start.elapsed().as_secs_f64(), q, ids, t.elapsed().as_secs_f64() * 1e3));
+                    q = (q + 1) % self.d.query_count();
+                }
+                out
+            });
+            loop {
+                segments_at.push((start.elapsed().as_secs_f64(), self.segment_count(c)));
+                if self.settled(c) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            stop.store(true, Ordering::Relaxed);
+            searching.join().unwrap()
+        });
+        let window = start.elapsed().as_secs_f64();
+        let mut latencies: Vec<f64> = answers.iter().map(|a| a.3).collect();
+        latencies.sort_by(f64::total_cmp);
+        let recall = answers
+            .iter()
+            .map(|(_, q, ids, _)| {
+                let want: HashSet<i64> = self.truth[*q].iter().map(|&i| i as i64).collect();
+                ids.iter().filter(|i| want.contains(i)).count() as f64 / K as f64
+            })
+            .sum::<f64>()
+            / answers.len().max(1) as f64;
+        let qps = answers.len() as f64 / window;
+        let timeline = (0..window.ceil() as usize)
+            .map(|second| {
+                let at = second as f64;
+                // The first poll comes a moment after the start.
+                let segments =
+                    segments_at.iter().rev().find(|(t, _)| *t <= at).or(segments_at.first()).map_or(0, |s| s.1);
+                let done = answers.iter().filter(|a| a.0 >= at && a.0 < at + 1.0).count();
+                format!("{segments}/{:.0}", done as f64 / (window - at).min(1.0))
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let run = QueryRun {
+            label: "while merging".to_owned(),
+            ef_search: ef,
+            clients: 1,
+            recall_at_10: recall,
+            qps,
+            qps_min: qps,
+            qps_max: qps,
+            p50_ms: percentile(&latencies, 0.5),
+            p99_ms: percentile(&latencies, 0.99),
+        };
+        (run, window, timeline)
     }
 
     /// How many segments the index has, flushed and in pages.
@@ -1098,18 +1178,31 @@ impl Bench<'_> {
         });
         r.time_to_indexed_s =
             seconds("time from the last insert until every row is indexed", || self.wait_indexed(&mut c));
-        r.text_output_rows_per_s = rate("text output of every row", || self.text_output(&mut c, kind));
-        c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
-        // The small segments are indexed; the workers merge them meanwhile.
         let segments = self.segment_count(&mut c);
-        step(&format!("while the workers merge {segments} segments: ef_search 40, 1 client"));
-        let run = self.queries(kind, "while merging", 40, 1, &self.truth, 200, None);
-        done(&format!("recall@10 {:.3}, {:.0} QPS, p99 {:.2} ms", run.recall_at_10, run.qps, run.p99_ms));
-        r.queries.push(run);
-        r.merges_settled_s = seconds("until the merges are done", || self.wait_settled(&mut c));
+        r.merges_settled_s =
+            seconds(&format!("until the workers have merged those {segments} segments"), || self.wait_settled(&mut c));
         r.notes.push(format!(
             "{segments} segments when every row was indexed, {} once the merges were done",
             self.segment_count(&mut c)
+        ));
+        r.text_output_rows_per_s = rate("text output of every row", || self.text_output(&mut c, kind));
+
+        // The same load again, one client searching while the workers merge.
+        c.batch_execute(&format!("TRUNCATE {}", kind.table())).unwrap();
+        self.insert_batches(&mut c, kind, 0..n, 0);
+        self.wait_indexed(&mut c);
+        c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
+        let segments = self.segment_count(&mut c);
+        step(&format!("the same load again, one client searching while {segments} segments merge: ef_search 40"));
+        let (run, window_s, timeline) = self.while_merging(&mut c, kind, 40);
+        done(&format!(
+            "recall@10 {:.3}, {:.0} QPS, p99 {:.2} ms; merges done after {window_s:.2} s",
+            run.recall_at_10, run.qps, run.p99_ms
+        ));
+        r.queries.push(run);
+        r.notes.push(format!(
+            "merges with one client searching throughout: done after {window_s:.2} s; each second's segments/QPS: \
+            {timeline}"
         ));
         self.query_sweep(kind, "all sealed", &self.truth, &mut r);
         self.memory(kind, &mut r);
