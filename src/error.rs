@@ -23,9 +23,19 @@ fn raise_vector_error_for(type_name: &str, err: VectorError) -> ! {
         SqlState::NumericValueOutOfRange => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         SqlState::InvalidParameterValue => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
     };
-    let mut report = ErrorReport::new(code, err.message_for(type_name), "pg_milvus");
-    if let Some(detail) = err.detail() {
+    raise(code, err.message_for(type_name), err.detail(), None)
+}
+
+/// Raises an `ERROR` of `code` with its message, and a DETAIL and a HINT
+/// where there is more to say; never returns. Every error the extension
+/// raises with a SQLSTATE of its choosing goes through here.
+pub fn raise(code: PgSqlErrorCode, message: String, detail: Option<&str>, hint: Option<&str>) -> ! {
+    let mut report = ErrorReport::new(code, message, "pg_milvus");
+    if let Some(detail) = detail {
         report = report.set_detail(detail);
+    }
+    if let Some(hint) = hint {
+        report = report.set_hint(hint);
     }
     report.report(PgLogLevel::ERROR);
     unreachable!("ERROR does not return")
@@ -67,14 +77,10 @@ impl<T> OrRaise<T> for Result<T, VectorError> {
 /// Raises the error of damaged index contents (pages, the manifest), with
 /// the one remedy; never returns.
 pub fn raise_corrupted(message: String) -> ! {
-    ErrorReport::new(PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, message, "pg_milvus")
-        .set_hint("REINDEX rebuilds the index from the table.")
-        .report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
+    raise(PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, message, None, Some("REINDEX rebuilds the index from the table."))
 }
 
 /// Raises an I/O-class error (object storage, the cache); never returns.
 pub fn raise_io(message: String) -> ! {
-    ErrorReport::new(PgSqlErrorCode::ERRCODE_IO_ERROR, message, "pg_milvus").report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
+    raise(PgSqlErrorCode::ERRCODE_IO_ERROR, message, None, None)
 }

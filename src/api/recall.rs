@@ -12,10 +12,10 @@
 use std::ffi::CStr;
 
 use milvus_core::search::recall;
-use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::am::scan;
+use crate::error::raise;
 
 /// The recall of `query`'s answer through a milvus index against the exact
 /// answer: a query of the form `SELECT id FROM items [WHERE ...] ORDER BY
@@ -34,6 +34,7 @@ fn milvus_recall(query: &str) -> Option<f32> {
         raise(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             "milvus_recall measures one SELECT statement".into(),
+            None,
             Some(
                 "For example: SELECT milvus_recall($$SELECT id FROM items ORDER BY embedding <-> '[1,2,3]' LIMIT 10$$)",
             ),
@@ -50,6 +51,7 @@ fn milvus_recall(query: &str) -> Option<f32> {
         raise(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
             "the query was not answered by a milvus index".into(),
+            None,
             Some(
                 "Measure a query of the form SELECT id FROM items ORDER BY embedding <-> '[...]' LIMIT 10 over a \
                  column with a milvus index; EXPLAIN shows which plan it gets.",
@@ -62,6 +64,7 @@ fn milvus_recall(query: &str) -> Option<f32> {
         raise(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
             "the query cannot be answered without a milvus index, so there is no exact answer to compare with".into(),
+            None,
             None,
         );
     }
@@ -135,13 +138,4 @@ fn with_settings<R>(settings: &[(&CStr, &CStr)], f: impl FnOnce() -> R) -> R {
     // SAFETY: as above; closes the level opened here, restoring the values.
     unsafe { pg_sys::AtEOXact_GUC(true, nest) };
     result
-}
-
-fn raise(code: PgSqlErrorCode, message: String, hint: Option<&str>) -> ! {
-    let mut report = ErrorReport::new(code, message, "pg_milvus");
-    if let Some(hint) = hint {
-        report = report.set_hint(hint);
-    }
-    report.report(PgLogLevel::ERROR);
-    unreachable!("an ERROR does not return")
 }
