@@ -25,6 +25,14 @@
 //! Flood's MaxScore, as Lucene and PISA run it document at a time; the
 //! answer is the one an exhaustive scan gives.
 //!
+//! **Accumulating.** When the query's lists are long (more postings than
+//! [`ACCUMULATE_ABOVE`] per row of the segment: its dimensions are the
+//! frequent ones), MaxScore prunes little and pays its row-by-row merge on
+//! every row, so the search instead adds each list in turn into one score
+//! per row (term at a time) and offers the rows it touched. Under L2 the
+//! per-row term leaves MaxScore nothing to prune, so L2 always accumulates.
+//! Both walks give the same answer.
+//!
 //! **Rows no list of the query holds** have a score of their own: 0 (inner
 //! product, cosine) or -|x|² (L2). When the overlapping rows leave room in
 //! the top k for such a score, the search adds the best of them: for L2 the
@@ -137,6 +145,27 @@ impl Inverted<'static> {
     }
 }
 
+/// How a search walks the query's lists; [`Inverted::search`] picks one,
+/// [`Inverted::search_by`] is told (the bench times both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Walk {
+    /// Row by row, in row order, pruning (MaxScore).
+    MaxScore,
+    /// List by list into a score per row: every posting read once, no
+    /// pruning, no per-row bookkeeping.
+    Accumulate,
+}
+
+/// A query whose lists hold more postings than this many per row of the
+/// segment is answered by [`Walk::Accumulate`]: over long lists MaxScore
+/// prunes little and pays its row-by-row merge for every row. Under L2 the
+/// per-row term -|x|² leaves it nothing to prune, so L2 always accumulates.
+/// Measured on 100k SPLADE-like rows (docs/benchmarks.md, "Sparse rows"):
+/// MaxScore is 1.3-1.6x faster up to 1.8 postings a row, the two are
+/// within noise at 2.3, accumulating is 1.5x faster at 2.9 and 2.4x at
+/// 5.4.
+pub const ACCUMULATE_ABOVE: usize = 2;
+
 /// A bound widened past the rounding of a sum of a few dozen f32 terms,
 /// so that no row whose computed score reaches the threshold is pruned.
 fn loose(bound: f32) -> f32 {
@@ -248,84 +277,47 @@ impl<'a> Inverted<'a> {
     /// file decoded without its body verified, damage gives wrong answers
     /// at worst, never a panic or a row beyond the segment.
     pub fn search(&self, query: Sparse, k: usize, skip: impl Fn(u32) -> bool) -> (Vec<Hit>, InvertedStats) {
+        let postings: usize = query.indices.iter().filter_map(|&d| self.list(d as u32)).map(|(r, _)| r.len()).sum();
+        let walk = if self.metric == Metric::L2 || postings > self.rows * ACCUMULATE_ABOVE {
+            Walk::Accumulate
+        } else {
+            Walk::MaxScore
+        };
+        self.search_by(walk, query, k, &skip)
+    }
+
+    /// [`Self::search`] walking the lists as `walk` says: the same answer
+    /// either way.
+    pub fn search_by(
+        &self,
+        walk: Walk,
+        query: Sparse,
+        k: usize,
+        skip: &dyn Fn(u32) -> bool,
+    ) -> (Vec<Hit>, InvertedStats) {
         let mut stats = InvertedStats::default();
         if k == 0 || self.rows == 0 {
             return (Vec::new(), stats);
         }
         let query_norm = query.values.iter().fold(0.0f64, |s, &x| s + x as f64 * x as f64);
-        let scale = if self.metric == Metric::L2 { 2.0 } else { 1.0 };
-        let mut cursors: Vec<Cursor> = query
-            .indices
-            .iter()
-            .zip(query.values)
-            .filter_map(|(&dim, &w)| {
-                let (rows, values) = self.list(dim as u32)?;
-                let t = self.dims.binary_search(&(dim as u32)).expect("listed");
-                let weight = w * scale;
-                let bound = loose((weight * self.list_max[t]).max(weight * self.list_min[t]));
-                Some(Cursor { weight, bound, rows, values, at: 0 })
-            })
-            .collect();
-        cursors.sort_by(|a, b| a.bound.total_cmp(&b.bound));
-        // prefix[i]: the bounds of cursors 0..=i together.
-        let prefix: Vec<f32> = cursors
-            .iter()
-            .scan(0.0f32, |s, c| {
-                *s += c.bound.max(0.0);
-                Some(*s)
-            })
-            .collect();
-        // The most the per-row term adds (L2: -|x|², at most -min |x|²).
-        let lone_bound = match (self.metric, self.by_norm.first()) {
-            (Metric::L2, Some(&row)) => -self.norms.get(row as usize).copied().unwrap_or(0.0),
-            _ => 0.0,
-        };
         let mut top = TopK { k, heap: BinaryHeap::with_capacity(k + 1) };
-        // Cursors below `essential` are probed, never walked.
-        let mut essential = 0;
-        loop {
-            let threshold = top.threshold();
-            while essential < cursors.len() && prefix[essential] + lone_bound <= threshold {
-                essential += 1;
+        // Under Accumulate, which rows the query's lists hold.
+        let touched = match walk {
+            Walk::MaxScore => {
+                self.max_score(query, &mut top, &mut stats, skip);
+                None
             }
-            let Some(row) = cursors[essential..].iter().map(Cursor::row).min().filter(|&r| r != u32::MAX) else {
-                break;
-            };
-            let mut score = 0.0;
-            for c in &mut cursors[essential..] {
-                if c.row() == row {
-                    score += c.weight * c.values[c.at];
-                    c.at += 1;
-                    stats.postings += 1;
-                }
-            }
-            // A damaged file's row beyond the segment is passed over.
-            if row as usize >= self.rows {
-                continue;
-            }
-            score += self.lone_score(row);
-            for i in (0..essential).rev() {
-                if score + prefix[i] <= threshold {
-                    break;
-                }
-                let c = &mut cursors[i];
-                c.seek(row, &mut stats);
-                if c.row() == row {
-                    score += c.weight * c.values[c.at];
-                }
-            }
-            stats.scored += 1;
-            if !skip(row) {
-                top.offer(Scored { score, row });
-            }
-        }
+            Walk::Accumulate => Some(self.accumulate(query, &mut top, &mut stats, skip)),
+        };
+        let lone_bound = self.lone_bound();
         // Rows in none of the query's lists, where they could still enter.
         if top.heap.len() < k || top.threshold() <= lone_bound {
-            let overlaps = |row: u32| {
-                query
+            let overlaps = |row: u32| match &touched {
+                Some(touched) => touched[row as usize],
+                None => query
                     .indices
                     .iter()
-                    .any(|&dim| self.list(dim as u32).is_some_and(|(rows, _)| rows.binary_search(&row).is_ok()))
+                    .any(|&dim| self.list(dim as u32).is_some_and(|(rows, _)| rows.binary_search(&row).is_ok())),
             };
             let lone: Box<dyn Iterator<Item = u32>> = match self.metric {
                 Metric::L2 => Box::new(self.by_norm.iter().copied()),
@@ -357,6 +349,117 @@ impl<'a> Inverted<'a> {
             hits.extend(empty.take(k - hits.len()).map(|row| Hit { row, distance: f32::NAN }));
         }
         (hits, stats)
+    }
+
+    /// The most the per-row term adds (L2: -|x|², at most -min |x|²).
+    fn lone_bound(&self) -> f32 {
+        match (self.metric, self.by_norm.first()) {
+            (Metric::L2, Some(&row)) => -self.norms.get(row as usize).copied().unwrap_or(0.0),
+            _ => 0.0,
+        }
+    }
+
+    /// Every row the query's lists hold, scored by adding list after list
+    /// into one score per row of the segment, then offered. Returns which
+    /// rows the lists hold.
+    fn accumulate(
+        &self,
+        query: Sparse,
+        top: &mut TopK,
+        stats: &mut InvertedStats,
+        skip: &dyn Fn(u32) -> bool,
+    ) -> Vec<bool> {
+        let scale = if self.metric == Metric::L2 { 2.0 } else { 1.0 };
+        let mut scores = vec![0.0f32; self.rows];
+        let mut touched = vec![false; self.rows];
+        for (&dim, &w) in query.indices.iter().zip(query.values) {
+            let Some((rows, values)) = self.list(dim as u32) else { continue };
+            let weight = w * scale;
+            for (&row, &x) in rows.iter().zip(values) {
+                // A damaged file's row beyond the segment is passed over.
+                if let (Some(score), Some(t)) = (scores.get_mut(row as usize), touched.get_mut(row as usize)) {
+                    *score += weight * x;
+                    *t = true;
+                }
+            }
+            stats.postings += rows.len() as u64;
+        }
+        for (row, (&score, &t)) in scores.iter().zip(&touched).enumerate() {
+            if t {
+                stats.scored += 1;
+                if !skip(row as u32) {
+                    top.offer(Scored { score: score + self.lone_score(row as u32), row: row as u32 });
+                }
+            }
+        }
+        touched
+    }
+
+    /// The rows the query's lists hold, taken in row order from the lists
+    /// that can still matter and scored only while they can enter (see the
+    /// module's doc).
+    fn max_score(&self, query: Sparse, top: &mut TopK, stats: &mut InvertedStats, skip: &dyn Fn(u32) -> bool) {
+        let scale = if self.metric == Metric::L2 { 2.0 } else { 1.0 };
+        let mut cursors: Vec<Cursor> = query
+            .indices
+            .iter()
+            .zip(query.values)
+            .filter_map(|(&dim, &w)| {
+                let (rows, values) = self.list(dim as u32)?;
+                let t = self.dims.binary_search(&(dim as u32)).expect("listed");
+                let weight = w * scale;
+                let bound = loose((weight * self.list_max[t]).max(weight * self.list_min[t]));
+                Some(Cursor { weight, bound, rows, values, at: 0 })
+            })
+            .collect();
+        cursors.sort_by(|a, b| a.bound.total_cmp(&b.bound));
+        // prefix[i]: the bounds of cursors 0..=i together.
+        let prefix: Vec<f32> = cursors
+            .iter()
+            .scan(0.0f32, |s, c| {
+                *s += c.bound.max(0.0);
+                Some(*s)
+            })
+            .collect();
+        let lone_bound = self.lone_bound();
+        // Cursors below `essential` are probed, never walked.
+        let mut essential = 0;
+        loop {
+            let threshold = top.threshold();
+            while essential < cursors.len() && prefix[essential] + lone_bound <= threshold {
+                essential += 1;
+            }
+            let Some(row) = cursors[essential..].iter().map(Cursor::row).min().filter(|&r| r != u32::MAX) else {
+                break;
+            };
+            let mut score = 0.0;
+            for c in &mut cursors[essential..] {
+                if c.row() == row {
+                    score += c.weight * c.values[c.at];
+                    c.at += 1;
+                    stats.postings += 1;
+                }
+            }
+            // A damaged file's row beyond the segment is passed over.
+            if row as usize >= self.rows {
+                continue;
+            }
+            score += self.lone_score(row);
+            for i in (0..essential).rev() {
+                if score + prefix[i] <= threshold {
+                    break;
+                }
+                let c = &mut cursors[i];
+                c.seek(row, stats);
+                if c.row() == row {
+                    score += c.weight * c.values[c.at];
+                }
+            }
+            stats.scored += 1;
+            if !skip(row) {
+                top.offer(Scored { score, row });
+            }
+        }
     }
 
     /// A score as the metric's distance.
@@ -454,7 +557,7 @@ mod tests {
         let index = Inverted::build(Metric::InnerProduct, rows.iter().map(|r| r.view()));
         let (mut scored, mut held) = (0, 0);
         for q in &queries {
-            let (hits, stats) = index.search(q.view(), 10, |_| false);
+            let (hits, stats) = index.search_by(Walk::MaxScore, q.view(), 10, &|_| false);
             let want = brute_force(Metric::InnerProduct, &rows, q, 10, |_| false);
             assert_eq!(hits.len(), 10);
             for (h, w) in hits.iter().zip(&want) {
@@ -492,11 +595,14 @@ mod tests {
         #[test]
         fn search_equals_brute_force((rows, q, k, deleted) in data()) {
             let skip = |r: u32| deleted >> (r % 64) & 1 == 1 && r.is_multiple_of(3);
-            for metric in [Metric::InnerProduct, Metric::L2, Metric::Cosine] {
+            for (metric, walk) in [Metric::InnerProduct, Metric::L2, Metric::Cosine]
+                .into_iter()
+                .flat_map(|m| [(m, Walk::MaxScore), (m, Walk::Accumulate)])
+            {
                 let index = Inverted::build(metric, rows.iter().map(|r| r.view()));
-                let (hits, _) = index.search(q.view(), k, skip);
+                let (hits, _) = index.search_by(walk, q.view(), k, &skip);
                 let want = brute_force(metric, &rows, &q, k, skip);
-                prop_assert_eq!(hits.len(), want.len(), "{:?}", metric);
+                prop_assert_eq!(hits.len(), want.len(), "{:?} {:?}", metric, walk);
                 for (h, w) in hits.iter().zip(&want) {
                     prop_assert!(
                         (h.distance.is_nan() && w.is_nan()) || (h.distance - w).abs() <= 1e-5,
