@@ -40,7 +40,7 @@ LAYERS = {
         ("_PG_init and the #[pg_test] modules", ["", "tests"]),
     ],
     "core": [
-        ("leaves", ["segment", "hooks", "policy", "policy/retry", "policy/schedule"]),
+        ("leaves", ["error", "segment", "hooks", "policy", "policy/retry", "policy/schedule"]),
         ("values and their rules",
          ["format", "element", "distance", "vector", "sparse", "synthetic", "graph", "quant", "inverted",
           "policy/seal", "policy/compaction"]),

@@ -4,32 +4,52 @@
 //! place that raises them, with the SQLSTATE, message and detail the core
 //! chose, so every error a user sees reads the same way.
 
-use milvus_core::vector::{SqlState, VectorError};
+use milvus_core::error::{REINDEX_HINT, SqlError, SqlState};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
-/// Raises `err` as an `ERROR`; never returns.
-pub fn raise_vector_error(err: VectorError) -> ! {
-    raise_vector_error_for("vector", err)
-}
-
-/// Raises `err`, about a value of `type_name`, as an `ERROR`.
-fn raise_vector_error_for(type_name: &str, err: VectorError) -> ! {
-    let code = match err.sqlstate() {
+/// Postgres' code for each of the core's SQLSTATEs.
+fn code(state: SqlState) -> PgSqlErrorCode {
+    match state {
         SqlState::InvalidTextRepresentation => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
         SqlState::ProgramLimitExceeded => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
         SqlState::DataException => PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
         SqlState::InvalidBinaryRepresentation => PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION,
         SqlState::NumericValueOutOfRange => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         SqlState::InvalidParameterValue => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-    };
-    raise(code, err.message_for(type_name), err.detail(), None)
+        SqlState::IoError => PgSqlErrorCode::ERRCODE_IO_ERROR,
+        SqlState::IndexCorrupted => PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+        SqlState::QueryCanceled => PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+        SqlState::InternalError => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+    }
+}
+
+/// Raises `err` as an `ERROR`, with its SQLSTATE, DETAIL and HINT; never
+/// returns.
+pub fn raise_error(err: &(impl SqlError + ?Sized)) -> ! {
+    raise_error_for("vector", err)
+}
+
+/// The same, a value error naming the SQL type `type_name`.
+fn raise_error_for(type_name: &str, err: &(impl SqlError + ?Sized)) -> ! {
+    raise(code(err.sqlstate()), err.message_for(type_name), err.detail().as_deref(), err.hint())
+}
+
+/// The same at `level` below ERROR (a WARNING that the work goes on
+/// without what failed).
+pub fn report_error(level: PgLogLevel, err: &(impl SqlError + ?Sized)) {
+    report(level, code(err.sqlstate()), err.to_string(), err.detail().as_deref(), err.hint());
 }
 
 /// Raises an `ERROR` of `code` with its message, and a DETAIL and a HINT
 /// where there is more to say; never returns. Every error the extension
 /// raises with a SQLSTATE of its choosing goes through here.
 pub fn raise(code: PgSqlErrorCode, message: String, detail: Option<&str>, hint: Option<&str>) -> ! {
+    report(PgLogLevel::ERROR, code, message, detail, hint);
+    unreachable!("ERROR does not return")
+}
+
+fn report(level: PgLogLevel, code: PgSqlErrorCode, message: String, detail: Option<&str>, hint: Option<&str>) {
     let mut report = ErrorReport::new(code, message, "pg_milvus");
     if let Some(detail) = detail {
         report = report.set_detail(detail);
@@ -37,11 +57,11 @@ pub fn raise(code: PgSqlErrorCode, message: String, detail: Option<&str>, hint: 
     if let Some(hint) = hint {
         report = report.set_hint(hint);
     }
-    report.report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
+    report.report(level);
 }
 
-/// Unwraps a core result, raising its error in Postgres.
+/// Unwraps a core result, raising its error in Postgres: any error of the
+/// core, each with its own SQLSTATE.
 pub trait OrRaise<T> {
     fn or_raise(self) -> T;
     /// The same, the error naming the type `halfvec`.
@@ -52,32 +72,32 @@ pub trait OrRaise<T> {
     fn or_raise_for(self, element: milvus_core::element::Element) -> T;
 }
 
-impl<T> OrRaise<T> for Result<T, VectorError> {
+impl<T, E: SqlError> OrRaise<T> for Result<T, E> {
     #[inline]
     fn or_raise(self) -> T {
-        self.unwrap_or_else(|e| raise_vector_error(e))
+        self.unwrap_or_else(|e| raise_error(&e))
     }
 
     #[inline]
     fn or_raise_half(self) -> T {
-        self.unwrap_or_else(|e| raise_vector_error_for("halfvec", e))
+        self.unwrap_or_else(|e| raise_error_for("halfvec", &e))
     }
 
     #[inline]
     fn or_raise_sparse(self) -> T {
-        self.unwrap_or_else(|e| raise_vector_error_for("sparsevec", e))
+        self.unwrap_or_else(|e| raise_error_for("sparsevec", &e))
     }
 
     #[inline]
     fn or_raise_for(self, element: milvus_core::element::Element) -> T {
-        self.unwrap_or_else(|e| raise_vector_error_for(element.type_name(), e))
+        self.unwrap_or_else(|e| raise_error_for(element.type_name(), &e))
     }
 }
 
 /// Raises the error of damaged index contents (pages, the manifest), with
 /// the one remedy; never returns.
 pub fn raise_corrupted(message: String) -> ! {
-    raise(PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, message, None, Some("REINDEX rebuilds the index from the table."))
+    raise(PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, message, None, Some(REINDEX_HINT))
 }
 
 /// Raises an I/O-class error (object storage, the cache); never returns.

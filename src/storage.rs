@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use milvus_core::cache::SegmentCache;
 use milvus_core::jobs::{JobControl, Phase};
-use milvus_core::storage::{RetryPolicy, S3Options, Storage, location};
+use milvus_core::storage::{RetryPolicy, S3Options, Storage, StorageError, location};
 use pgrx::prelude::*;
 
 use crate::gucs;
@@ -40,11 +40,11 @@ thread_local! {
 /// index's objects live where its manifest says, whatever
 /// `milvus.storage_url` says today. Raises an error if it cannot be opened.
 pub fn storage_at(url: Option<&str>) -> Arc<Storage> {
-    try_storage_at(url).unwrap_or_else(|message| {
+    try_storage_at(url).unwrap_or_else(|e| {
         ereport!(
             ERROR,
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            message,
+            e.to_string(),
             "Check milvus.storage_url and the milvus.s3_* settings."
         );
     })
@@ -86,7 +86,7 @@ pub fn check_index_location(url: &str) {
 
 /// The same, the failure to open as a value: for jobs that report failures
 /// as their own (a flush leaves its segment sealed and says why).
-pub fn try_storage_at(url: Option<&str>) -> Result<Arc<Storage>, String> {
+pub fn try_storage_at(url: Option<&str>) -> Result<Arc<Storage>, StorageError> {
     let url = url.map(str::to_owned).unwrap_or_else(gucs::default_storage_url);
     let key: StorageKey = (url, gucs::s3_options(), gucs::storage_timeout());
     STORAGES.with_borrow_mut(|opened| {
@@ -94,7 +94,7 @@ pub fn try_storage_at(url: Option<&str>) -> Result<Arc<Storage>, String> {
             return Ok(storage.clone());
         }
         let retry = RetryPolicy { request_timeout: key.2, ..RetryPolicy::default() };
-        let mut storage = Storage::open(&key.0, &key.1, retry).map_err(|e| e.to_string())?;
+        let mut storage = Storage::open(&key.0, &key.1, retry)?;
         // The embedded default is named as Postgres names its files: relative
         // to the data directory, whose path only superusers may see.
         if key.0 == gucs::default_storage_url() {

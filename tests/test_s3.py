@@ -251,11 +251,12 @@ def test_corrupt_or_vanished_objects_are_named_never_served(cluster, conn, s3):
     clear_local_cache(cluster)
 
     with connect_s3(cluster, dbname, s3, "corrupt") as c:
-        with pytest.raises(psycopg.errors.IoError) as failed:
+        with pytest.raises(psycopg.errors.IndexCorrupted) as failed:
             index_ids(c, "<->", rows[0], 10)
         message = str(failed.value)
         assert 'could not read segment 1 of index "items_idx"' in message and key in message and "corrupt" in message, message
-        assert "REINDEX" in failed.value.diag.message_detail
+        assert failed.value.diag.message_detail == "Queries need every flushed segment."
+        assert failed.value.diag.message_hint == "REINDEX rebuilds the index from the table."
     error = conn.execute("SELECT error FROM milvus_segments('items_idx') WHERE segment_id = 1").fetchone()[0]
     assert error and key in error and "corrupt" in error, error
 

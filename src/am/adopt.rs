@@ -19,7 +19,8 @@
 
 use std::collections::HashMap;
 
-use milvus_core::jobs;
+use milvus_core::error::Failed;
+use milvus_core::jobs::{self, JobError};
 use pgrx::prelude::*;
 
 use crate::catalog;
@@ -27,18 +28,20 @@ use crate::pages::{Index, manifest};
 
 /// Adopts the objects of `index` that another instance wrote, if any;
 /// returns how many references it moved, or why it could not.
-pub fn adopt_if_copied(index: Index) -> Result<usize, String> {
+pub fn adopt_if_copied(index: Index) -> Result<usize, Failed<JobError>> {
     let (_, snapshot) = manifest::snapshot(index);
     let id = catalog::index_id(index);
     let foreign = snapshot.foreign_objects(&id.prefix());
     if foreign.is_empty() {
         return Ok(0);
     }
-    let storage = crate::storage::try_storage_at(snapshot.storage_url.as_deref())?;
+    let doing = || format!("adopt the objects index \"{}\" was copied with", index.name());
+    let storage = crate::storage::try_storage_at(snapshot.storage_url.as_deref())
+        .map_err(|e| Failed::new(doing(), JobError::from(e)))?;
     let count = foreign.len();
     let moved =
         crate::storage::run_job("adopt", move |control| jobs::adopt(&storage, id, &foreign, control.cancel_flag()))
-            .map_err(|e| format!("index \"{}\" could not adopt the objects it was copied with: {e}", index.name()))?;
+            .map_err(|e| Failed::new(doing(), e))?;
     let moved: HashMap<String, String> = moved.into_iter().collect();
     let changed = manifest::change(index, |m| m.rehome(&moved));
     log!("pg_milvus: index \"{}\" adopted {changed} of the {count} objects it was copied with", index.name());

@@ -152,8 +152,8 @@ fn flush_sealed_segments(index: Index, rows: f64) -> bool {
         match flush::flush_segment(index, milvus_core::segment::SegmentId(chain.segment), "CREATE INDEX") {
             Ok(flush::Flushed::Rows(rows)) => done += rows as i64,
             Ok(flush::Flushed::AlreadyFlushed) => {}
-            Err(message) => {
-                ereport!(WARNING, PgSqlErrorCode::ERRCODE_IO_ERROR, message, flush::FLUSH_FAILED_DETAIL);
+            Err(e) => {
+                crate::error::report_error(PgLogLevel::WARNING, &e);
                 return false;
             }
         }

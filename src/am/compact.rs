@@ -21,16 +21,17 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use milvus_core::element::Shape;
+use milvus_core::error::Failed;
 use milvus_core::format::manifest::Manifest;
-use milvus_core::jobs::{self, Merge, Target};
+use milvus_core::jobs::{self, JobError, Merge, Target};
 use milvus_core::policy::compaction::{self, CompactionPlan, CompactionPolicy};
 use milvus_core::search::LoadedSegment;
 use milvus_core::segment::{SegmentId, SegmentState, unix_now};
-use pgrx::prelude::*;
 
 use super::insert::size_rule;
 use super::segment_lock::SegmentLock;
 use super::{flush, options, segments};
+use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::pages::{Index, manifest};
 use crate::shared::{JobKind, JobRecord};
@@ -79,10 +80,21 @@ pub enum Compacted {
 /// meanwhile are carried over as the output's first delta binlog, in the
 /// commit that publishes it.
 ///
+/// An error if storage or the build failed: the inputs stay as they were
+/// ([`COMPACT_FAILED_DETAIL`]).
+///
 /// `meanwhile` is called on this thread every 100 ms while the output is
 /// written (a worker flushes what was sealed meanwhile); `&mut || {}` for
 /// nothing.
-pub fn run_plan(index: Index, plan: &CompactionPlan, meanwhile: &mut dyn FnMut()) -> Result<Compacted, String> {
+/// What a failed merge or purge means for the data.
+pub const COMPACT_FAILED_DETAIL: &str =
+    "The segments stay as they were; nothing is lost. Call milvus_compact() again once the cause is fixed.";
+
+pub fn run_plan(
+    index: Index,
+    plan: &CompactionPlan,
+    meanwhile: &mut dyn FnMut(),
+) -> Result<Compacted, Failed<JobError>> {
     let ids: Vec<u64> = plan.inputs.iter().map(|s| s.0).collect();
     let what = format!("segments {ids:?} of index \"{}\"", index.name());
     let (oid, database) = (index.oid().to_u32(), catalog::database());
@@ -96,7 +108,7 @@ pub fn run_plan(index: Index, plan: &CompactionPlan, meanwhile: &mut dyn FnMut()
     let job = JobRecord::start(JobKind::Compact, oid, &ids, what.clone(), plan.to_string());
     let before = inputs_of(plan, segments::loaded(index, &manifest, metric));
     if before.iter().all(|s| s.live_rows() == 0) {
-        manifest::change(index, |m| m.drop_segments(&plan.inputs)).unwrap_or_else(|e| error!("{e}"));
+        manifest::change(index, |m| m.drop_segments(&plan.inputs)).or_raise();
         job.done(0, 0);
         return Ok(Compacted::Dropped);
     }
@@ -119,15 +131,14 @@ pub fn run_plan(index: Index, plan: &CompactionPlan, meanwhile: &mut dyn FnMut()
             let merge = Merge { inputs: &refs, output, metric, dims, params };
             let store = store?;
             jobs::compact(Target { storage: &store, cache: &cache, index: id }, &merge, control)
-                .map_err(|e| e.to_string())
         },
     );
     let flushed = match flushed {
         Ok(flushed) => flushed,
         Err(cause) => {
-            let message = format!("could not compact {what}: {cause}");
-            job.failed(&message);
-            return Err(message);
+            let failed = Failed::new(format!("compact {what}"), cause).with_detail(COMPACT_FAILED_DETAIL);
+            job.failed(&failed.to_string());
+            return Err(failed);
         }
     };
     crate::debug::pause_at(PausePoint::Commit);
@@ -149,7 +160,7 @@ pub fn run_plan(index: Index, plan: &CompactionPlan, meanwhile: &mut dyn FnMut()
         m.publish_compaction(&plan.inputs, flushed, unix_now())?;
         if carried.is_empty() { Ok(()) } else { m.add_pending_tombstones(output, &carried) }
     })
-    .unwrap_or_else(|e| error!("{e}"));
+    .or_raise();
     job.done(rows, bytes);
     Ok(Compacted::Into(output))
 }

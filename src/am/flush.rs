@@ -24,15 +24,17 @@
 //! Flushing a segment holds its job lock (`segment_lock.rs`), as
 //! compaction and VACUUM do.
 
+use milvus_core::error::Failed;
 use milvus_core::format::manifest;
 use milvus_core::hnsw::HnswParams;
-use milvus_core::jobs::{self, NewSegment, Target};
+use milvus_core::jobs::{self, JobError, NewSegment, Target};
 use milvus_core::segment::{SealReason, SegmentId, unix_now};
 use pgrx::prelude::*;
 
 use super::options;
 use super::segment_lock::SegmentLock;
 use crate::catalog;
+use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::pages::{Index, Lock, chain, manifest as pages_manifest, release};
 use crate::shared::{JobKind, JobRecord};
@@ -107,7 +109,7 @@ pub fn seal(index: Index, request: SealRequest) -> Sealed {
     let now = unix_now();
     let rows = chain::count_rows(index, meta.growing_head, meta.shape());
     let why = request.reason.to_string();
-    manifest.seal(sealed, rows, request.reason, now).unwrap_or_else(|e| error!("{e}"));
+    manifest.seal(sealed, rows, request.reason, now).or_raise();
     let growing = manifest.add_growing(now);
     let mut first_page = index.new_page();
     let job = JobRecord::start(JobKind::Seal, index.oid().to_u32(), &[sealed.0], describe(index, sealed), why);
@@ -145,9 +147,9 @@ pub fn hnsw_params(index: Index) -> HnswParams {
     options::of(index).hnsw_params()
 }
 
-/// Flushes one sealed segment, for `why` (who asked). `Err(message)` if
-/// storage or the build failed: the segment stays sealed, nothing is lost.
-pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flushed, String> {
+/// Flushes one sealed segment, for `why` (who asked). An error if storage
+/// or the build failed: the segment stays sealed, nothing is lost.
+pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flushed, Failed<JobError>> {
     let _lock = SegmentLock::acquire(index, segment.0);
     let (meta, manifest) = pages_manifest::snapshot(index);
     let Some(sealed) = meta.sealed_chain(segment) else {
@@ -175,15 +177,15 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
             let target = Target { storage: &store, cache: &cache, index: id };
             let (keys, vectors) = (&rows.keys, rows.vectors.all());
             let new = NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, seed: None };
-            jobs::flush(target, &new, control).map_err(|e| e.to_string())
+            jobs::flush(target, &new, control)
         },
     );
     let flushed = match flushed {
         Ok(flushed) => flushed,
         Err(cause) => {
-            let message = format!("could not flush {}: {cause}", describe(index, segment));
-            job.failed(&message);
-            return Err(message);
+            let failed = Failed::new(format!("flush {}", describe(index, segment)), cause);
+            job.failed(&failed.to_string());
+            return Err(failed.with_detail(FLUSH_FAILED_DETAIL));
         }
     };
     crate::debug::pause_at(PausePoint::Commit);
@@ -199,7 +201,7 @@ fn publish(index: Index, flushed: manifest::Flushed) {
     let segment = flushed.segment;
     let mut meta = index.meta(Lock::Exclusive);
     let mut manifest = pages_manifest::read(&meta);
-    manifest.publish_flush(flushed, unix_now()).unwrap_or_else(|e| error!("{e}"));
+    manifest.publish_flush(flushed, unix_now()).or_raise();
     let mut commit = pages_manifest::commit(&mut meta, &manifest, 1);
     commit.meta().finish_flush(segment).expect("a sealed chain under our segment lock, with room made");
     commit.finish();

@@ -52,7 +52,7 @@ impl Collected {
 }
 
 fn collect(url: Option<&str>, prefix: String, referenced: HashSet<String>) -> Result<GcReport, String> {
-    let storage = crate::storage::try_storage_at(url)?;
+    let storage = crate::storage::try_storage_at(url).map_err(|e| e.to_string())?;
     let grace = crate::gucs::gc_grace_period();
     crate::storage::run_job("gc", move |control| {
         storage.collect_garbage(&prefix, &referenced, grace, SystemTime::now(), control.cancel_flag())
@@ -75,8 +75,8 @@ pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
     let name = index.name();
     // A copy takes what it references under its own prefix first: the
     // collection below keeps to that prefix, its origin does not.
-    if let Err(message) = super::adopt::adopt_if_copied(*index) {
-        return (Collected::failed(Some(oid), message), None);
+    if let Err(e) = super::adopt::adopt_if_copied(*index) {
+        return (Collected::failed(Some(oid), e.to_string()), None);
     }
     let job = JobRecord::start(JobKind::Gc, oid.to_u32(), &[], format!("index \"{name}\""), why.to_owned());
     let (_, snapshot) = manifest::snapshot(*index);
@@ -105,7 +105,7 @@ pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
 /// objects there, and the indexes of `database` with objects there.
 fn stored_at(url: Option<&str>, cluster: u64, database: u32) -> Result<(BTreeSet<u32>, BTreeSet<u32>), String> {
     let prefix = ObjectKey::cluster_prefix(cluster);
-    let storage = crate::storage::try_storage_at(url)?;
+    let storage = crate::storage::try_storage_at(url).map_err(|e| e.to_string())?;
     let listed = crate::storage::run_job("gc", move |_| storage.list(&prefix).map(|l| (prefix, l)));
     let (prefix, listed) = listed.map_err(|e| format!("garbage collection failed: {e}"))?;
     let (mut databases, mut indexes) = (BTreeSet::new(), BTreeSet::new());

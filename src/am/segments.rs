@@ -8,12 +8,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use milvus_core::Metric;
+use milvus_core::error::Failed;
 use milvus_core::format::manifest::{Manifest, SegmentEntry};
 use milvus_core::jobs;
 use milvus_core::search::LoadedSegment;
-use pgrx::prelude::*;
 
 use super::explain;
+use crate::error::raise_error;
 use crate::pages::Index;
 use crate::{catalog, shared, storage};
 
@@ -73,13 +74,8 @@ pub fn loaded(index: Index, manifest: &Manifest, metric: Metric) -> Vec<Arc<Load
             let segment = result.unwrap_or_else(|e| {
                 // Shown by milvus_segments() until the segment loads again.
                 shared::set_damage(database, oid, id.0, Some(&e.to_string()));
-                ereport!(
-                    ERROR,
-                    PgSqlErrorCode::ERRCODE_IO_ERROR,
-                    format!("could not read segment {id} of index \"{}\": {e}", index.name()),
-                    "Queries need every flushed segment; REINDEX rebuilds the index from the table if an object is \
-                        lost."
-                );
+                let failed = Failed::new(format!("read segment {id} of index \"{}\"", index.name()), e);
+                raise_error(&failed.with_detail("Queries need every flushed segment."));
             });
             shared::set_damage(database, oid, id.0, None);
             explain::count_load();

@@ -32,12 +32,14 @@
 //! other session uses the index), and reports how many rows the index holds.
 
 use milvus_core::element::Shape;
-use milvus_core::jobs;
+use milvus_core::error::Failed;
+use milvus_core::jobs::{self, JobError};
 use milvus_core::segment::{SegmentId, SegmentState};
 use pgrx::prelude::*;
 
 use super::segment_lock::SegmentLock;
 use super::segments;
+use crate::error::OrRaise;
 use crate::pages::rows::unpack_tid;
 use crate::pages::{Block, INVALID_BLOCK, Index, Lock, Record, chain, free, manifest};
 
@@ -104,7 +106,7 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         if !dead.is_empty() {
             // SAFETY: VACUUM's cost-based delay, between segments.
             unsafe { pg_sys::vacuum_delay_point() };
-            manifest::change(index, |m| m.add_pending_tombstones(segment.id, &dead)).unwrap_or_else(|e| error!("{e}"));
+            manifest::change(index, |m| m.add_pending_tombstones(segment.id, &dead)).or_raise();
             stats.tuples_removed += dead.len() as f64;
         }
     }
@@ -147,7 +149,7 @@ fn delete_from_chain(index: Index, head: Block, shape: Shape, is_dead: &dyn Fn(u
 /// have recorded more meanwhile). A segment compacted meanwhile is passed
 /// over: its output carries its tombstones, and what was written is
 /// garbage. Returns how many tombstones it settled, or why it failed.
-pub fn settle_tombstones(index: Index) -> Result<u64, String> {
+pub fn settle_tombstones(index: Index) -> Result<u64, Failed<JobError>> {
     let (_, manifest) = manifest::snapshot(index);
     let pending: Vec<(SegmentId, Vec<u32>)> = manifest
         .flushed_segments()
@@ -158,20 +160,21 @@ pub fn settle_tombstones(index: Index) -> Result<u64, String> {
         return Ok(0);
     }
     let id = crate::catalog::index_id(index);
-    let store = crate::storage::try_storage_at(manifest.storage_url.as_deref())?;
+    let doing = |segment: SegmentId| format!("write tombstones of segment {segment} of index \"{}\"", index.name());
+    let store = crate::storage::try_storage_at(manifest.storage_url.as_deref()).map_err(|e| {
+        Failed::new(doing(pending[0].0), JobError::from(e)).with_detail(super::flush::FLUSH_FAILED_DETAIL)
+    })?;
     let mut settled = 0;
     for (segment, rows) in pending {
         let written = rows.clone();
         let store = store.clone();
         let delta =
             crate::storage::run_job("tombstones", move |_| jobs::write_tombstones(&store, id, segment, &written))
-                .map_err(|e| {
-                    format!("could not write tombstones of segment {segment} of index \"{}\": {e}", index.name())
-                })?;
+                .map_err(|e| Failed::new(doing(segment), e).with_detail(super::flush::FLUSH_FAILED_DETAIL))?;
         let _lock = SegmentLock::acquire(index, segment.0);
         let (_, now) = manifest::snapshot(index);
         if now.segment(segment).is_some_and(|e| e.meta.state == SegmentState::Flushed) {
-            manifest::change(index, |m| m.settle_tombstones(segment, delta, &rows)).unwrap_or_else(|e| error!("{e}"));
+            manifest::change(index, |m| m.settle_tombstones(segment, delta, &rows)).or_raise();
             settled += rows.len() as u64;
         }
     }

@@ -9,6 +9,7 @@ use pgrx::prelude::*;
 
 use crate::am::compact;
 use crate::catalog::{self, check_milvus_index};
+use crate::error::OrRaise;
 use crate::pages::{Lock, OpenIndex, chain, free, manifest};
 use crate::{gucs, shared, storage};
 
@@ -225,7 +226,7 @@ fn milvus_cache_stats() -> TableIterator<
             evictions: s.evictions.load(Ordering::Relaxed),
         }
     });
-    let cached = cache.size().unwrap_or_else(|e| crate::error::raise_io(e.to_string()));
+    let cached = cache.size().or_raise();
     TableIterator::once((
         counters.hits as i64,
         counters.misses as i64,

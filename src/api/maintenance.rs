@@ -12,7 +12,7 @@ use crate::am::compact::{self, Compacted};
 use crate::am::flush::{self, Flushed, SealRequest};
 use crate::am::{gc, segments};
 use crate::catalog;
-use crate::error::raise_io;
+use crate::error::{OrRaise, raise_error, raise_io};
 use crate::pages::{free, manifest};
 use crate::{shared, storage};
 
@@ -112,15 +112,11 @@ fn flush_index(oid: pg_sys::Oid, run: Run) -> Vec<(SegmentId, SegmentState)> {
                 let (_, manifest) = manifest::snapshot(*index);
                 out.extend(manifest.segment(segment).map(|e| (segment, e.meta.state)));
             }
-            Err(message) => {
-                ereport!(ERROR, PgSqlErrorCode::ERRCODE_IO_ERROR, message, flush::FLUSH_FAILED_DETAIL);
-            }
+            Err(e) => raise_error(&e),
         }
     }
     // The tombstones VACUUM recorded in the manifest go to the store too.
-    if let Err(message) = crate::am::vacuum::settle_tombstones(*index) {
-        ereport!(ERROR, PgSqlErrorCode::ERRCODE_IO_ERROR, message, flush::FLUSH_FAILED_DETAIL);
-    }
+    crate::am::vacuum::settle_tombstones(*index).or_raise();
     // The flushed rows' pages are free: give the file's tail back.
     free::give_back_tail(*index);
     out
@@ -129,9 +125,7 @@ fn flush_index(oid: pg_sys::Oid, run: Run) -> Vec<(SegmentId, SegmentState)> {
 /// Adopts what a copied index references (`am/adopt.rs`) before a job
 /// writes to it; its failure is the call's.
 fn adopt_if_copied(index: crate::pages::Index) {
-    if let Err(message) = crate::am::adopt::adopt_if_copied(index) {
-        raise_io(message);
-    }
+    crate::am::adopt::adopt_if_copied(index).or_raise();
 }
 
 /// What `milvus_compact()` does with the plans.
@@ -204,15 +198,7 @@ fn compact_index(oid: pg_sys::Oid, mode: CompactMode) -> Vec<CompactRow> {
                 Ok(Compacted::Skipped) => {}
                 Ok(Compacted::Dropped) => rows.push(row(None)),
                 Ok(Compacted::Into(output)) => rows.push(row(Some(output))),
-                Err(message) => {
-                    ereport!(
-                        ERROR,
-                        PgSqlErrorCode::ERRCODE_IO_ERROR,
-                        message,
-                        "The segments stay as they were; nothing is lost. Call milvus_compact() again once the cause \
-                            is fixed."
-                    );
-                }
+                Err(e) => raise_error(&e),
             },
         }
     }

@@ -53,6 +53,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
+use crate::error::{SqlError, SqlState};
 use crate::format::manifest::ObjectRef;
 use crate::storage::{Storage, StorageError};
 
@@ -64,6 +65,24 @@ pub enum CacheError {
     Corrupt { key: String, reason: String },
     #[error("cache directory {dir}: {message}")]
     Io { dir: String, message: String },
+}
+
+impl SqlError for CacheError {
+    fn sqlstate(&self) -> SqlState {
+        match self {
+            CacheError::Storage(e) => e.sqlstate(),
+            CacheError::Corrupt { .. } => SqlState::IndexCorrupted,
+            CacheError::Io { .. } => SqlState::IoError,
+        }
+    }
+
+    fn hint(&self) -> Option<&'static str> {
+        match self {
+            CacheError::Io { .. } => Some("Check milvus.cache_dir and the free space of its file system."),
+            CacheError::Storage(e) => e.hint(),
+            CacheError::Corrupt { .. } => Some(crate::error::REINDEX_HINT),
+        }
+    }
 }
 
 /// Counters of this process' use of the cache.

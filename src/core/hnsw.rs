@@ -37,6 +37,7 @@ use hnsw_rs::prelude::{Distance, Hnsw};
 
 use crate::distance::Metric;
 use crate::element::{Element, Vectors};
+use crate::error::{SqlError, SqlState};
 use crate::format::index::{self, IndexFile};
 use crate::format::insert::InsertBinlog;
 use crate::format::{Check, FormatError};
@@ -88,6 +89,17 @@ pub enum IndexError {
     Format(#[from] FormatError),
     #[error("index file of segment {segment}: {message}")]
     Io { segment: SegmentId, message: String },
+}
+
+impl SqlError for IndexError {
+    fn sqlstate(&self) -> SqlState {
+        match self {
+            IndexError::Params(_) => SqlState::InvalidParameterValue,
+            IndexError::Cancelled => SqlState::QueryCanceled,
+            IndexError::Format(e) => e.sqlstate(),
+            IndexError::Io { .. } => SqlState::IoError,
+        }
+    }
 }
 
 /// Rows inserted between two looks at the cancel flag.

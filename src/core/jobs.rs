@@ -23,6 +23,7 @@ use bytes::Bytes;
 use crate::cache::{CacheError, ObjectBytes, SegmentCache};
 use crate::distance::Metric;
 use crate::element::{Row, Vectors};
+use crate::error::{SqlError, SqlState};
 use crate::format::delta::{self, DeltaBinlog};
 use crate::format::index::IndexFile;
 use crate::format::insert::{self, InsertBinlog};
@@ -48,6 +49,30 @@ pub enum JobError {
     Open(#[from] OpenError),
     #[error("segment {0} has no insert binlog in the manifest")]
     NotFlushed(SegmentId),
+}
+
+impl SqlError for JobError {
+    fn sqlstate(&self) -> SqlState {
+        match self {
+            JobError::Storage(e) => e.sqlstate(),
+            JobError::Cache(e) => e.sqlstate(),
+            JobError::Format(e) => e.sqlstate(),
+            JobError::Index(e) => e.sqlstate(),
+            JobError::Open(e) => e.sqlstate(),
+            JobError::NotFlushed(_) => SqlState::InternalError,
+        }
+    }
+
+    fn hint(&self) -> Option<&'static str> {
+        match self {
+            JobError::Storage(e) => e.hint(),
+            JobError::Cache(e) => e.hint(),
+            JobError::Format(e) => e.hint(),
+            JobError::Index(e) => e.hint(),
+            JobError::Open(e) => e.hint(),
+            JobError::NotFlushed(_) => None,
+        }
+    }
 }
 
 /// What a running job shares with the thread that waits for it: the cancel

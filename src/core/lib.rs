@@ -23,6 +23,7 @@ pub mod cache;
 pub mod distance;
 #[allow(unsafe_code)]
 pub mod element;
+pub mod error;
 #[allow(unsafe_code)]
 pub mod format;
 pub mod graph;

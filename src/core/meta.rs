@@ -18,6 +18,7 @@
 
 use crate::distance::Metric;
 use crate::element::{Element, Shape};
+use crate::error::{SqlError, SqlState};
 use crate::policy::seal::{GrowingStats, SealPolicy, seal_by_rows};
 use crate::segment::{SealReason, SegmentId};
 
@@ -115,6 +116,15 @@ pub enum MetaError {
     NoReleaseRoom,
     #[error("segment {0} has no sealed chain")]
     NotSealed(SegmentId),
+}
+
+impl SqlError for MetaError {
+    fn sqlstate(&self) -> SqlState {
+        match self {
+            MetaError::NotOurs { .. } => SqlState::IndexCorrupted,
+            MetaError::TooManySealed | MetaError::NoReleaseRoom | MetaError::NotSealed(_) => SqlState::InternalError,
+        }
+    }
 }
 
 impl MetaPage {

@@ -23,6 +23,7 @@
 
 use std::fmt;
 
+use crate::error::{SqlError, SqlState};
 use serde::{Deserialize, Serialize};
 
 /// A segment's id: unique within an index and never reused, so an object key
@@ -190,6 +191,13 @@ pub enum LifecycleError {
     Segment { segment: SegmentId, from: SegmentState, to: SegmentState },
     #[error("segment {segment}: illegal index state change {from} -> {to}")]
     Index { segment: SegmentId, from: IndexState, to: IndexState },
+}
+
+/// A change the lifecycle forbids is a bug, never the user's doing.
+impl SqlError for LifecycleError {
+    fn sqlstate(&self) -> SqlState {
+        SqlState::InternalError
+    }
 }
 
 /// What the manifest knows of one segment, without its object keys.

@@ -418,6 +418,7 @@ pub fn compare(a: Sparse, b: Sparse) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::SqlError;
     use proptest::prelude::*;
 
     fn sv(text: &str) -> SparseVec {

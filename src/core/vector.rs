@@ -12,6 +12,7 @@
 pub use half::f16;
 
 pub use crate::element::MAX_DIM;
+use crate::error::{SqlError, SqlState};
 
 /// The most dimensions a sparsevec has (pgvector's `SPARSEVEC_MAX_DIM`).
 pub const SPARSE_MAX_DIM: usize = 1_000_000_000;
@@ -74,11 +75,11 @@ pub enum VectorError {
     ZeroInBinary,
 }
 
-impl VectorError {
+impl SqlError for VectorError {
     /// The message as it reads for a value of `type_name` (`halfvec`):
     /// pgvector names the type an error concerns ("NaN not allowed in
     /// halfvec", "different halfvec dimensions 2 and 1").
-    pub fn message_for(&self, type_name: &str) -> String {
+    fn message_for(&self, type_name: &str) -> String {
         let message = self.to_string();
         match self {
             VectorError::Syntax { .. }
@@ -98,16 +99,15 @@ impl VectorError {
         }
     }
 
-    /// The DETAIL line of the error, where there is more to say than the message.
-    pub fn detail(&self) -> Option<&str> {
+    fn detail(&self) -> Option<String> {
         match self {
-            VectorError::Syntax { detail, .. } => Some(detail.as_str()).filter(|d| !d.is_empty()),
+            VectorError::Syntax { detail, .. } => Some(detail.clone()).filter(|d| !d.is_empty()),
             _ => None,
         }
     }
 
-    /// The SQLSTATE class the error belongs to, by name, as Postgres uses them.
-    pub fn sqlstate(&self) -> SqlState {
+    /// pgvector's SQLSTATE for each refusal.
+    fn sqlstate(&self) -> SqlState {
         match self {
             VectorError::Syntax { .. } => SqlState::InvalidTextRepresentation,
             VectorError::Empty
@@ -132,18 +132,6 @@ impl VectorError {
             | VectorError::SparseOutOfRange(_) => SqlState::NumericValueOutOfRange,
         }
     }
-}
-
-/// The few SQLSTATEs the core's errors map to; the skin owns the mapping to
-/// Postgres' codes so the core stays free of Postgres.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SqlState {
-    InvalidTextRepresentation,
-    ProgramLimitExceeded,
-    DataException,
-    InvalidBinaryRepresentation,
-    NumericValueOutOfRange,
-    InvalidParameterValue,
 }
 
 /// Checks the elements of a vector about to be built: 1..=MAX_DIM of them,
@@ -604,12 +592,12 @@ mod tests {
     fn syntax_errors_name_the_offending_part() {
         let e = parse("[1,a,3]").unwrap_err();
         assert_eq!(e.to_string(), "invalid input syntax for type vector: \"[1,a,3]\"");
-        assert_eq!(e.detail(), Some("Element 2 \"a\" is not a number."));
-        assert_eq!(parse("1,2]").unwrap_err().detail(), Some("Vector contents must start with \"[\"."));
-        assert_eq!(parse("[1,2").unwrap_err().detail(), Some("Vector contents must end with \"]\"."));
-        assert_eq!(parse("[1,,2]").unwrap_err().detail(), Some("Element 2 is empty."));
-        assert_eq!(parse("[1,2,]").unwrap_err().detail(), Some("Element 3 is empty."));
-        assert_eq!(parse("").unwrap_err().detail(), Some("Vector contents must start with \"[\"."));
+        assert_eq!(e.detail().as_deref(), Some("Element 2 \"a\" is not a number."));
+        assert_eq!(parse("1,2]").unwrap_err().detail().as_deref(), Some("Vector contents must start with \"[\"."));
+        assert_eq!(parse("[1,2").unwrap_err().detail().as_deref(), Some("Vector contents must end with \"]\"."));
+        assert_eq!(parse("[1,,2]").unwrap_err().detail().as_deref(), Some("Element 2 is empty."));
+        assert_eq!(parse("[1,2,]").unwrap_err().detail().as_deref(), Some("Element 3 is empty."));
+        assert_eq!(parse("").unwrap_err().detail().as_deref(), Some("Vector contents must start with \"[\"."));
     }
 
     #[test]

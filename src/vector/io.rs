@@ -15,7 +15,7 @@ use pgrx::datum::{Internal, UnboxDatum};
 use pgrx::prelude::*;
 
 use super::{PgHalfvec, PgVector};
-use crate::error::{OrRaise, raise_vector_error};
+use crate::error::{OrRaise, raise_error};
 
 /// The declared dimensions of a typmod, `None` for a bare `vector`.
 pub(super) fn declared_dims(typmod: i32) -> Option<usize> {
@@ -32,7 +32,7 @@ fn build(values: &[f32], typmod: i32) -> PgVector {
 /// The text of an input function's argument.
 pub(super) fn input_text<'a>(type_name: &'static str, input: &'a CStr) -> &'a str {
     input.to_str().unwrap_or_else(|_| {
-        raise_vector_error(vector_core::VectorError::Syntax {
+        raise_error(&vector_core::VectorError::Syntax {
             type_name,
             input: input.to_string_lossy().into_owned(),
             detail: "Input is not valid UTF-8.".into(),

@@ -146,7 +146,7 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
     let failed = |segment: u64, message: String| Failure { index: Some(name.clone()), segment, message };
 
     // A copied index takes what it references under its own prefix first.
-    adopt::adopt_if_copied(*index).map_err(|m| failed(0, m))?;
+    adopt::adopt_if_copied(*index).map_err(|e| failed(0, e.to_string()))?;
 
     // Seal, when the policy says so.
     let (meta, manifest) = manifest::snapshot(*index);
@@ -170,7 +170,8 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
     let flush_sealed = || -> Result<(), Failure> {
         for sealed in index.meta_copy().sealed() {
             let segment = milvus_core::segment::SegmentId(sealed.segment);
-            flush::flush_segment(*index, segment, "sealed; background worker").map_err(|m| failed(segment.0, m))?;
+            flush::flush_segment(*index, segment, "sealed; background worker")
+                .map_err(|e| failed(segment.0, e.to_string()))?;
         }
         Ok(())
     };
@@ -192,7 +193,7 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
             }
         };
         let ran = compact::run_plan(*index, &plan, &mut meanwhile);
-        ran.map_err(|m| failed(plan.inputs.first().map_or(0, |s| s.0), m))?;
+        ran.map_err(|e| failed(plan.inputs.first().map_or(0, |s| s.0), e.to_string()))?;
         if let Some(failure) = flush_failure {
             return Err(failure);
         }
@@ -202,7 +203,7 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
 
     // Write the tombstones VACUUM recorded in the manifest to the store
     // (after the merges, which drop the rows of segments they purge).
-    vacuum::settle_tombstones(*index).map_err(|m| failed(0, m))?;
+    vacuum::settle_tombstones(*index).map_err(|e| failed(0, e.to_string()))?;
     Ok(Visited::Done { name })
 }
 

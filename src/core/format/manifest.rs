@@ -36,6 +36,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Check, FormatError, FormatErrorKind, Reader, Writer, check_body, check_header, finish_header};
+use crate::error::{SqlError, SqlState};
 use crate::segment::{IndexState, LifecycleError, SealReason, SegmentId, SegmentMeta, SegmentState};
 
 pub const MAGIC: &[u8; 8] = b"PGMVMAN\0";
@@ -77,6 +78,13 @@ pub enum ManifestError {
     UnknownSegment(SegmentId),
     #[error(transparent)]
     Lifecycle(#[from] LifecycleError),
+}
+
+/// A change that does not fit the manifest is a bug, never the user's doing.
+impl SqlError for ManifestError {
+    fn sqlstate(&self) -> SqlState {
+        SqlState::InternalError
+    }
 }
 
 /// One segment: its metadata and the objects that hold it.

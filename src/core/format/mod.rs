@@ -18,6 +18,7 @@ pub mod inverted;
 pub mod manifest;
 pub mod page;
 
+use crate::error::{SqlError, SqlState};
 use std::borrow::Cow;
 
 #[cfg(target_endian = "big")]
@@ -30,6 +31,13 @@ pub struct FormatError {
     /// The object's key (or a description, for bytes not from storage).
     pub object: String,
     pub kind: FormatErrorKind,
+}
+
+/// An object that fails its checks is damage, whatever the check.
+impl SqlError for FormatError {
+    fn sqlstate(&self) -> SqlState {
+        SqlState::IndexCorrupted
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -12,6 +12,7 @@ use crate::quant::Codes;
 use crate::segment::SegmentId;
 
 use super::hits::{Hit, RowBits, Source, TopK};
+use crate::error::{SqlError, SqlState};
 
 /// Up to this many rows a segment is searched by brute force, and flushed
 /// without a graph. Measured at 128 dimensions (`benches/segment.rs`, group
@@ -45,6 +46,13 @@ pub enum OpenError {
     Format(#[from] FormatError),
     #[error("index file {object} does not match its segment: {message}")]
     Mismatch { object: String, message: String },
+}
+
+/// Files that do not make a segment are damage.
+impl SqlError for OpenError {
+    fn sqlstate(&self) -> SqlState {
+        SqlState::IndexCorrupted
+    }
 }
 
 impl LoadedSegment {

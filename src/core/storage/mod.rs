@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
+use crate::error::{SqlError, SqlState};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::aws::AmazonS3Builder;
@@ -50,6 +51,27 @@ pub enum StorageError {
     Failed { storage: String, op: &'static str, key: String, attempts: u32, cause: String },
     #[error("cancelled")]
     Cancelled,
+}
+
+impl SqlError for StorageError {
+    fn sqlstate(&self) -> SqlState {
+        match self {
+            StorageError::InvalidUrl { .. } => SqlState::InvalidParameterValue,
+            StorageError::NotFound { .. } | StorageError::Failed { .. } => SqlState::IoError,
+            StorageError::Cancelled => SqlState::QueryCanceled,
+        }
+    }
+
+    fn hint(&self) -> Option<&'static str> {
+        match self {
+            StorageError::NotFound { .. } => Some(
+                "An object the index references is gone: check the index's storage settings, or REINDEX to \
+                 rebuild the index from the table.",
+            ),
+            StorageError::InvalidUrl { .. } => Some("Check milvus.storage_url and the milvus.s3_* settings."),
+            _ => None,
+        }
+    }
 }
 
 /// S3 settings; `None` falls back to the standard AWS environment variables
