@@ -22,7 +22,7 @@ install-debug: setup
 test: setup lint test-core test-pg install-debug test-regress test-e2e
 
 # The gate, in seconds: formatting, clippy on every target with warnings as
-# errors, and the layers of src/ (docs/design.md, "Code: a pure core and a thin skin").
+# errors, and the layers of both crates (docs/design.md, "Code: a pure core and a thin skin").
 lint:
 	bash scripts/lint.sh
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The module graph of src/: which file uses which, and whether it keeps the
+"""The module graph of the two crates: which file uses which, and whether it keeps the
 layers (an ordered list per crate, below) and has no cycle.
 
 Each `.rs` file is a module. A file depends on another when its code (not its
@@ -7,20 +7,23 @@ comments, strings or inline `mod tests`) names an item of it: through `use`,
 a `crate::`/`super::`/`self::` path, or a child module it declares. Re-exports
 (`pub use x::Item` in a `mod.rs` or `lib.rs`) are followed to the file that
 defines the item. Two crates are read: the skin (src/lib.rs) and the core
-(src/core/lib.rs), which never names the skin.
+(crates/milvus-core/src/lib.rs), which cannot name the skin: it is its own
+crate, and the skin depends on it.
 
     python3 scripts/module_graph.py           # the edges, file by file
     python3 scripts/module_graph.py --check   # exit 1 on an upward edge, a
                                               # module in no layer, or a cycle
     python3 scripts/module_graph.py --layers  # the layers and their modules
+    python3 scripts/module_graph.py --check --root DIR
+                                              # the same for a copy of the tree
+                                              # (scripts/test_lints.py)
 """
 
 import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent / "src"
-CRATES = {"skin": ROOT, "core": ROOT / "core"}
+CRATES = {"skin": Path("src"), "core": Path("crates/milvus-core/src")}
 
 # Each crate's layers, lowest first: a module may name modules of its own
 # layer or of one below, never of one above. A module is in the layer of the
@@ -50,7 +53,7 @@ LAYERS = {
         ("segments in memory", ["hnsw", "cache"]),
         ("search", ["search"]),
         ("jobs and the planner's costs", ["jobs", "policy/cost"]),
-        ("the crate root and its tests", ["", "tests"]),
+        ("the crate root", [""]),
     ],
 }
 
@@ -61,6 +64,8 @@ def layer_of(crate, module):
     for i, (layer, prefixes) in enumerate(LAYERS[crate.name]):
         for p in prefixes:
             parts = tuple(p.split("/")) if p else ()
+            if not parts and module:
+                continue  # "" is the crate root only, not a prefix of all
             if module[: len(parts)] == parts and (best is None or len(parts) > best[0]):
                 best = (len(parts), i, layer)
     return None if best is None else best[1:]
@@ -137,8 +142,6 @@ class Crate:
         self.name, self.root = name, root
         self.files = {}  # module path tuple -> Path
         for path in sorted(root.rglob("*.rs")):
-            if name == "skin" and CRATES["core"] in path.parents:
-                continue
             rel = path.relative_to(root).with_suffix("").parts
             if rel[-1] in ("mod", "lib"):
                 rel = rel[:-1]
@@ -246,9 +249,15 @@ def cycles(graph):
 
 
 def main():
-    mode = sys.argv[1] if len(sys.argv) > 1 else "--edges"
+    args = sys.argv[1:]
+    root = Path(__file__).resolve().parent.parent
+    if "--root" in args:
+        i = args.index("--root")
+        root = Path(args[i + 1])
+        del args[i : i + 2]
+    mode = args[0] if args else "--edges"
     failed = False
-    for crate in (Crate(n, r) for n, r in CRATES.items()):
+    for crate in (Crate(n, root / r) for n, r in CRATES.items()):
         graph = crate.edges()
         if mode == "--edges":
             for m in sorted(graph):

@@ -1,7 +1,7 @@
 //! pg_milvus: Milvus' segment lifecycle as a PostgreSQL index.
 //!
 //! This crate is the Postgres skin; algorithms and formats live in the pure
-//! core, `milvus_core` (src/core), which never calls Postgres. Its modules
+//! core, `milvus_core` (crates/milvus-core), which never calls Postgres. Its modules
 //! depend one way, in layers (docs/design.md, "Code: a pure core and a
 //! thin skin"; `make lint` checks):
 //!

@@ -15,7 +15,7 @@ use super::hits::{Hit, RowBits, Source, TopK};
 use crate::error::{SqlError, SqlState};
 
 /// Up to this many rows a segment is searched by brute force, and flushed
-/// without a graph. Measured at 128 dimensions (`benches/segment.rs`, group
+/// without a graph. Measured at 128 dimensions (`crates/milvus-core/benches/segment.rs`, group
 /// `one_query_top10`, docs/benchmarks.md): the flat graph at ef 40 and
 /// brute force cost about the same per top-10 query at 512 rows (9 and
 /// 11 µs), the graph 8 times less at 4,096 (16 and 124 µs). (Against
@@ -199,7 +199,7 @@ impl LoadedSegment {
     /// (walking with `ef` at least 20, or adding the nearest rows the walk
     /// computed but did not keep) mends recall at `ef` 10 on one segment
     /// but cost a stream's layout, whose segments get small shares of `ef`,
-    /// 15-50% of its QPS for no recall (`benches/cross_segment.rs`).
+    /// 15-50% of its QPS for no recall (`crates/milvus-core/benches/cross_segment.rs`).
     pub fn search(&self, query: Row<'_>, k: usize, ef_search: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
         self.search_counted(query, k, ef_search, skip).0
     }

@@ -63,7 +63,7 @@ pub const EXACT_SWITCH_FACTOR: usize = 512;
 /// sample of the index, so a segment holding an eighth of the rows holds
 /// about an eighth of a query's nearest ones: searching each of 8 segments
 /// with the whole `ef` did 8 full searches for what one index search does.
-/// Measured on 100k x 128 (`benches/cross_segment.rs`, docs/benchmarks.md):
+/// Measured on 100k x 128 (`crates/milvus-core/benches/cross_segment.rs`, docs/benchmarks.md):
 /// 8 segments at ef 40 answer at 2.8-3.1x the QPS of each searched with the
 /// whole `ef` (recall 0.972 against 1.000; one segment: 0.967). The rounds
 /// after the first (a filter rejected rows) and the exact tail find what a
@@ -80,7 +80,7 @@ pub const SEGMENT_EF_SLACK: f64 = 1.5;
 /// rows holds, for most queries, none or one of their ten nearest, and a
 /// search of `ef` 5 finds it; a query whose neighbours bunch in a small
 /// segment (rows inserted together are often alike) is caught by the
-/// widening ([`SEGMENT_WIDEN_RANK`]). Measured in `benches/cross_segment.rs`
+/// widening ([`SEGMENT_WIDEN_RANK`]). Measured in `crates/milvus-core/benches/cross_segment.rs`
 /// (docs/benchmarks.md) against a floor of 10: 1.2x the QPS on a stream's
 /// layout (50k + 32k + 2 x 8k + 3 x 2k rows, in random order) at recall
 /// 0.979 instead of 0.983, and 1.6x on 32 segments of 3k at 0.980 instead

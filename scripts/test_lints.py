@@ -1,0 +1,84 @@
+"""The layer lint proves itself: scripts/module_graph.py passes the tree as it
+is and fails a copy of it given an upward import, a cycle, or a module no
+layer names. Runs in scripts/lint.sh, without Postgres, in a second.
+"""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "module_graph.py"
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of both crates' sources, to break."""
+    shutil.copytree(ROOT / "src", tmp_path / "src")
+    shutil.copytree(ROOT / "crates" / "milvus-core" / "src", tmp_path / "crates" / "milvus-core" / "src")
+    return tmp_path
+
+
+def check(root):
+    return subprocess.run([sys.executable, str(SCRIPT), "--check", "--root", str(root)], capture_output=True, text=True)
+
+
+def append(path, code):
+    """Adds `code` after the module's doc comment: at the end it could fall
+    inside the inline `mod tests`, which the lint rightly skips."""
+    lines = path.read_text().splitlines(keepends=True)
+    head = 0
+    while head < len(lines) and lines[head].startswith("//!"):
+        head += 1
+    path.write_text("".join(lines[:head]) + "\n" + code + "\n" + "".join(lines[head:]))
+
+
+def test_the_tree_as_it_is_passes(tree):
+    out = check(tree)
+    assert out.returncode == 0, out.stderr
+    assert "every edge down or level, no cycle" in out.stdout
+
+
+def test_an_upward_import_in_the_skin_fails(tree):
+    # pages sit below the access method: a page module may not call into it.
+    append(tree / "src" / "pages" / "rows.rs", "use crate::am::scan::ScanState;")
+    out = check(tree)
+    assert out.returncode == 1
+    assert "upward edge in skin: pages/rows (pages, WAL, the manifest in pages) -> am/scan" in out.stderr
+
+
+def test_an_upward_path_in_the_core_fails(tree):
+    # A path in code, not a `use`: the segment states may not name the cache.
+    append(tree / "crates" / "milvus-core" / "src" / "segment.rs", "fn f() { crate::cache::touch(); }")
+    out = check(tree)
+    assert out.returncode == 1
+    assert "upward edge in core: core/segment (leaves) -> core/cache" in out.stderr
+
+
+def test_a_cycle_within_one_layer_fails(tree):
+    # Two modules of one layer may name each other's layer, not each other.
+    core = tree / "crates" / "milvus-core" / "src"
+    append(core / "distance.rs", "use crate::quant::Sq8;")
+    append(core / "quant.rs", "use crate::distance::Metric;")
+    out = check(tree)
+    assert out.returncode == 1
+    assert "cycle in core: core/distance <-> core/quant" in out.stderr
+
+
+def test_a_module_in_no_layer_fails(tree):
+    (tree / "src" / "orphan.rs").write_text("pub fn f() {}\n")
+    out = check(tree)
+    assert out.returncode == 1
+    assert "orphan is in no layer of the skin" in out.stderr
+
+
+def test_comments_strings_and_inline_tests_are_not_edges(tree):
+    append(tree / "src" / "pages" / "rows.rs", '// crate::am::scan::ScanState\nconst S: &str = "crate::am::scan";')
+    (tree / "src" / "pages" / "probe.rs").write_text(
+        "pub fn f() {}\n#[cfg(test)]\nmod tests {\n    use crate::am::scan::ScanState;\n}\n"
+    )
+    out = check(tree)
+    assert out.returncode == 0, out.stderr
