@@ -35,7 +35,7 @@ LAYERS = {
         ("settings and errors", ["error", "gucs"]),
         ("shared memory, test pauses", ["shared", "debug"]),
         ("object storage and the cache", ["storage"]),
-        ("the types", ["vector"]),
+        ("the types", ["types"]),
         ("pages, WAL, the manifest in pages", ["pages"]),
         ("catalogs", ["catalog"]),
         ("the access method and its jobs", ["am"]),
@@ -43,7 +43,7 @@ LAYERS = {
         ("_PG_init and the #[pg_test] modules", ["", "tests"]),
     ],
     "core": [
-        ("leaves", ["error", "segment", "hooks", "policy", "policy/retry", "policy/schedule"]),
+        ("leaves", ["error", "segment", "pause", "policy", "policy/retry", "policy/schedule"]),
         ("values and their rules",
          ["format", "element", "distance", "vector", "sparse", "synthetic", "graph", "quant", "inverted",
           "policy/seal", "policy/compaction"]),

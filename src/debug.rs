@@ -1,4 +1,4 @@
-//! Test hooks: named points where `milvus.debug_pause` holds a job, so crash
+//! Pause points: named points where `milvus.debug_pause` holds a job, so crash
 //! tests can kill the server exactly there (tests/test_crash.py). Both
 //! settings are superuser-only, and with `milvus.debug_pause = 0` (the
 //! default) every hook returns at once.
@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use milvus_core::hooks;
+use milvus_core::pause;
 use pgrx::pg_sys;
 
 use crate::gucs::{self, PausePoint};
@@ -35,9 +35,9 @@ pub fn pause_at(point: PausePoint) {
     }
 }
 
-/// Installs the core's test hook (`milvus_core::hooks`); from `_PG_init`.
+/// Installs the core's test hook (`milvus_core::pause`); from `_PG_init`.
 pub fn init() {
-    hooks::install(reached);
+    pause::install(reached);
 }
 
 /// The pauses of the points inside jobs, in milliseconds (0: none), as the
@@ -60,12 +60,12 @@ pub fn arm() {
 
 /// The hook, on a job's thread: waits at `point` if armed there, until the
 /// pause ends or the job is cancelled.
-fn reached(point: hooks::Point, cancel: &AtomicBool) {
+fn reached(point: pause::Point, cancel: &AtomicBool) {
     let ms = match point {
-        hooks::Point::Build => BUILD_MS.load(Ordering::Relaxed),
-        hooks::Point::BinlogUploaded => UPLOAD_MS.load(Ordering::Relaxed),
-        hooks::Point::GcDeleted => GC_MS.load(Ordering::Relaxed),
-        hooks::Point::Merge => MERGE_MS.load(Ordering::Relaxed),
+        pause::Point::Build => BUILD_MS.load(Ordering::Relaxed),
+        pause::Point::BinlogUploaded => UPLOAD_MS.load(Ordering::Relaxed),
+        pause::Point::GcDeleted => GC_MS.load(Ordering::Relaxed),
+        pause::Point::Merge => MERGE_MS.load(Ordering::Relaxed),
     };
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(ms) && !cancel.load(Ordering::Relaxed) {

@@ -16,7 +16,7 @@
 //!   each index's and each database's state);
 //! - `storage.rs`: object storage, the segment cache, and `run_job`, the one
 //!   way slow work runs off the main thread;
-//! - `vector/`: the `vector` type; `gucs.rs`, `hooks.rs` (EXPLAIN and
+//! - `types/`: the SQL types; `gucs.rs`, `hooks.rs` (EXPLAIN and
 //!   ALTER INDEX hooks), `debug.rs` (test pauses), `error.rs`.
 
 pub mod am;
@@ -29,7 +29,7 @@ mod hooks;
 mod pages;
 mod shared;
 mod storage;
-pub mod vector;
+pub mod types;
 mod worker;
 
 ::pgrx::pg_module_magic!(name, version);

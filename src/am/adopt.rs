@@ -24,12 +24,12 @@ use milvus_core::jobs::{self, JobError};
 use pgrx::prelude::*;
 
 use crate::catalog;
-use crate::pages::{Index, manifest};
+use crate::pages::{Index, manifest_chain};
 
 /// Adopts the objects of `index` that another instance wrote, if any;
 /// returns how many references it moved, or why it could not.
 pub fn adopt_if_copied(index: Index) -> Result<usize, Failed<JobError>> {
-    let (_, snapshot) = manifest::snapshot(index);
+    let (_, snapshot) = manifest_chain::snapshot(index);
     let id = catalog::index_id(index);
     let foreign = snapshot.foreign_objects(&id.prefix());
     if foreign.is_empty() {
@@ -43,7 +43,7 @@ pub fn adopt_if_copied(index: Index) -> Result<usize, Failed<JobError>> {
         crate::storage::run_job("adopt", move |control| jobs::adopt(&storage, id, &foreign, control.cancel_flag()))
             .map_err(|e| Failed::new(doing(), e))?;
     let moved: HashMap<String, String> = moved.into_iter().collect();
-    let changed = manifest::change(index, |m| m.rehome(&moved));
+    let changed = manifest_chain::change(index, |m| m.rehome(&moved));
     log!("pg_milvus: index \"{}\" adopted {changed} of the {count} objects it was copied with", index.name());
     Ok(changed)
 }

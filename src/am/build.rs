@@ -33,9 +33,9 @@ use super::flush::{self, SealRequest};
 use super::insert::{self, Row};
 use super::options;
 use crate::pages::rows::{manifest_pages, pack_tid};
-use crate::pages::{Buffer, Index, META_BLOCK, Record, free, manifest};
+use crate::pages::{Buffer, Index, META_BLOCK, Record, free, manifest_chain};
 use crate::shared;
-use crate::vector::IndexVector;
+use crate::types::IndexVector;
 
 struct BuildState {
     index: Index,
@@ -199,7 +199,7 @@ fn init_index(index: Index, fork: pg_sys::ForkNumber::Type) {
     let mut row_page = index.extend(fork);
     let mut manifest_buffers: Vec<Buffer> = (0..manifest_pages(bytes.len())).map(|_| index.extend(fork)).collect();
     assert_eq!(meta_page.block(), META_BLOCK);
-    manifest::fill_chain(index, &mut manifest_buffers, &bytes);
+    manifest_chain::fill_chain(index, &mut manifest_buffers, &bytes);
 
     let meta = MetaPage::new(shape, metric, growing, row_page.block(), manifest_buffers[0].block(), bytes.len() as u32);
     let mut record = Record::start(index);

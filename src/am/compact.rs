@@ -30,10 +30,10 @@ use milvus_core::segment::{SegmentId, SegmentState, unix_now};
 
 use super::insert::size_rule;
 use super::segment_lock::SegmentLock;
-use super::{flush, options, segments};
+use super::{flush, open_segments, options};
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
-use crate::pages::{Index, manifest};
+use crate::pages::{Index, manifest_chain};
 use crate::shared::{JobKind, JobRecord};
 use crate::{catalog, shared, storage};
 
@@ -52,7 +52,7 @@ pub fn policy(index: Index, shape: Shape) -> CompactionPolicy {
 
 /// What the compaction policy proposes for `index` now.
 pub fn plans(index: Index) -> Vec<CompactionPlan> {
-    let (meta, manifest) = manifest::snapshot(index);
+    let (meta, manifest) = manifest_chain::snapshot(index);
     let policy = policy(index, meta.shape());
     let busy: HashSet<SegmentId> =
         shared::compacting(catalog::database(), index.oid().to_u32()).into_iter().map(SegmentId).collect();
@@ -99,20 +99,20 @@ pub fn run_plan(
     let what = format!("segments {ids:?} of index \"{}\"", index.name());
     let (oid, database) = (index.oid().to_u32(), catalog::database());
     let locks = SegmentLock::acquire_all(index, &ids);
-    let (meta, manifest) = manifest::snapshot(index);
+    let (meta, manifest) = manifest_chain::snapshot(index);
     let busy = shared::compacting(database, oid);
     if !inputs_flushed(&manifest, plan) || ids.iter().any(|s| busy.contains(s)) {
         return Ok(Compacted::Skipped);
     }
     let (metric, dims) = (meta.metric(), meta.dims());
     let job = JobRecord::start(JobKind::Compact, oid, &ids, what.clone(), plan.to_string());
-    let before = inputs_of(plan, segments::loaded(index, &manifest, metric));
+    let before = inputs_of(plan, open_segments::loaded(index, &manifest, metric));
     if before.iter().all(|s| s.live_rows() == 0) {
-        manifest::change(index, |m| m.drop_segments(&plan.inputs)).or_raise();
+        manifest_chain::change(index, |m| m.drop_segments(&plan.inputs)).or_raise();
         job.done(0, 0);
         return Ok(Compacted::Dropped);
     }
-    let output = manifest::change(index, |m| m.allocate_segment_id());
+    let output = manifest_chain::change(index, |m| m.allocate_segment_id());
     drop(locks);
 
     let params = flush::hnsw_params(index);
@@ -144,19 +144,19 @@ pub fn run_plan(
     crate::debug::pause_at(PausePoint::Commit);
 
     let _locks = SegmentLock::acquire_all(index, &ids);
-    let (_, manifest) = manifest::snapshot(index);
+    let (_, manifest) = manifest_chain::snapshot(index);
     if !inputs_flushed(&manifest, plan) {
         // Only a job that ignored the job log gets here; what was written
         // is garbage, collected after the grace period.
         job.discard();
         return Ok(Compacted::Skipped);
     }
-    let after = inputs_of(plan, segments::loaded(index, &manifest, metric));
+    let after = inputs_of(plan, open_segments::loaded(index, &manifest, metric));
     // Rows VACUUM found dead while the merge wrote: pending on the output,
     // like any VACUUM's, so publishing writes nothing more to the store.
     let carried = jobs::carried_tombstones(&refs(&before), &refs(&after));
     let (rows, bytes) = (flushed.rows, flushed.bytes);
-    manifest::change(index, |m| {
+    manifest_chain::change(index, |m| {
         m.publish_compaction(&plan.inputs, flushed, unix_now())?;
         if carried.is_empty() { Ok(()) } else { m.add_pending_tombstones(output, &carried) }
     })

@@ -6,7 +6,7 @@
 //! (`milvus_core::meta::MetaPage::seal`). That is the barrier: every row
 //! appended before it is in the sealed segment, every row after it in the
 //! new one. The manifest records the seal in the same WAL record
-//! (`pages::manifest::commit`).
+//! (`pages::manifest_chain::commit`).
 //!
 //! **Flush.** A sealed segment's rows are read from its pages and handed to
 //! `milvus_core::jobs::flush` on a helper thread (binlog, HNSW build, upload;
@@ -36,7 +36,7 @@ use super::segment_lock::SegmentLock;
 use crate::catalog;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
-use crate::pages::{Index, Lock, chain, manifest as pages_manifest, release};
+use crate::pages::{Index, Lock, chain, manifest_chain, release};
 use crate::shared::{JobKind, JobRecord};
 use crate::storage;
 
@@ -105,7 +105,7 @@ pub fn seal(index: Index, request: SealRequest) -> Sealed {
         );
     }
     let sealed = meta.growing();
-    let mut manifest = pages_manifest::read(&meta);
+    let mut manifest = manifest_chain::read(&meta);
     let now = unix_now();
     let rows = chain::count_rows(index, meta.growing_head, meta.shape());
     let why = request.reason.to_string();
@@ -113,7 +113,7 @@ pub fn seal(index: Index, request: SealRequest) -> Sealed {
     let growing = manifest.add_growing(now);
     let mut first_page = index.new_page();
     let job = JobRecord::start(JobKind::Seal, index.oid().to_u32(), &[sealed.0], describe(index, sealed), why);
-    let mut commit = pages_manifest::commit(&mut meta, &manifest, 0);
+    let mut commit = manifest_chain::commit(&mut meta, &manifest, 0);
     let first_block = first_page.block();
     commit.record().fresh_page(&mut first_page).init_rows(growing.0);
     commit.meta().seal(growing, first_block).expect("room checked above");
@@ -151,7 +151,7 @@ pub fn hnsw_params(index: Index) -> HnswParams {
 /// or the build failed: the segment stays sealed, nothing is lost.
 pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flushed, Failed<JobError>> {
     let _lock = SegmentLock::acquire(index, segment.0);
-    let (meta, manifest) = pages_manifest::snapshot(index);
+    let (meta, manifest) = manifest_chain::snapshot(index);
     let Some(sealed) = meta.sealed_chain(segment) else {
         return Ok(Flushed::AlreadyFlushed);
     };
@@ -200,9 +200,9 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
 fn publish(index: Index, flushed: manifest::Flushed) {
     let segment = flushed.segment;
     let mut meta = index.meta(Lock::Exclusive);
-    let mut manifest = pages_manifest::read(&meta);
+    let mut manifest = manifest_chain::read(&meta);
     manifest.publish_flush(flushed, unix_now()).or_raise();
-    let mut commit = pages_manifest::commit(&mut meta, &manifest, 1);
+    let mut commit = manifest_chain::commit(&mut meta, &manifest, 1);
     commit.meta().finish_flush(segment).expect("a sealed chain under our segment lock, with room made");
     commit.finish();
     drop(meta);

@@ -25,7 +25,7 @@ use milvus_core::storage::{GcReport, ObjectKey};
 use pgrx::prelude::*;
 
 use crate::catalog::{self, index_id, index_id_of};
-use crate::pages::manifest;
+use crate::pages::manifest_chain;
 use crate::shared::{JobKind, JobRecord};
 
 /// What one collection did: of an index, or (no index) of dropped
@@ -79,7 +79,7 @@ pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
         return (Collected::failed(Some(oid), e.to_string()), None);
     }
     let job = JobRecord::start(JobKind::Gc, oid.to_u32(), &[], format!("index \"{name}\""), why.to_owned());
-    let (_, snapshot) = manifest::snapshot(*index);
+    let (_, snapshot) = manifest_chain::snapshot(*index);
     let referenced: HashSet<String> = snapshot.referenced_keys().map(str::to_owned).collect();
     let collected = match collect(snapshot.storage_url.as_deref(), index_id(*index).prefix(), referenced) {
         Ok(report) => {
@@ -88,7 +88,7 @@ pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
             // those an earlier collection deleted before it was cut short.
             let gone = |k: &str| !report.remaining.contains(k);
             if snapshot.clone().forget_dropped(gone) > 0 {
-                manifest::change(*index, |m| m.forget_dropped(gone));
+                manifest_chain::change(*index, |m| m.forget_dropped(gone));
             }
             Collected::of(Some(oid), &report)
         }

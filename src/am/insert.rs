@@ -35,7 +35,7 @@ use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::pages::rows::{pack_tid, rows_per_page};
 use crate::pages::{Index, Lock, MetaGuard, Record};
-use crate::vector::IndexVector;
+use crate::types::IndexVector;
 
 // The signature is Postgres' (amapi.h).
 #[allow(clippy::too_many_arguments)]

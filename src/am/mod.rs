@@ -12,7 +12,7 @@
 //! - `insert.rs`: `aminsert` (INSERT, COPY, UPDATE);
 //! - `flush.rs`: seal and flush (Milvus' Flush);
 //! - `scan.rs`: `ambeginscan`, `amrescan`, `amgettuple`, `amendscan`
-//!   (`ORDER BY embedding <-> $1`), over `segments.rs`, the flushed
+//!   (`ORDER BY embedding <-> $1`), over `open_segments.rs`, the flushed
 //!   segments a backend has loaded, and `nulls.rs`, the rows of NULL
 //!   vectors that come after the last distance;
 //! - `vacuum.rs`: `ambulkdelete`, `amvacuumcleanup` (VACUUM);
@@ -34,10 +34,10 @@ pub mod flush;
 pub mod gc;
 pub mod insert;
 mod nulls;
+pub mod open_segments;
 pub mod options;
 pub mod scan;
 pub mod segment_lock;
-pub mod segments;
 pub mod vacuum;
 
 use pgrx::prelude::*;

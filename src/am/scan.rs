@@ -32,12 +32,12 @@ use pgrx::PgMemoryContexts;
 use pgrx::prelude::*;
 
 use super::explain::{self, ScanReport};
-use super::{nulls, segments};
+use super::{nulls, open_segments};
 use crate::error::OrRaise;
 use crate::gucs;
 use crate::pages::rows::unpack_tid;
-use crate::pages::{Index, Lock, chain, manifest};
-use crate::vector::IndexVector;
+use crate::pages::{Index, Lock, chain, manifest_chain};
+use crate::types::IndexVector;
 
 thread_local! {
     /// Milvus index scans this backend has started (their first
@@ -229,9 +229,9 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
         };
         same.or_raise_for(query.element());
         let metric = meta.metric();
-        let (manifest, pages) = (manifest::read(&meta), chain::page_hits(index, &meta, metric, query));
+        let (manifest, pages) = (manifest_chain::read(&meta), chain::page_hits(index, &meta, metric, query));
         drop(meta);
-        let segments = segments::loaded(index, &manifest, metric);
+        let segments = open_segments::loaded(index, &manifest, metric);
 
         let ef_search = gucs::ef_search();
         let options = SearchOptions {

@@ -37,11 +37,11 @@ use milvus_core::jobs::{self, JobError};
 use milvus_core::segment::{SegmentId, SegmentState};
 use pgrx::prelude::*;
 
+use super::open_segments;
 use super::segment_lock::SegmentLock;
-use super::segments;
 use crate::error::OrRaise;
 use crate::pages::rows::unpack_tid;
-use crate::pages::{Block, INVALID_BLOCK, Index, Lock, Record, chain, free, manifest};
+use crate::pages::{Block, INVALID_BLOCK, Index, Lock, Record, chain, free, manifest_chain};
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn ambulkdelete(
@@ -80,17 +80,17 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
     // built from rows loaded before this pass, which must be seen too.
     let mut seen = std::collections::HashSet::new();
     loop {
-        let (_, manifest) = manifest::snapshot(index);
+        let (_, manifest) = manifest_chain::snapshot(index);
         let next =
             manifest.segments.iter().find(|e| e.meta.state == SegmentState::Flushed && !seen.contains(&e.meta.id));
         let Some(id) = next.map(|e| e.meta.id) else { break };
         seen.insert(id);
         let _lock = SegmentLock::acquire(index, id.0);
-        let (meta, manifest) = manifest::snapshot(index);
+        let (meta, manifest) = manifest_chain::snapshot(index);
         if manifest.segment(id).is_none_or(|e| e.meta.state != SegmentState::Flushed) {
             continue;
         }
-        let loaded = segments::loaded(index, &manifest, meta.metric());
+        let loaded = open_segments::loaded(index, &manifest, meta.metric());
         let segment = loaded.into_iter().find(|s| s.id == id).expect("loaded");
         let mut dead = Vec::new();
         for (row, key) in segment.binlog().keys().iter().enumerate() {
@@ -106,7 +106,7 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         if !dead.is_empty() {
             // SAFETY: VACUUM's cost-based delay, between segments.
             unsafe { pg_sys::vacuum_delay_point() };
-            manifest::change(index, |m| m.add_pending_tombstones(segment.id, &dead)).or_raise();
+            manifest_chain::change(index, |m| m.add_pending_tombstones(segment.id, &dead)).or_raise();
             stats.tuples_removed += dead.len() as f64;
         }
     }
@@ -150,7 +150,7 @@ fn delete_from_chain(index: Index, head: Block, shape: Shape, is_dead: &dyn Fn(u
 /// over: its output carries its tombstones, and what was written is
 /// garbage. Returns how many tombstones it settled, or why it failed.
 pub fn settle_tombstones(index: Index) -> Result<u64, Failed<JobError>> {
-    let (_, manifest) = manifest::snapshot(index);
+    let (_, manifest) = manifest_chain::snapshot(index);
     let pending: Vec<(SegmentId, Vec<u32>)> = manifest
         .flushed_segments()
         .filter(|e| !e.pending_tombstones.is_empty())
@@ -172,9 +172,9 @@ pub fn settle_tombstones(index: Index) -> Result<u64, Failed<JobError>> {
             crate::storage::run_job("tombstones", move |_| jobs::write_tombstones(&store, id, segment, &written))
                 .map_err(|e| Failed::new(doing(segment), e).with_detail(super::flush::FLUSH_FAILED_DETAIL))?;
         let _lock = SegmentLock::acquire(index, segment.0);
-        let (_, now) = manifest::snapshot(index);
+        let (_, now) = manifest_chain::snapshot(index);
         if now.segment(segment).is_some_and(|e| e.meta.state == SegmentState::Flushed) {
-            manifest::change(index, |m| m.settle_tombstones(segment, delta, &rows)).or_raise();
+            manifest_chain::change(index, |m| m.settle_tombstones(segment, delta, &rows)).or_raise();
             settled += rows.len() as u64;
         }
     }
@@ -199,7 +199,7 @@ pub unsafe extern "C-unwind" fn amvacuumcleanup(
         let stats = unsafe { PgBox::<pg_sys::IndexBulkDeleteResult>::alloc0() }.into_pg();
         let meta = index.meta(Lock::Share);
         let in_pages: u64 = meta.in_pages().map(|(_, head)| chain::count_rows(index, head, meta.shape())).sum();
-        let manifest = manifest::read(&meta);
+        let manifest = manifest_chain::read(&meta);
         let flushed = manifest.live_segments().filter(|e| e.meta.state == SegmentState::Flushed);
         // SAFETY: palloc'd just above.
         unsafe {

@@ -5,24 +5,24 @@
 //! result back to half, refusing what half cannot hold.
 
 use milvus_core::distance::{self, Metric};
-use milvus_core::vector as vector_core;
+use milvus_core::vector;
 use pgrx::prelude::*;
 
 use super::operators::avg_state;
 use crate::error::OrRaise;
-use crate::vector::PgHalfvec;
-use crate::vector::bit::PgBit;
+use crate::types::PgHalfvec;
+use crate::types::bit::PgBit;
 
 /// `metric`'s distance between two halfvecs, with the kernel the index
 /// uses (elements widened as read, summed in f32).
 fn half_distance(metric: Metric, a: &PgHalfvec, b: &PgHalfvec) -> f64 {
-    vector_core::check_same_dims(a.dims(), b.dims()).or_raise_half();
+    vector::check_same_dims(a.dims(), b.dims()).or_raise_half();
     metric.distance_f16(a.as_slice(), b.as_slice()) as f64
 }
 
 /// A halfvec of `values` (computed in f32).
 fn half(values: &[f32]) -> PgHalfvec {
-    PgHalfvec::from_slice(&vector_core::to_half(values).or_raise_half())
+    PgHalfvec::from_slice(&vector::to_half(values).or_raise_half())
 }
 
 #[pg_extern(name = "l2_distance", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
@@ -62,42 +62,42 @@ fn halfvec_l2_norm(v: PgHalfvec) -> f64 {
 
 #[pg_extern(name = "l2_normalize", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_l2_normalize(v: PgHalfvec) -> PgHalfvec {
-    half(&vector_core::l2_normalize(&v.to_f32()))
+    half(&vector::l2_normalize(&v.to_f32()))
 }
 
 #[pg_extern(name = "binary_quantize", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_binary_quantize(v: PgHalfvec) -> PgBit {
-    PgBit::new(&vector_core::binary_quantize(&v.to_f32()), v.dims())
+    PgBit::new(&vector::binary_quantize(&v.to_f32()), v.dims())
 }
 
 #[pg_extern(name = "subvector", immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_subvector(v: PgHalfvec, start: i32, count: i32) -> PgHalfvec {
-    half(&vector_core::subvector(&v.to_f32(), start, count).or_raise_half())
+    half(&vector::subvector(&v.to_f32(), start, count).or_raise_half())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_add(a: PgHalfvec, b: PgHalfvec) -> PgHalfvec {
-    half(&vector_core::add(&a.to_f32(), &b.to_f32()).or_raise_half())
+    half(&vector::add(&a.to_f32(), &b.to_f32()).or_raise_half())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_sub(a: PgHalfvec, b: PgHalfvec) -> PgHalfvec {
-    half(&vector_core::sub(&a.to_f32(), &b.to_f32()).or_raise_half())
+    half(&vector::sub(&a.to_f32(), &b.to_f32()).or_raise_half())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_mul(a: PgHalfvec, b: PgHalfvec) -> PgHalfvec {
-    PgHalfvec::from_slice(&vector_core::mul_half(&a.to_f32(), &b.to_f32()).or_raise_half())
+    PgHalfvec::from_slice(&vector::mul_half(&a.to_f32(), &b.to_f32()).or_raise_half())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_concat(a: PgHalfvec, b: PgHalfvec) -> PgHalfvec {
-    PgHalfvec::from_slice(&vector_core::concat(a.as_slice(), b.as_slice()).or_raise_half())
+    PgHalfvec::from_slice(&vector::concat(a.as_slice(), b.as_slice()).or_raise_half())
 }
 
 /// Element-wise order, then length: the btree opclass `halfvec_ops`.
 fn compare(a: &PgHalfvec, b: &PgHalfvec) -> std::cmp::Ordering {
-    vector_core::compare(&a.to_f32(), &b.to_f32())
+    vector::compare(&a.to_f32(), &b.to_f32())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
@@ -137,17 +137,17 @@ fn halfvec_ge(a: PgHalfvec, b: PgHalfvec) -> bool {
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_accum(state: Array<f64>, v: PgHalfvec) -> Vec<f64> {
-    vector_core::accumulate(&avg_state(state, "halfvec_accum"), &v.to_f32()).or_raise_half()
+    vector::accumulate(&avg_state(state, "halfvec_accum"), &v.to_f32()).or_raise_half()
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_combine(a: Array<f64>, b: Array<f64>) -> Vec<f64> {
-    vector_core::combine(&avg_state(a, "halfvec_combine"), &avg_state(b, "halfvec_combine")).or_raise_half()
+    vector::combine(&avg_state(a, "halfvec_combine"), &avg_state(b, "halfvec_combine")).or_raise_half()
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_type"])]
 fn halfvec_avg(state: Array<f64>) -> Option<PgHalfvec> {
-    vector_core::average(&avg_state(state, "halfvec_avg")).or_raise_half().map(|mean| half(&mean))
+    vector::average(&avg_state(state, "halfvec_avg")).or_raise_half().map(|mean| half(&mean))
 }
 
 extension_sql_file!(

@@ -10,7 +10,7 @@ use pgrx::prelude::*;
 use crate::am::compact;
 use crate::catalog::{self, check_milvus_index};
 use crate::error::OrRaise;
-use crate::pages::{Lock, OpenIndex, chain, free, manifest};
+use crate::pages::{Lock, OpenIndex, chain, free, manifest_chain};
 use crate::{gucs, shared, storage};
 
 /// The segments of a milvus index, the growing one included: Milvus'
@@ -50,7 +50,7 @@ fn milvus_segments(
         let meta = rel.meta(Lock::Share);
         let page_rows: Vec<(u64, u64)> =
             meta.in_pages().map(|(s, head)| (s.0, chain::count_rows(*rel, head, meta.shape()))).collect();
-        (manifest::read(&meta), page_rows, compact::policy(*rel, meta.shape()))
+        (manifest_chain::read(&meta), page_rows, compact::policy(*rel, meta.shape()))
     };
     drop(rel);
     let database = catalog::database();

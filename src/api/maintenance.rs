@@ -10,10 +10,10 @@ use pgrx::prelude::*;
 
 use crate::am::compact::{self, Compacted};
 use crate::am::flush::{self, Flushed, SealRequest};
-use crate::am::{gc, segments};
+use crate::am::{gc, open_segments};
 use crate::catalog;
 use crate::error::{OrRaise, raise_error, raise_io};
-use crate::pages::{free, manifest};
+use crate::pages::{free, manifest_chain};
 use crate::{shared, storage};
 
 /// Who carries a job out.
@@ -109,7 +109,7 @@ fn flush_index(oid: pg_sys::Oid, run: Run) -> Vec<(SegmentId, SegmentState)> {
             Ok(Flushed::Rows(_)) => out.push((segment, SegmentState::Flushed)),
             Ok(Flushed::AlreadyFlushed) => {
                 // Another job flushed it while we waited for its lock.
-                let (_, manifest) = manifest::snapshot(*index);
+                let (_, manifest) = manifest_chain::snapshot(*index);
                 out.extend(manifest.segment(segment).map(|e| (segment, e.meta.state)));
             }
             Err(e) => raise_error(&e),
@@ -277,7 +277,7 @@ fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments,
     let (mut count, mut bytes) = (0, 0);
     for oid in catalog::leaf_indexes(index) {
         let index = catalog::open_owned(oid, pg_sys::AccessShareLock);
-        let (meta, manifest) = manifest::snapshot(*index);
+        let (meta, manifest) = manifest_chain::snapshot(*index);
         let flushed: Vec<SegmentEntry> = manifest.flushed_segments().cloned().collect();
         bytes += flushed.iter().map(|e| e.meta.bytes as i64).sum::<i64>();
         let cache = storage::cache();
@@ -289,9 +289,9 @@ fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments,
                 warning!("damaged file in the segment cache, fetched again: {what}");
             }
             // This backend's mappings of the damaged files go too.
-            segments::forget(oid.to_u32());
+            open_segments::forget(oid.to_u32());
         }
-        count += segments::loaded(*index, &manifest, meta.metric()).len() as i32;
+        count += open_segments::loaded(*index, &manifest, meta.metric()).len() as i32;
     }
     TableIterator::once((count, bytes))
 }
@@ -328,7 +328,7 @@ fn milvus_verify(
             let index = crate::pages::OpenIndex::open(oid, pg_sys::AccessShareLock);
             catalog::check_milvus_index(*index);
             catalog::check_can_read(*index);
-            let (_, manifest) = manifest::snapshot(*index);
+            let (_, manifest) = manifest_chain::snapshot(*index);
             let flushed: Vec<SegmentEntry> = manifest.flushed_segments().cloned().collect();
             (flushed, manifest.storage_url)
         };

@@ -1,5 +1,5 @@
 //! Every SQL-callable function of the extension but the access method's
-//! handler (`am/mod.rs`) and the vector types' own I/O (`vector/`):
+//! handler (`am/mod.rs`) and the vector types' own I/O (`types/`):
 //!
 //! - `maintenance.rs`: `milvus_flush`, `milvus_compact`, `milvus_gc`,
 //!   `milvus_prewarm`, the jobs of `crate::am` run by hand;

@@ -6,17 +6,17 @@
 //! of Postgres' `bit` (`<~>`, `<%>`) that binary quantization searches by.
 
 use milvus_core::distance::{self, Metric};
-use milvus_core::vector as vector_core;
+use milvus_core::vector;
 use pgrx::array::RawArray;
 use pgrx::prelude::*;
 
 use crate::error::OrRaise;
-use crate::vector::PgVector;
-use crate::vector::bit::PgBit;
+use crate::types::PgVector;
+use crate::types::bit::PgBit;
 
 /// The two operands' elements, after checking they have the same dimensions.
 fn pair<'a>(a: &'a PgVector, b: &'a PgVector) -> (&'a [f32], &'a [f32]) {
-    vector_core::check_same_dims(a.dims(), b.dims()).or_raise();
+    vector::check_same_dims(a.dims(), b.dims()).or_raise();
     (a.as_slice(), b.as_slice())
 }
 
@@ -52,7 +52,7 @@ fn l1_distance(a: PgVector, b: PgVector) -> f64 {
 
 /// The two bit strings, after checking they have the same length.
 fn bits<'a>(a: &'a PgBit, b: &'a PgBit) -> (&'a [u8], &'a [u8]) {
-    vector_core::check_same_bits(a.bit_len(), b.bit_len()).or_raise();
+    vector::check_same_bits(a.bit_len(), b.bit_len()).or_raise();
     (a.bytes(), b.bytes())
 }
 
@@ -80,37 +80,37 @@ fn vector_norm(v: PgVector) -> f64 {
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn l2_normalize(v: PgVector) -> PgVector {
-    PgVector::from_slice(&vector_core::l2_normalize(v.as_slice()))
+    PgVector::from_slice(&vector::l2_normalize(v.as_slice()))
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_add(a: PgVector, b: PgVector) -> PgVector {
-    PgVector::from_slice(&vector_core::add(a.as_slice(), b.as_slice()).or_raise())
+    PgVector::from_slice(&vector::add(a.as_slice(), b.as_slice()).or_raise())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_sub(a: PgVector, b: PgVector) -> PgVector {
-    PgVector::from_slice(&vector_core::sub(a.as_slice(), b.as_slice()).or_raise())
+    PgVector::from_slice(&vector::sub(a.as_slice(), b.as_slice()).or_raise())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_mul(a: PgVector, b: PgVector) -> PgVector {
-    PgVector::from_slice(&vector_core::mul(a.as_slice(), b.as_slice()).or_raise())
+    PgVector::from_slice(&vector::mul(a.as_slice(), b.as_slice()).or_raise())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_concat(a: PgVector, b: PgVector) -> PgVector {
-    PgVector::from_slice(&vector_core::concat(a.as_slice(), b.as_slice()).or_raise())
+    PgVector::from_slice(&vector::concat(a.as_slice(), b.as_slice()).or_raise())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn subvector(v: PgVector, start: i32, count: i32) -> PgVector {
-    PgVector::from_slice(&vector_core::subvector(v.as_slice(), start, count).or_raise())
+    PgVector::from_slice(&vector::subvector(v.as_slice(), start, count).or_raise())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn binary_quantize(v: PgVector) -> PgBit {
-    PgBit::new(&vector_core::binary_quantize(v.as_slice()), v.dims())
+    PgBit::new(&vector::binary_quantize(v.as_slice()), v.dims())
 }
 
 /// The state of `avg(vector)` and `avg(halfvec)`
@@ -133,52 +133,52 @@ pub(super) fn avg_state(array: Array<f64>, caller: &str) -> Vec<f64> {
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_accum(state_array: Array<f64>, v: PgVector) -> Vec<f64> {
-    vector_core::accumulate(&avg_state(state_array, "vector_accum"), v.as_slice()).or_raise()
+    vector::accumulate(&avg_state(state_array, "vector_accum"), v.as_slice()).or_raise()
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_combine(a: Array<f64>, b: Array<f64>) -> Vec<f64> {
-    vector_core::combine(&avg_state(a, "vector_combine"), &avg_state(b, "vector_combine")).or_raise()
+    vector::combine(&avg_state(a, "vector_combine"), &avg_state(b, "vector_combine")).or_raise()
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_avg(state_array: Array<f64>) -> Option<PgVector> {
-    vector_core::average(&avg_state(state_array, "vector_avg")).or_raise().map(|mean| PgVector::from_slice(&mean))
+    vector::average(&avg_state(state_array, "vector_avg")).or_raise().map(|mean| PgVector::from_slice(&mean))
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_cmp(a: PgVector, b: PgVector) -> i32 {
-    vector_core::compare(a.as_slice(), b.as_slice()) as i32
+    vector::compare(a.as_slice(), b.as_slice()) as i32
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_eq(a: PgVector, b: PgVector) -> bool {
-    vector_core::compare(a.as_slice(), b.as_slice()).is_eq()
+    vector::compare(a.as_slice(), b.as_slice()).is_eq()
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_ne(a: PgVector, b: PgVector) -> bool {
-    vector_core::compare(a.as_slice(), b.as_slice()).is_ne()
+    vector::compare(a.as_slice(), b.as_slice()).is_ne()
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_lt(a: PgVector, b: PgVector) -> bool {
-    vector_core::compare(a.as_slice(), b.as_slice()).is_lt()
+    vector::compare(a.as_slice(), b.as_slice()).is_lt()
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_le(a: PgVector, b: PgVector) -> bool {
-    vector_core::compare(a.as_slice(), b.as_slice()).is_le()
+    vector::compare(a.as_slice(), b.as_slice()).is_le()
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_gt(a: PgVector, b: PgVector) -> bool {
-    vector_core::compare(a.as_slice(), b.as_slice()).is_gt()
+    vector::compare(a.as_slice(), b.as_slice()).is_gt()
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_type"])]
 fn vector_ge(a: PgVector, b: PgVector) -> bool {
-    vector_core::compare(a.as_slice(), b.as_slice()).is_ge()
+    vector::compare(a.as_slice(), b.as_slice()).is_ge()
 }
 
 extension_sql_file!(

@@ -4,67 +4,67 @@
 
 use std::cmp::Ordering;
 
-use milvus_core::sparse::{self as sparse_core, Sparse};
+use milvus_core::sparse::{self, Sparse};
 use pgrx::prelude::*;
 
 use crate::error::OrRaise;
-use crate::vector::sparse::PgSparsevec;
+use crate::types::sparse::PgSparsevec;
 
 /// The operands' parts, refused unless their dimensions agree.
 fn operands<'a>(a: &'a PgSparsevec, b: &'a PgSparsevec) -> (Sparse<'a>, Sparse<'a>) {
     let (a, b) = (a.view(), b.view());
-    sparse_core::check_same_dims(a, b).or_raise_sparse();
+    sparse::check_same_dims(a, b).or_raise_sparse();
     (a, b)
 }
 
 #[pg_extern(name = "l2_distance", immutable, strict, parallel_safe, requires = ["sparsevec_type"])]
 fn sparsevec_l2_distance(a: PgSparsevec, b: PgSparsevec) -> f64 {
     let (a, b) = operands(&a, &b);
-    (sparse_core::l2_squared(a, b) as f64).sqrt()
+    (sparse::l2_squared(a, b) as f64).sqrt()
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["sparsevec_type"])]
 fn sparsevec_l2_squared_distance(a: PgSparsevec, b: PgSparsevec) -> f64 {
     let (a, b) = operands(&a, &b);
-    sparse_core::l2_squared(a, b) as f64
+    sparse::l2_squared(a, b) as f64
 }
 
 #[pg_extern(name = "inner_product", immutable, strict, parallel_safe, requires = ["sparsevec_type"])]
 fn sparsevec_inner_product(a: PgSparsevec, b: PgSparsevec) -> f64 {
     let (a, b) = operands(&a, &b);
-    sparse_core::inner_product(a, b) as f64
+    sparse::inner_product(a, b) as f64
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["sparsevec_type"])]
 fn sparsevec_negative_inner_product(a: PgSparsevec, b: PgSparsevec) -> f64 {
     let (a, b) = operands(&a, &b);
-    -sparse_core::inner_product(a, b) as f64
+    -sparse::inner_product(a, b) as f64
 }
 
 #[pg_extern(name = "cosine_distance", immutable, strict, parallel_safe, requires = ["sparsevec_type"])]
 fn sparsevec_cosine_distance(a: PgSparsevec, b: PgSparsevec) -> f64 {
     let (a, b) = operands(&a, &b);
-    sparse_core::cosine_distance(a, b)
+    sparse::cosine_distance(a, b)
 }
 
 #[pg_extern(name = "l1_distance", immutable, strict, parallel_safe, requires = ["sparsevec_type"])]
 fn sparsevec_l1_distance(a: PgSparsevec, b: PgSparsevec) -> f64 {
     let (a, b) = operands(&a, &b);
-    sparse_core::l1(a, b) as f64
+    sparse::l1(a, b) as f64
 }
 
 #[pg_extern(name = "l2_norm", immutable, strict, parallel_safe, requires = ["sparsevec_type"])]
 fn sparsevec_l2_norm(v: PgSparsevec) -> f64 {
-    sparse_core::norm(v.view())
+    sparse::norm(v.view())
 }
 
 #[pg_extern(name = "l2_normalize", immutable, strict, parallel_safe, requires = ["sparsevec_type"])]
 fn sparsevec_l2_normalize(v: PgSparsevec) -> PgSparsevec {
-    PgSparsevec::from_vec(&sparse_core::l2_normalize(v.view()).or_raise_sparse())
+    PgSparsevec::from_vec(&sparse::l2_normalize(v.view()).or_raise_sparse())
 }
 
 fn compare(a: &PgSparsevec, b: &PgSparsevec) -> Ordering {
-    sparse_core::compare(a.view(), b.view())
+    sparse::compare(a.view(), b.view())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["sparsevec_type"])]

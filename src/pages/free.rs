@@ -8,7 +8,7 @@ use pgrx::pg_sys;
 
 use super::release::drain_released;
 use super::rows::{MANIFEST_PAGE_ID, manifest_pages};
-use super::{Block, Buffer, Index, Lock, Meta, MetaGuard, Record, chain, manifest};
+use super::{Block, Buffer, Index, Lock, Meta, MetaGuard, Record, chain, manifest_chain};
 
 /// Every block the meta page reaches: the manifest, growing, sealed and
 /// released chains. The caller holds the meta page locked.
@@ -216,13 +216,13 @@ fn move_manifest(meta: &mut MetaGuard, target: Block) {
     if chain::blocks(index, meta.manifest_head).iter().all(|b| *b < target) || !meta.has_release_room(1) {
         return;
     }
-    let bytes = manifest::read(meta).encode();
+    let bytes = manifest_chain::read(meta).encode();
     // Free blocks are none of the current manifest's: no lock taken twice.
     let mut buffers = lowest_free_buffers(index, target, manifest_pages(bytes.len()));
     if buffers.len() < manifest_pages(bytes.len()) {
         return;
     }
-    manifest::fill_chain(index, &mut buffers, &bytes);
+    manifest_chain::fill_chain(index, &mut buffers, &bytes);
     let head = buffers[0].block();
     drop(buffers);
     let mut record = Record::start(index);

@@ -23,8 +23,8 @@
 //! What the pages mean lives in the core: the meta page's state machine is
 //! `milvus_core::meta`, the manifest's encoding `milvus_core::format`. The
 //! files here: `rows.rs` (row and manifest page layout), `chain.rs`
-//! (walking page chains), `manifest.rs` (reading the manifest, and
-//! [`manifest::commit`], the one way a change of it is committed),
+//! (walking page chains), `manifest_chain.rs` (reading the manifest, and
+//! [`manifest_chain::commit`], the one way a change of it is committed),
 //! `release.rs` (emptying the chains commits released), `free.rs` (free
 //! pages, orphans, giving the file's tail back).
 //!
@@ -32,7 +32,7 @@
 
 pub mod chain;
 pub mod free;
-pub mod manifest;
+pub mod manifest_chain;
 pub mod release;
 pub mod rows;
 

@@ -120,7 +120,7 @@ mod tests {
 
     #[pg_test]
     fn vector_type_oid_is_found() {
-        let oid = crate::vector::vector_type_oid();
+        let oid = crate::types::vector_type_oid();
         assert_eq!(oid, one::<pg_sys::Oid>("SELECT 'vector'::regtype::oid"));
     }
 }

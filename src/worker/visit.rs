@@ -28,7 +28,7 @@ use crate::am::flush::{self, SealRequest};
 use crate::am::insert::size_rule;
 use crate::am::{adopt, compact, gc, options, vacuum};
 use crate::catalog;
-use crate::pages::{OpenIndex, chain, manifest};
+use crate::pages::{OpenIndex, chain, manifest_chain};
 use crate::shared;
 
 /// Visits the database; false if it has no milvus index.
@@ -149,7 +149,7 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
     adopt::adopt_if_copied(*index).map_err(|e| failed(0, e.to_string()))?;
 
     // Seal, when the policy says so.
-    let (meta, manifest) = manifest::snapshot(*index);
+    let (meta, manifest) = manifest_chain::snapshot(*index);
     let now = now();
     let rows = chain::count_rows(*index, meta.growing_head, meta.shape());
     let stats = GrowingStats {

@@ -241,7 +241,7 @@ pub fn flush(to: Target, rows: &NewSegment, control: &JobControl) -> Result<Flus
     // Build before uploading anything: a cancelled build then leaves nothing.
     let index_bytes = if binlog.len() > graph_min_rows.max(BRUTE_FORCE_MAX_ROWS) {
         control.set_phase(Phase::Building);
-        crate::hooks::reach(crate::hooks::Point::Build, control.cancel_flag());
+        crate::pause::reach(crate::pause::Point::Build, control.cancel_flag());
         Some(SegmentIndex::build_seeded(&binlog, params, seed.as_ref(), control.cancel_flag())?.to_index_file())
     } else {
         None
@@ -249,7 +249,7 @@ pub fn flush(to: Target, rows: &NewSegment, control: &JobControl) -> Result<Flus
     control.set_phase(Phase::Uploading);
     let key = |kind| to.index.key(segment, kind);
     let insert_binlog = put(to.storage, Some(to.cache), key(ObjectKind::InsertBinlog), binlog_bytes)?;
-    crate::hooks::reach(crate::hooks::Point::BinlogUploaded, control.cancel_flag());
+    crate::pause::reach(crate::pause::Point::BinlogUploaded, control.cancel_flag());
     let index_file = index_bytes.map(|b| put(to.storage, Some(to.cache), key(ObjectKind::IndexFile), b)).transpose()?;
     let bytes = insert_binlog.size + index_file.as_ref().map_or(0, |o| o.size);
     Ok(Flushed { segment, rows: keys.len() as u64, insert_binlog, index_file, bytes })
@@ -453,7 +453,7 @@ fn merged_rows<'a>(inputs: impl IntoIterator<Item = &'a LoadedSegment>) -> impl 
 /// inputs' rows are inserted ([`crate::graph::build`]).
 pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Flushed, JobError> {
     let Merge { inputs, output, metric, dims, params } = *merge;
-    crate::hooks::reach(crate::hooks::Point::Merge, control.cancel_flag());
+    crate::pause::reach(crate::pause::Point::Merge, control.cancel_flag());
     let kept = (0..inputs.len())
         .filter(|i| inputs[*i].graph().is_some_and(|g| g.is_reusable()))
         .filter(|i| build::worth_keeping(inputs[*i].rows(), inputs[*i].deleted_rows()))

@@ -28,10 +28,10 @@ pub mod error;
 pub mod format;
 pub mod graph;
 pub mod hnsw;
-pub mod hooks;
 pub mod inverted;
 pub mod jobs;
 pub mod meta;
+pub mod pause;
 pub mod policy;
 #[allow(unsafe_code)]
 pub mod quant;

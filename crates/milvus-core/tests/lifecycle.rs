@@ -12,8 +12,8 @@ use milvus_core::cache::SegmentCache;
 use milvus_core::format::manifest::Manifest;
 use milvus_core::format::page::PageHits;
 use milvus_core::hnsw::HnswParams;
-use milvus_core::hooks;
 use milvus_core::jobs::{self, IndexId, JobControl, Merge, NewSegment, Target};
+use milvus_core::pause;
 use milvus_core::policy::compaction::{self, CompactionPolicy, PlanKind};
 use milvus_core::search::{LoadedSegment, Search, SearchOptions};
 use milvus_core::segment::{SealReason, SegmentState};
@@ -27,12 +27,12 @@ const ID: IndexId = IndexId { cluster: 0x7301_0000_0000_0001, database: 1, index
 
 thread_local! {
     /// Where [`crash_where_asked`] crashes the job on this thread.
-    static CRASH_AT: std::cell::Cell<Option<hooks::Point>> = const { std::cell::Cell::new(None) };
+    static CRASH_AT: std::cell::Cell<Option<pause::Point>> = const { std::cell::Cell::new(None) };
 }
 
 /// The test hook: a panic at the point this thread asked for, the crash a
 /// test simulates (other threads' tests are not touched).
-fn crash_where_asked(point: hooks::Point, _: &AtomicBool) {
+fn crash_where_asked(point: pause::Point, _: &AtomicBool) {
     if CRASH_AT.get() == Some(point) {
         panic!("the crash a test simulates at {point:?}");
     }
@@ -179,8 +179,8 @@ fn lifecycle(url: &str) {
     let young = storage.collect_garbage(&ID.prefix(), &referenced, grace, now, &go_on).unwrap();
     assert!(young.deleted.is_empty());
     // A collection a crash cut short after its first deletion...
-    hooks::install(crash_where_asked);
-    CRASH_AT.set(Some(hooks::Point::GcDeleted));
+    pause::install(crash_where_asked);
+    CRASH_AT.set(Some(pause::Point::GcDeleted));
     let cut = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         storage.collect_garbage(&ID.prefix(), &referenced, grace, now + 2 * grace, &go_on)
     }));

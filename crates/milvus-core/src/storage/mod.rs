@@ -412,7 +412,7 @@ impl Storage {
                 self.delete(&obj.key)?;
                 report.deleted_bytes += obj.size;
                 report.deleted.push(obj.key);
-                crate::hooks::reach(crate::hooks::Point::GcDeleted, cancel);
+                crate::pause::reach(crate::pause::Point::GcDeleted, cancel);
             }
         }
         // Staging files of uploads a crash cut short (file:// only): never

@@ -9,7 +9,7 @@
 
 use std::ffi::{CStr, CString};
 
-use milvus_core::vector as vector_core;
+use milvus_core::vector;
 use pgrx::AnyNumeric;
 use pgrx::datum::{Internal, UnboxDatum};
 use pgrx::prelude::*;
@@ -24,15 +24,15 @@ pub(super) fn declared_dims(typmod: i32) -> Option<usize> {
 
 /// Checks `values` and builds the datum, enforcing the typmod.
 fn build(values: &[f32], typmod: i32) -> PgVector {
-    vector_core::check_elements(values).or_raise();
-    vector_core::check_typmod(declared_dims(typmod), values.len()).or_raise();
+    vector::check_elements(values).or_raise();
+    vector::check_typmod(declared_dims(typmod), values.len()).or_raise();
     PgVector::from_slice(values)
 }
 
 /// The text of an input function's argument.
 pub(super) fn input_text<'a>(type_name: &'static str, input: &'a CStr) -> &'a str {
     input.to_str().unwrap_or_else(|_| {
-        raise_error(&vector_core::VectorError::Syntax {
+        raise_error(&vector::VectorError::Syntax {
             type_name,
             input: input.to_string_lossy().into_owned(),
             detail: "Input is not valid UTF-8.".into(),
@@ -56,7 +56,7 @@ pub(super) fn received(buf: Internal) -> &'static [u8] {
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
 fn vector_in(input: &CStr, _typioparam: pg_sys::Oid, typmod: i32) -> PgVector {
-    build(&vector_core::parse(input_text("vector", input)).or_raise(), typmod)
+    build(&vector::parse(input_text("vector", input)).or_raise(), typmod)
 }
 
 unsafe extern "C-unwind" {
@@ -106,23 +106,23 @@ fn vector_out(vector: PgVector) -> CString {
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn vector_typmod_in(list: Array<&CStr>) -> i32 {
-    vector_core::typmod_in("vector", &typmod_items(&list)).or_raise() as i32
+    vector::typmod_in("vector", &typmod_items(&list)).or_raise() as i32
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
 fn vector_recv(buf: Internal, _typioparam: pg_sys::Oid, typmod: i32) -> PgVector {
-    build(&vector_core::decode_binary(received(buf)).or_raise(), typmod)
+    build(&vector::decode_binary(received(buf)).or_raise(), typmod)
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
 fn vector_send(vector: PgVector) -> Vec<u8> {
-    vector_core::encode_binary(vector.as_slice())
+    vector::encode_binary(vector.as_slice())
 }
 
 /// The typmod coercion, `'[1,2]'::vector(2)` and assignment to `vector(n)`.
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
 fn vector(vector: PgVector, typmod: i32, _explicit: bool) -> PgVector {
-    vector_core::check_typmod(declared_dims(typmod), vector.dims()).or_raise();
+    vector::check_typmod(declared_dims(typmod), vector.dims()).or_raise();
     vector
 }
 
@@ -216,14 +216,14 @@ pub(super) fn typmod_items<'a>(list: &'a Array<&CStr>) -> Vec<&'a str> {
 /// Checks `values` for a halfvec (finite, within half's range) and builds
 /// the datum, enforcing the typmod.
 fn build_half(values: &[f32], typmod: i32) -> PgHalfvec {
-    let half = vector_core::to_half(values).or_raise_half();
-    vector_core::check_typmod(declared_dims(typmod), values.len()).or_raise_half();
+    let half = vector::to_half(values).or_raise_half();
+    vector::check_typmod(declared_dims(typmod), values.len()).or_raise_half();
     PgHalfvec::from_slice(&half)
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
 fn halfvec_in(input: &CStr, _typioparam: pg_sys::Oid, typmod: i32) -> PgHalfvec {
-    build_half(&vector_core::parse_as("halfvec", input_text("halfvec", input)).or_raise_half(), typmod)
+    build_half(&vector::parse_as("halfvec", input_text("halfvec", input)).or_raise_half(), typmod)
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
@@ -233,23 +233,23 @@ fn halfvec_out(halfvec: PgHalfvec) -> CString {
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn halfvec_typmod_in(list: Array<&CStr>) -> i32 {
-    vector_core::typmod_in("halfvec", &typmod_items(&list)).or_raise_half() as i32
+    vector::typmod_in("halfvec", &typmod_items(&list)).or_raise_half() as i32
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
 fn halfvec_recv(buf: Internal, _typioparam: pg_sys::Oid, typmod: i32) -> PgHalfvec {
-    build_half(&vector_core::decode_half_binary(received(buf)).or_raise_half(), typmod)
+    build_half(&vector::decode_half_binary(received(buf)).or_raise_half(), typmod)
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
 fn halfvec_send(halfvec: PgHalfvec) -> Vec<u8> {
-    vector_core::encode_half_binary(halfvec.as_slice())
+    vector::encode_half_binary(halfvec.as_slice())
 }
 
 /// The typmod coercion, `'[1,2]'::halfvec(2)` and assignment to `halfvec(n)`.
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
 fn halfvec(halfvec: PgHalfvec, typmod: i32, _explicit: bool) -> PgHalfvec {
-    vector_core::check_typmod(declared_dims(typmod), halfvec.dims()).or_raise_half();
+    vector::check_typmod(declared_dims(typmod), halfvec.dims()).or_raise_half();
     halfvec
 }
 

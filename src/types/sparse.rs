@@ -18,8 +18,8 @@ use std::ffi::{CStr, CString};
 use std::io::Write as _;
 use std::ptr::NonNull;
 
-use milvus_core::sparse::{self as sparse_core, Sparse, SparseVec};
-use milvus_core::vector as vector_core;
+use milvus_core::sparse::{self, Sparse, SparseVec};
+use milvus_core::vector;
 use pgrx::AnyNumeric;
 use pgrx::callconv::{ArgAbi, BoxRet, FcInfo};
 use pgrx::datum::{Datum, Internal};
@@ -150,7 +150,7 @@ extension_sql!(
 #[pg_extern(immutable, strict, parallel_safe, requires = ["sparsevec_shell"])]
 fn sparsevec_in(input: &CStr, _typioparam: pg_sys::Oid, typmod: i32) -> PgSparsevec {
     let text = input_text("sparsevec", input);
-    PgSparsevec::from_vec(&sparse_core::parse(text, declared_dims(typmod)).or_raise_sparse())
+    PgSparsevec::from_vec(&sparse::parse(text, declared_dims(typmod)).or_raise_sparse())
 }
 
 /// `{i:x,...}/dim`, 1-based, each value as `float4out` writes it
@@ -174,30 +174,30 @@ fn sparsevec_out(sparsevec: PgSparsevec) -> CString {
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn sparsevec_typmod_in(list: Array<&CStr>) -> i32 {
-    vector_core::typmod_in_up_to("sparsevec", &typmod_items(&list), sparse_core::MAX_DIM).or_raise_sparse() as i32
+    vector::typmod_in_up_to("sparsevec", &typmod_items(&list), sparse::MAX_DIM).or_raise_sparse() as i32
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["sparsevec_shell"])]
 fn sparsevec_recv(buf: Internal, _typioparam: pg_sys::Oid, typmod: i32) -> PgSparsevec {
-    PgSparsevec::from_vec(&sparse_core::decode_binary(received(buf), declared_dims(typmod)).or_raise_sparse())
+    PgSparsevec::from_vec(&sparse::decode_binary(received(buf), declared_dims(typmod)).or_raise_sparse())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["sparsevec_shell"])]
 fn sparsevec_send(sparsevec: PgSparsevec) -> Vec<u8> {
-    sparse_core::encode_binary(sparsevec.view())
+    sparse::encode_binary(sparsevec.view())
 }
 
 /// The typmod coercion, `'{1:1}/3'::sparsevec(3)` and assignment to
 /// `sparsevec(n)`.
 #[pg_extern(immutable, strict, parallel_safe, requires = ["sparsevec_shell"])]
 fn sparsevec(sparsevec: PgSparsevec, typmod: i32, _explicit: bool) -> PgSparsevec {
-    vector_core::check_typmod(declared_dims(typmod), sparsevec.view().dim).or_raise_sparse();
+    vector::check_typmod(declared_dims(typmod), sparsevec.view().dim).or_raise_sparse();
     sparsevec
 }
 
 /// The sparse vector of `values`' non-zero elements.
 fn from_dense(values: &[f32], typmod: i32) -> PgSparsevec {
-    PgSparsevec::from_vec(&sparse_core::from_dense(values, declared_dims(typmod)).or_raise_sparse())
+    PgSparsevec::from_vec(&sparse::from_dense(values, declared_dims(typmod)).or_raise_sparse())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["sparsevec_shell", "vector_shell"])]
@@ -212,13 +212,13 @@ fn halfvec_to_sparsevec(halfvec: PgHalfvec, typmod: i32, _explicit: bool) -> PgS
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["sparsevec_shell", "vector_shell"])]
 fn sparsevec_to_vector(sparsevec: PgSparsevec, typmod: i32, _explicit: bool) -> PgVector {
-    PgVector::from_slice(&sparse_core::to_dense(sparsevec.view(), declared_dims(typmod)).or_raise())
+    PgVector::from_slice(&sparse::to_dense(sparsevec.view(), declared_dims(typmod)).or_raise())
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["sparsevec_shell", "halfvec_shell"])]
 fn sparsevec_to_halfvec(sparsevec: PgSparsevec, typmod: i32, _explicit: bool) -> PgHalfvec {
-    let dense = sparse_core::to_dense(sparsevec.view(), declared_dims(typmod)).or_raise_half();
-    PgHalfvec::from_slice(&vector_core::to_half(&dense).or_raise_half())
+    let dense = sparse::to_dense(sparsevec.view(), declared_dims(typmod)).or_raise_half();
+    PgHalfvec::from_slice(&vector::to_half(&dense).or_raise_half())
 }
 
 #[pg_extern(name = "array_to_sparsevec", immutable, strict, parallel_safe, requires = ["sparsevec_shell"])]

@@ -1,4 +1,4 @@
-//! Test hooks: named points inside long jobs where a crash test holds a job
+//! Pause points: named points inside long jobs where a crash test holds a job
 //! to kill the server exactly there (tests/test_crash.py, tests/test_gc.py).
 //!
 //! A registry, not a parameter: the jobs' signatures say what they do, and
