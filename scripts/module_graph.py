@@ -48,7 +48,7 @@ LAYERS = {
          ["format", "element", "distance", "vector", "sparse", "synthetic", "graph", "quant", "inverted",
           "policy/seal", "policy/compaction"]),
         ("formats, the meta page, stores",
-         ["format/delta", "format/insert", "format/manifest", "format/index", "format/inverted", "format/page", "meta",
+         ["format/delta", "format/insert", "format/manifest", "format/index", "format/inverted", "format/page", "format/meta",
           "storage"]),
         ("segments in memory", ["hnsw", "cache"]),
         ("search", ["search"]),

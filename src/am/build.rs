@@ -25,7 +25,7 @@ use std::ffi::c_void;
 use milvus_core::Metric;
 use milvus_core::element::{Element, Shape};
 use milvus_core::format::manifest::Manifest;
-use milvus_core::meta::MetaPage;
+use milvus_core::format::meta::MetaPage;
 use milvus_core::segment::{SealReason, unix_now};
 use pgrx::prelude::*;
 

@@ -3,7 +3,7 @@
 //! **Seal.** Under the meta page's exclusive lock, which waits out every
 //! insert in flight (they hold it shared), the growing segment's page chain
 //! becomes a sealed chain and a new, empty growing segment takes its place
-//! (`milvus_core::meta::MetaPage::seal`). That is the barrier: every row
+//! (`milvus_core::format::meta::MetaPage::seal`). That is the barrier: every row
 //! appended before it is in the sealed segment, every row after it in the
 //! new one. The manifest records the seal in the same WAL record
 //! (`pages::manifest_chain::commit`).
@@ -47,7 +47,7 @@ pub struct SealRequest {
     /// Seal only this segment: if another session sealed it first, the new
     /// growing segment is left alone.
     pub only: Option<SegmentId>,
-    /// With [`milvus_core::meta::MAX_SEALED`] segments already waiting for
+    /// With [`milvus_core::format::meta::MAX_SEALED`] segments already waiting for
     /// their flush.
     pub when_full: WhenFull,
 }
@@ -99,7 +99,7 @@ pub fn seal(index: Index, request: SealRequest) -> Sealed {
             format!(
                 "index \"{}\" has {} sealed segments waiting for their flush",
                 index.name(),
-                milvus_core::meta::MAX_SEALED
+                milvus_core::format::meta::MAX_SEALED
             ),
             "Flush them first (SELECT milvus_flush(...)); if it fails, the error says why."
         );

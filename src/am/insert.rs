@@ -10,7 +10,7 @@
 //! checks nobody extended the chain meanwhile, and in one WAL record links a
 //! new page, updates the meta page's tail and page count, and adds the row
 //! there. If the segment is at its size limit, `growing_max_rows` (the seal
-//! rule the workers share, `milvus_core::meta::MetaPage::needs_seal`), it
+//! rule the workers share, `milvus_core::format::meta::MetaPage::needs_seal`), it
 //! seals the segment instead (a cheap metadata commit, as Milvus' segment
 //! allocator closes a full segment), adds the row to the new growing
 //! segment, and wakes the background workers to flush it: growing segments
@@ -94,7 +94,7 @@ pub fn size_rule(max_rows: u64, shape: Shape) -> SealPolicy {
 /// Appends one row to the growing segment; if that segment is at its size
 /// limit (`max_rows`: `growing_max_rows` for inserts, `segment_max_rows`
 /// for CREATE INDEX), seals it first, for `reason` (by default the size
-/// rule's, "full at N rows"), and returns the segment it sealed. If [`milvus_core::meta::MAX_SEALED`]
+/// rule's, "full at N rows"), and returns the segment it sealed. If [`milvus_core::format::meta::MAX_SEALED`]
 /// segments already wait for their flush, `make_room` (if any) is called
 /// once to flush them; otherwise, or if it could not, the full segment
 /// grows on.

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use milvus_core::meta::ChainKind;
+use milvus_core::format::meta::ChainKind;
 use pgrx::pg_sys;
 
 use super::release::drain_released;

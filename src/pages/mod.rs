@@ -21,7 +21,7 @@
 //!   Postgres' WAL").
 //!
 //! What the pages mean lives in the core: the meta page's state machine is
-//! `milvus_core::meta`, the manifest's encoding `milvus_core::format`. The
+//! `milvus_core::format::meta`, the manifest's encoding `milvus_core::format`. The
 //! files here: `rows.rs` (row and manifest page layout), `chain.rs`
 //! (walking page chains), `manifest_chain.rs` (reading the manifest, and
 //! [`manifest_chain::commit`], the one way a change of it is committed),
@@ -40,7 +40,7 @@ use std::marker::PhantomData;
 use std::mem::size_of;
 use std::ops::Deref;
 
-pub use milvus_core::meta::{Block, INVALID_BLOCK, MetaPage as Meta};
+pub use milvus_core::format::meta::{Block, INVALID_BLOCK, MetaPage as Meta};
 use pgrx::pg_sys;
 use pgrx::{PgSqlErrorCode, ereport};
 

@@ -1,5 +1,5 @@
 //! Released chains: a commit that stops referencing a chain lists it as
-//! released on the meta page (`milvus_core::meta`); [`release_one`] empties
+//! released on the meta page (`milvus_core::format::meta`); [`release_one`] empties
 //! its first page and advances the listed head in one WAL record, so a
 //! crash anywhere leaves each page either listed or free: none leaks.
 

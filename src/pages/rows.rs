@@ -17,24 +17,10 @@ use milvus_core::element::{Row, Shape};
 use milvus_core::format::page::PageHits;
 pub use milvus_core::format::page::rows_per_page;
 use milvus_core::format::page::{self as layout, Chunk, Chunks, RowPage};
+pub use milvus_core::format::page::{ChainOpaque, MANIFEST_PAGE_ID, ROW_PAGE_ID};
 use pgrx::pg_sys;
 
 use super::{Block, INVALID_BLOCK, Page, PageMut};
-
-/// The special space of a chain page.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct ChainOpaque {
-    pub next: Block,
-    /// "MV" + page kind, so a stray page is recognised.
-    pub page_id: u16,
-    pub _reserved: u16,
-    /// The segment of a row page; 0 for a manifest page.
-    pub segment: u64,
-}
-
-pub const ROW_PAGE_ID: u16 = 0x4d52;
-pub const MANIFEST_PAGE_ID: u16 = 0x4d4d;
 
 /// Packs a heap TID into the u64 key the core stores: block << 16 | offset.
 pub fn pack_tid(tid: &pg_sys::ItemPointerData) -> u64 {

@@ -30,7 +30,6 @@ pub mod graph;
 pub mod hnsw;
 pub mod inverted;
 pub mod jobs;
-pub mod meta;
 pub mod pause;
 pub mod policy;
 #[allow(unsafe_code)]

@@ -1,7 +1,8 @@
-//! The formats of the objects pg_milvus writes to object storage, and
-//! (`page`) the layout of the index's row pages, read in place.
+//! The formats of the objects pg_milvus writes to object storage, and of
+//! the index's own pages: `page`, the row pages and the chain pages' special
+//! space, read in place; `meta`, the meta page and its state machine.
 //!
-//! Every object starts with a fixed header: an 8-byte magic naming its kind, a
+//! Every object in storage starts with a fixed header: an 8-byte magic naming its kind, a
 //! format version, the fields a reader needs before the body, a CRC-32C of the
 //! body and a CRC-32C of the header itself. All integers are little-endian.
 //! Objects are immutable once written; a reader verifies both checksums before
@@ -16,6 +17,7 @@ pub mod index;
 pub mod insert;
 pub mod inverted;
 pub mod manifest;
+pub mod meta;
 pub mod page;
 
 use crate::error::{SqlError, SqlState};

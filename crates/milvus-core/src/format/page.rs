@@ -28,6 +28,7 @@
 
 use crate::distance::Metric;
 use crate::element::{Element, Row, Shape, Vectors, cast};
+use crate::format::meta::Block;
 
 /// Postgres' block size (`BLCKSZ`), which this build of pg_milvus assumes.
 pub const PAGE_SIZE: usize = 8192;
@@ -35,12 +36,34 @@ pub const PAGE_SIZE: usize = 8192;
 pub const HEADER_SIZE: usize = 24;
 /// `sizeof(ItemIdData)`.
 pub const LINE_POINTER_SIZE: usize = 4;
-/// The special space of a chain page (next block, page id, segment), MAXALIGNed.
+/// The special space of a chain page ([`ChainOpaque`]), MAXALIGNed.
 pub const SPECIAL_SIZE: usize = 16;
 /// `PG_PAGE_LAYOUT_VERSION`, in the low byte of `pd_pagesize_version`.
 const LAYOUT_VERSION: u16 = 4;
 const LP_NORMAL: u32 = 1;
 const MAXALIGN: usize = 8;
+
+/// The special space of a chain page, row page or manifest page alike: the
+/// next page of its chain, what kind of page it is, and the segment a row
+/// page belongs to. The skin maps it onto `PageGetSpecialPointer`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChainOpaque {
+    pub next: Block,
+    /// `'M'` in the high byte, the page's kind in the low one, so a stray
+    /// page is recognised: [`ROW_PAGE_ID`] or [`MANIFEST_PAGE_ID`].
+    pub page_id: u16,
+    pub _reserved: u16,
+    /// The segment of a row page; 0 for a manifest page.
+    pub segment: u64,
+}
+
+/// The page id of a row page: `'M'`, `'R'`.
+pub const ROW_PAGE_ID: u16 = 0x4d52;
+/// The page id of a manifest page: `'M'`, `'M'`.
+pub const MANIFEST_PAGE_ID: u16 = 0x4d4d;
+
+const _: () = assert!(std::mem::size_of::<ChainOpaque>() == SPECIAL_SIZE);
 
 /// Bytes of one row item.
 pub fn row_item_size(shape: Shape) -> usize {

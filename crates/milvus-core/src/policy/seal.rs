@@ -24,7 +24,7 @@ pub struct SealPolicy {
     /// Rows one page of the growing chain holds (1: no pages). Segments
     /// grow by whole pages, so a segment is full at the most whole pages of
     /// rows `max_rows` allows ([`SealPolicy::row_capacity`]): the rule an
-    /// insert applies before linking a page (`meta::MetaPage::needs_seal`)
+    /// insert applies before linking a page (`format::meta::MetaPage::needs_seal`)
     /// and the workers apply to counted rows are one.
     pub rows_per_page: u64,
     /// Pages one row takes (1, but for rows of more dimensions than a page
