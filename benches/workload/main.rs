@@ -234,6 +234,21 @@ fn rate(what: &str, f: impl FnOnce() -> f64) -> Option<f64> {
 }
 
 /// A phase measured in seconds, with its progress line.
+/// The server's WAL insert position, to measure what a statement writes.
+fn wal_position(c: &mut Client) -> String {
+    c.query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).unwrap().get(0)
+}
+
+/// WAL bytes written since `lsn` (by this statement and anything else the
+/// server did meanwhile: on a quiet machine, the statement).
+fn wal_since(c: &mut Client, lsn: &str) -> i64 {
+    let bytes: i64 =
+        c.query_one("SELECT (pg_current_wal_insert_lsn() - $1::text::pg_lsn)::bigint", &[&lsn]).unwrap().get(0);
+    step("its WAL");
+    done(&format!("{:.1} MB", bytes as f64 / 1048576.0));
+    bytes
+}
+
 fn seconds(what: &str, f: impl FnOnce()) -> Option<f64> {
     step(what);
     let start = Instant::now();
@@ -523,6 +538,9 @@ struct TargetReport {
     /// pg_milvus: last insert until every row is in an indexed segment;
     /// pgvector: CREATE INDEX on the loaded table.
     time_to_indexed_s: Option<f64>,
+    /// WAL bytes CREATE INDEX on the loaded table wrote (pgvector; both in
+    /// `--recall-only`): what a standby replays and archives keep.
+    create_index_wal_bytes: Option<i64>,
     delete_vacuum_s: Option<f64>,
     /// `SELECT sum(length(embedding::text))` over the table: the type's
     /// text output, what psql and text-protocol clients pay (median of 3).
@@ -1148,12 +1166,14 @@ impl Bench<'_> {
     /// and QPS at each ef_search.
     fn run_recall_only(&self, kind: Kind) -> TargetReport {
         let (mut c, mut r) = self.start_loaded(kind);
+        let lsn = wal_position(&mut c);
         r.time_to_indexed_s = seconds("CREATE INDEX", || {
             self.create_index(&mut c, kind);
             if kind == Kind::Milvus {
                 self.wait_indexed(&mut c);
             }
         });
+        r.create_index_wal_bytes = Some(wal_since(&mut c, &lsn));
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
         if kind == Kind::Milvus {
             r.notes.push(format!("{} segment(s)", self.segment_count(&mut c)));
@@ -1449,9 +1469,11 @@ impl Bench<'_> {
         let kind = Kind::Pgvector;
         let n = self.d.rows();
         let (mut c, mut r) = self.start_loaded(kind);
+        let lsn = wal_position(&mut c);
         r.time_to_indexed_s = seconds("CREATE INDEX ... USING hnsw", || {
             self.create_index(&mut c, kind);
         });
+        r.create_index_wal_bytes = Some(wal_since(&mut c, &lsn));
         // INSERT with the index present: a sample (HNSW inserts are slow),
         // under ids of their own, removed afterwards.
         let sample = (n / 10).clamp(BATCH, 5 * BATCH).min(n);
@@ -1557,21 +1579,22 @@ fn markdown(r: &Report) -> String {
     .unwrap();
     writeln!(
         s,
-        "| | COPY rows/s | INSERT rows/s (1000/stmt) | INSERT rows/s (1/stmt) | time to indexed (s) | merges \
-        done (s) | first query of a connection (ms) | DELETE 10% + VACUUM (s) | compaction (s) | text output rows/s \
+        "| | COPY rows/s | INSERT rows/s (1000/stmt) | INSERT rows/s (1/stmt) | time to indexed (s) | CREATE INDEX \
+        WAL MB | merges done (s) | first query of a connection (ms) | DELETE 10% + VACUUM (s) | compaction (s) | text output rows/s \
         | table MB | index MB (pages) | object store MB | cache MB |"
     )
     .unwrap();
-    writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
+    writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
     for t in &r.targets {
         writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             t.target,
             opt(t.copy_rows_per_s),
             opt(t.insert_batch_rows_per_s),
             opt(t.insert_single_rows_per_s),
             opt(t.time_to_indexed_s),
+            mb(t.create_index_wal_bytes),
             opt(t.merges_settled_s),
             opt(t.cold_query_ms),
             opt(t.delete_vacuum_s),

@@ -54,10 +54,10 @@ RESET milvus.max_scan_tuples;
 RESET enable_seqscan;
 SELECT count(*) FROM items WHERE embedding IS NOT NULL;
 
--- CREATE INDEX on a populated table writes flushed segments of at most
--- segment_max_rows rows, sealed by the build when one more page of rows
--- (291 of 4 dimensions) would not fit. Flushed behind others, a segment of
--- up to 4,096 rows gets no graph (a merge gives it one); the last does.
+-- CREATE INDEX on a populated table writes the rows straight to storage,
+-- as flushed segments of segment_max_rows rows (the last holds the rest),
+-- and an empty growing segment after them. Each gets a graph but one of up
+-- to 512 rows, which is searched exactly.
 CREATE INDEX items_built ON items USING milvus (embedding vector_l2_ops) WITH (segment_max_rows = 2000);
 SELECT segment_id, state, index_state, rows, seal_reason FROM milvus_segments('items_built');
 SELECT id FROM items ORDER BY embedding <-> '[0.5,0.5,0.5,0.5]' LIMIT 3;

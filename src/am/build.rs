@@ -1,22 +1,25 @@
-//! CREATE INDEX: lay out the meta page and the growing segment, then index
-//! the table's existing rows.
+//! CREATE INDEX: write the table's rows to storage as flushed segments,
+//! then lay out the index's few pages.
 //!
-//! Phase 1 writes the manifest (one growing segment, id 1), then the meta
-//! page (format, dimensions, metric, where the manifest is) and the growing
-//! segment's first row page in one WAL record.
 //! Phase 2, "loading rows", scans the heap (`table_index_build_scan`) and
-//! appends each row as `aminsert` does, which seals the growing segment at
-//! `segment_max_rows`; the last one is sealed after the scan. Should the
-//! sealed segments reach the most that may wait (64), they are flushed
-//! right away, and the load goes on.
-//! Phase 3, "flushing segments", flushes every sealed segment (binlog, HNSW
-//! built on a helper thread, upload, manifest), so the index starts out as
-//! flushed, indexed segments. If storage refuses, CREATE INDEX still
-//! succeeds with a WARNING: the rows stay sealed in pages, searches see
-//! them, and `milvus_flush()` retries (an unreachable storage must not make
-//! an index impossible to create).
-//! The pages the load used and the flush freed are then given back to the
-//! file system (`pages::free::give_back_tail`): a flushed index is a few pages.
+//! gathers the rows in memory, `segment_max_rows` at a time. Phase 3,
+//! "flushing segments", entered at each full segment and after the scan,
+//! writes the gathered rows as one segment (insert binlog, HNSW graph built
+//! on a helper thread, both uploaded as a flush's are) and lists it in the
+//! manifest, still in memory. Then the manifest (those segments and an empty
+//! growing one after them), the meta page (format, dimensions, metric,
+//! where the manifest is) and the growing segment's first row page are
+//! written, a WAL record per three pages. The rows never pass through the
+//! index's pages: the WAL holds those pages, not a record per row, and a
+//! standby reads the segments from storage (docs/design.md, "Seal small,
+//! merge big"). A crash or an error before the commit leaves only
+//! unreferenced objects, which GC collects with the index that never was.
+//!
+//! If storage refuses, CREATE INDEX still succeeds with a WARNING: the
+//! pages are laid out then, and from that segment on the rows go into them
+//! as inserts' do, sealed at `segment_max_rows`; searches see them, and
+//! `milvus_flush()` writes them once storage works (an unreachable storage
+//! must not make an index impossible to create).
 //! Both phases show in `pg_stat_progress_create_index`. Options are
 //! validated before anything is written.
 
@@ -29,20 +32,40 @@ use milvus_core::format::meta::MetaPage;
 use milvus_core::segment::{SealReason, unix_now};
 use pgrx::prelude::*;
 
+use milvus_core::error::Failed;
+use milvus_core::search::PageRows;
+
 use super::flush::{self, SealRequest};
 use super::insert::{self, Row};
 use super::options;
+use crate::error::OrRaise;
+use crate::gucs::PausePoint;
 use crate::pages::rows::{manifest_pages, pack_tid};
 use crate::pages::{Buffer, Index, META_BLOCK, Record, free, manifest_chain};
-use crate::shared;
+use crate::shared::{self, JobKind, JobRecord};
 use crate::types::IndexVector;
 
 struct BuildState {
     index: Index,
+    shape: Shape,
+    metric: Metric,
+    /// Rows seen, and rows written to storage.
     rows: f64,
-    /// A flush during the load failed (and warned): the rest waits, sealed.
-    flush_failed: bool,
+    written: i64,
+    /// The segment being gathered, written whole at `max_rows`.
+    pending: PageRows,
+    max_rows: usize,
+    /// The manifest, in memory while the rows go to storage: it lists the
+    /// segments written so far, and is committed with the index's first
+    /// pages once the scan is done. `None` once storage refused a segment
+    /// (a WARNING said why): the pages are laid out then, and the rest of
+    /// the rows go into them, as inserts' do, to wait for `milvus_flush()`.
+    manifest: Option<Manifest>,
 }
+
+/// What a build that could not write to storage tells the user.
+const BUILD_IN_PAGES_DETAIL: &str = "The rows are kept in the index's pages instead, sealed; nothing is lost. \
+     Call milvus_flush() once the cause is fixed.";
 
 const PHASE_LOAD: i64 = 2;
 const PHASE_FLUSH: i64 = 3;
@@ -75,9 +98,12 @@ pub unsafe extern "C-unwind" fn ambuild(
         error!("index \"{}\" already contains data", index.name());
     }
     validate_options(index);
-    init_index(index, pg_sys::ForkNumber::MAIN_FORKNUM);
+    let (manifest, shape, metric) = new_manifest(index);
 
-    let mut state = BuildState { index, rows: 0.0, flush_failed: false };
+    let max_rows = options::of(index).segment_max_rows as usize;
+    let pending = PageRows::new(shape);
+    let manifest = Some(manifest);
+    let mut state = BuildState { index, shape, metric, rows: 0.0, written: 0, pending, max_rows, manifest };
     report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
     // SAFETY: the standard heap scan of a build, calling back per row.
     let heap_rows = unsafe {
@@ -92,10 +118,14 @@ pub unsafe extern "C-unwind" fn ambuild(
             std::ptr::null_mut(),
         )
     };
-    flush::seal(index, SealRequest::growing(SealReason::Build));
-    flush_sealed_segments(index, state.rows);
-    // The rows went to object storage: the pages they used are free.
-    free::give_back_tail(index);
+    write_pending(&mut state);
+    match state.manifest.take() {
+        Some(manifest) => init_index(index, pg_sys::ForkNumber::MAIN_FORKNUM, manifest, shape, metric),
+        None => {
+            flush::seal(index, SealRequest::growing(SealReason::Build));
+            free::give_back_tail(index);
+        }
+    }
     // A database that had no milvus index is visited again at once; a
     // rebuilt index has no damaged segment.
     let database = crate::catalog::database();
@@ -125,48 +155,68 @@ unsafe extern "C-unwind" fn build_callback(
         if *isnull {
             return;
         }
-        let (index, rows, may_flush) = (state.index, state.rows, !state.flush_failed);
-        let vector = IndexVector::from_datum(*values, index.element());
-        let flush_failed = &mut state.flush_failed;
-        let mut make_room = || {
-            *flush_failed = !flush_sealed_segments(index, rows);
-            report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
-        };
-        let make_room: Option<&mut dyn FnMut()> = if may_flush { Some(&mut make_room) } else { None };
+        let vector = IndexVector::from_datum(*values, state.shape.element);
         let row = Row { key: pack_tid(&*tid), vector: vector.row() };
-        // The table's rows go straight into segments of segment_max_rows.
-        let max_rows = options::of(index).segment_max_rows as u64;
-        insert::insert_row(index, row, max_rows, Some(SealReason::Build), make_room);
+        milvus_core::vector::check_typmod(Some(state.shape.dims), row.vector.len()).or_raise_for(row.vector.element());
         state.rows += 1.0;
+        if state.manifest.is_none() {
+            insert::insert_row(state.index, row, state.max_rows as u64, Some(SealReason::Build), None);
+            return;
+        }
+        state.pending.push(row.key, row.vector);
+        if state.pending.keys.len() >= state.max_rows {
+            write_pending(state);
+        }
     }
 }
 
-/// Phase 3 (and during phase 2 when 64 sealed segments wait): flushes what
-/// the load sealed, reporting rows done; false if storage failed (a
-/// WARNING says why, and the rows wait, sealed).
-fn flush_sealed_segments(index: Index, rows: f64) -> bool {
+/// Phase 3: writes the gathered rows to storage as one flushed segment,
+/// listed in the manifest in memory. If storage refuses, warns, lays out
+/// the index's pages and puts the rows into them, as every row after them.
+fn write_pending(state: &mut BuildState) {
+    let rows = std::mem::replace(&mut state.pending, PageRows::new(state.shape));
+    let Some(manifest) = state.manifest.as_mut().filter(|_| !rows.keys.is_empty()) else {
+        return;
+    };
     report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_FLUSH);
-    report(pg_sys::PROGRESS_CREATEIDX_TUPLES_TOTAL, rows as i64);
-    let mut done = 0;
-    for chain in index.meta_copy().sealed() {
-        match flush::flush_segment(index, milvus_core::segment::SegmentId(chain.segment), "CREATE INDEX") {
-            Ok(flush::Flushed::Rows(rows)) => done += rows as i64,
-            Ok(flush::Flushed::AlreadyFlushed) => {}
-            Err(e) => {
-                crate::error::report_error(PgLogLevel::WARNING, &e);
-                return false;
+    report(pg_sys::PROGRESS_CREATEIDX_TUPLES_TOTAL, state.rows as i64);
+    let index = state.index;
+    let segment = manifest.allocate_segment_id();
+    let what = flush::describe(index, segment);
+    let job = JobRecord::start(JobKind::Flush, index.oid().to_u32(), &[segment.0], what, "CREATE INDEX".into());
+    let rows = std::sync::Arc::new(rows);
+    match flush::write_segment(index, segment, state.metric, manifest, rows.clone(), 0, &job) {
+        Ok(flushed) => {
+            crate::debug::pause_at(PausePoint::Commit);
+            let (count, bytes) = (flushed.rows, flushed.bytes);
+            manifest.publish_built(flushed, unix_now()).or_raise();
+            job.done(count, bytes);
+            state.written += count as i64;
+            report(pg_sys::PROGRESS_CREATEIDX_TUPLES_DONE, state.written);
+        }
+        Err(cause) => {
+            let doing = format!("write the rows of index \"{}\" to storage", index.name());
+            let failed = Failed::new(doing, cause).with_detail(BUILD_IN_PAGES_DETAIL);
+            job.failed(&failed.to_string());
+            crate::error::report_error(PgLogLevel::WARNING, &failed);
+            let manifest = state.manifest.take().expect("matched above");
+            init_index(index, pg_sys::ForkNumber::MAIN_FORKNUM, manifest, state.shape, state.metric);
+            for i in 0..rows.keys.len() {
+                let row = Row { key: rows.keys[i], vector: rows.vectors.row(i, state.shape.dims) };
+                insert::insert_row(index, row, state.max_rows as u64, Some(SealReason::Build), None);
             }
         }
-        report(pg_sys::PROGRESS_CREATEIDX_TUPLES_DONE, done);
     }
-    true
+    report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
 }
 
 /// For unlogged tables: the init fork gets an empty index.
 #[pg_guard]
 pub unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
     // SAFETY: Postgres passes the open index.
-    init_index(unsafe { Index::from_raw(index) }, pg_sys::ForkNumber::INIT_FORKNUM)
+    let index = unsafe { Index::from_raw(index) };
+    let (manifest, shape, metric) = new_manifest(index);
+    init_index(index, pg_sys::ForkNumber::INIT_FORKNUM, manifest, shape, metric)
 }
 
 /// Checks the options together (each is range-checked on its own by reloptions).
@@ -180,9 +230,9 @@ fn validate_options(index: Index) {
     }
 }
 
-/// Writes the meta page, the growing segment's first page and the manifest
-/// into `fork`.
-fn init_index(index: Index, fork: pg_sys::ForkNumber::Type) {
+/// The new index's manifest, still without segments, and its rows' shape
+/// and metric, from its column and opclass.
+fn new_manifest(index: Index) -> (Manifest, Shape, Metric) {
     let (metric, element) = opclass_of(index);
     let shape = Shape::new(dims_of(index, element), element);
     // Where the objects will live, for good: the index's storage_url
@@ -191,7 +241,12 @@ fn init_index(index: Index, fork: pg_sys::ForkNumber::Type) {
     if let Some(url) = &url {
         crate::storage::remember_location(url);
     }
-    let mut manifest = Manifest::new(shape.dims as u32, metric, url);
+    (Manifest::new(shape.dims as u32, metric, url), shape, metric)
+}
+
+/// Writes the meta page, a new growing segment's first page and `manifest`
+/// (with that segment added, after any the build wrote) into `fork`.
+fn init_index(index: Index, fork: pg_sys::ForkNumber::Type, mut manifest: Manifest, shape: Shape, metric: Metric) {
     let growing = manifest.add_growing(unix_now());
     let bytes = manifest.encode();
 

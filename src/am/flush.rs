@@ -24,10 +24,14 @@
 //! Flushing a segment holds its job lock (`segment_lock.rs`), as
 //! compaction and VACUUM do.
 
+use std::sync::Arc;
+
+use milvus_core::Metric;
 use milvus_core::error::Failed;
-use milvus_core::format::manifest;
+use milvus_core::format::manifest::{self, Manifest};
 use milvus_core::hnsw::HnswParams;
 use milvus_core::jobs::{self, JobError, NewSegment, Target};
+use milvus_core::search::PageRows;
 use milvus_core::segment::{SealReason, SegmentId, unix_now};
 use pgrx::prelude::*;
 
@@ -155,7 +159,6 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
     let Some(sealed) = meta.sealed_chain(segment) else {
         return Ok(Flushed::AlreadyFlushed);
     };
-    let (dims, metric) = (meta.dims(), meta.metric());
     // Behind a backlog (a bulk insert sealed many small segments), no graph
     // for a small one: all are searchable sooner, and a merge builds one.
     let graph_min_rows = if meta.sealed().len() > 1 { jobs::FLUSH_GRAPH_MIN_ROWS } else { 0 };
@@ -164,23 +167,8 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
     let rows = chain::read_rows(index, sealed.head, meta.shape());
     let job =
         JobRecord::start(JobKind::Flush, index.oid().to_u32(), &[segment.0], describe(index, segment), why.into());
-    let params = hnsw_params(index);
-    let id = catalog::index_id(index);
-    let store = storage::try_storage_at(manifest.storage_url.as_deref());
-    let cache = storage::cache();
-    let flushed = storage::run_job_watched(
-        "flush",
-        storage::Priority::Maintenance,
-        |phase| job.set_phase(phase),
-        move |control| {
-            let store = store?;
-            let target = Target { storage: &store, cache: &cache, index: id };
-            let (keys, vectors) = (&rows.keys, rows.vectors.all());
-            let new = NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, seed: None };
-            jobs::flush(target, &new, control)
-        },
-    );
-    let flushed = match flushed {
+    let written = write_segment(index, segment, meta.metric(), &manifest, Arc::new(rows), graph_min_rows, &job);
+    let flushed = match written {
         Ok(flushed) => flushed,
         Err(cause) => {
             let failed = Failed::new(format!("flush {}", describe(index, segment)), cause);
@@ -193,6 +181,40 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
     publish(index, flushed);
     job.done(rows, bytes);
     Ok(Flushed::Rows(rows))
+}
+
+/// Writes `rows` as segment `segment` to the index's storage (insert binlog,
+/// graph from `graph_min_rows` rows on, both cached), on a helper thread
+/// that reports its phases to `job`: what the manifest then lists.
+/// A flush reads the rows from a sealed chain; CREATE INDEX hands over the
+/// table's rows directly, and keeps them (the `Arc` is its own again once
+/// this returns) to write them to pages if storage refused.
+pub fn write_segment(
+    index: Index,
+    segment: SegmentId,
+    metric: Metric,
+    manifest: &Manifest,
+    rows: Arc<PageRows>,
+    graph_min_rows: usize,
+    job: &JobRecord,
+) -> Result<manifest::Flushed, JobError> {
+    let dims = manifest.dims as usize;
+    let params = hnsw_params(index);
+    let id = catalog::index_id(index);
+    let store = storage::try_storage_at(manifest.storage_url.as_deref());
+    let cache = storage::cache();
+    storage::run_job_watched(
+        "flush",
+        storage::Priority::Maintenance,
+        |phase| job.set_phase(phase),
+        move |control| {
+            let store = store?;
+            let target = Target { storage: &store, cache: &cache, index: id };
+            let (keys, vectors) = (&rows.keys, rows.vectors.all());
+            let new = NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, seed: None };
+            jobs::flush(target, &new, control)
+        },
+    )
 }
 
 /// One WAL record: the manifest lists the flushed segment, and the meta page

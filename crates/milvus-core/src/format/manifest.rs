@@ -351,8 +351,20 @@ impl Manifest {
         for id in inputs {
             self.segment_mut(*id)?.meta.drop_()?;
         }
+        self.add_flushed(SealReason::Compaction { inputs: inputs.to_vec() }, output, now)
+    }
+
+    /// Publishes a segment CREATE INDEX wrote straight from the table's rows
+    /// (its id from [`Manifest::allocate_segment_id`]): sealed by the build
+    /// and flushed at once, its rows never in the index's pages.
+    pub fn publish_built(&mut self, output: Flushed, now: u64) -> Result<(), ManifestError> {
+        self.add_flushed(SealReason::Build, output, now)
+    }
+
+    /// A new segment, already flushed: a compaction's output or a build's.
+    fn add_flushed(&mut self, reason: SealReason, output: Flushed, now: u64) -> Result<(), ManifestError> {
         let mut meta = SegmentMeta::growing(output.segment, now);
-        meta.seal(SealReason::Compaction { inputs: inputs.to_vec() }, now)?;
+        meta.seal(reason, now)?;
         meta.start_flush()?;
         let mut entry = SegmentEntry::new(meta);
         publish(&mut entry, output, now)?;
@@ -672,6 +684,26 @@ mod tests {
         let gone = [format!("i/{a}"), format!("h/{a}"), "d/1".to_owned()];
         assert_eq!(m.forget_dropped(|k| gone.iter().any(|g| g == k)), 1);
         assert!(m.segment(a).is_none() && m.segment(out).is_some());
+    }
+
+    #[test]
+    fn a_built_segment_is_flushed_beside_the_empty_growing_one() {
+        let mut m = Manifest::new(4, crate::Metric::L2, None);
+        let growing = m.add_growing(1);
+        let built = m.allocate_segment_id();
+        let insert_binlog = ObjectRef::of(format!("i/{built}"), b"x");
+        let index_file = Some(ObjectRef::of(format!("h/{built}"), b"y"));
+        m.publish_built(Flushed { segment: built, rows: 500, insert_binlog, index_file, bytes: 2 }, 2).unwrap();
+        let entry = m.segment(built).unwrap();
+        assert_eq!((entry.meta.state, entry.meta.index_state), (SegmentState::Flushed, IndexState::Ready));
+        assert_eq!(
+            (entry.meta.rows, entry.meta.seal_reason.as_ref().unwrap().to_string()),
+            (500, "index build".into())
+        );
+        assert_eq!(m.segment(growing).unwrap().meta.state, SegmentState::Growing);
+        assert_eq!(m.flushed_segments().map(|e| e.meta.id).collect::<Vec<_>>(), [built]);
+        assert_eq!(m.referenced_keys().collect::<Vec<_>>(), [format!("i/{built}"), format!("h/{built}")]);
+        assert_eq!(Manifest::decode("o", &m.encode()).unwrap(), m);
     }
 
     #[test]
