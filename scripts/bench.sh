@@ -41,7 +41,7 @@ if ! dpkg -s postgresql-15-pgvector >/dev/null 2>&1; then
   if apt-cache show postgresql-15-pgvector >/dev/null 2>&1; then
     apt-get install -y -qq postgresql-15-pgvector >/dev/null
   else
-    echo "postgresql-15-pgvector is not in this machine's package sources: pgvector will be skipped"
+    echo "postgresql-15-pgvector is not in this machine's package sources: pgvector is measured only if built from source, as docs/benchmarks.md says"
   fi
 fi
 scripts/install.sh

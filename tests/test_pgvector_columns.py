@@ -20,6 +20,9 @@ DIMS = 16
 METRICS = {"l2_ops": "<->", "ip_ops": "<#>", "cosine_ops": "<=>", "l1_ops": "<+>"}
 
 
+SHARE = Path(subprocess.check_output(["pg_config", "--sharedir"], text=True).strip()) / "extension"
+
+
 def vector_extension(conn) -> str:
     """Makes `CREATE EXTENSION vector` possible: pgvector if it is
     installed, else the stand-in. Returns which."""
@@ -28,10 +31,16 @@ def vector_extension(conn) -> str:
     ).fetchone()[0]
     if real:
         return "pgvector"
-    share = Path(subprocess.check_output(["pg_config", "--sharedir"], text=True).strip()) / "extension"
     for f in STANDIN.iterdir():
-        shutil.copyfile(f, share / f.name)
+        shutil.copyfile(f, SHARE / f.name)
     return "stand-in"
+
+
+def remove_standin():
+    """Takes the stand-in out of the installation again: left there, it
+    would pass for pgvector to `make bench`, which then finds no `hnsw`."""
+    for f in STANDIN.iterdir():
+        (SHARE / f.name).unlink(missing_ok=True)
 
 
 def text(v) -> str:
@@ -56,6 +65,8 @@ def pgv(cluster):
     conn.close()
     with cluster.connect() as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    if which == "stand-in":
+        remove_standin()
 
 
 def ids(conn, op, q, scan, type_):
