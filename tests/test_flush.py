@@ -258,6 +258,40 @@ def test_create_index_writes_segments_not_rows_to_the_wal(conn):
     assert len(set(all_index_ids(conn))) == 20000
 
 
+def test_create_index_concurrently_takes_the_rows_inserted_while_it_ran(cluster, conn):
+    """CREATE INDEX CONCURRENTLY: the catalog row is visible while the
+    segments are written (before the pages exist: a worker visiting then
+    skips the index), and the rows inserted during the build reach the
+    index through the validation pass, which reads the built segments'
+    rows as VACUUM does. Every row is found once."""
+    load(conn, 3000)
+    dbname = conn.info.dbname
+
+    def build():
+        with cluster.connect(dbname) as c:
+            c.execute("SET milvus.debug_pause = 1000")  # each segment held before it is listed
+            c.execute("CREATE INDEX CONCURRENTLY items_idx ON items USING milvus (embedding vector_l2_ops) "
+                      "WITH (segment_max_rows = 1500)")
+
+    t = threading.Thread(target=build)
+    t.start()
+    with cluster.connect(dbname) as w:
+        register_vector(w)
+        while t.is_alive():
+            time.sleep(0.3)
+            n = w.execute("SELECT count(*) FROM items").fetchone()[0]
+            load(w, 50, seed=n, start_id=n)
+    t.join()
+    total = conn.execute("SELECT count(*) FROM items").fetchone()[0]
+    assert total > 3000
+    assert conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = 'items_idx'::regclass").fetchone()[0]
+    segs = segments(conn)
+    assert [s[3] for s in segs if s[1] == "flushed"][:2] == [1500, 1500], segs
+    assert sum(s[3] for s in segs) == total, segs
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)) == total
+
+
 def test_create_index_of_more_segments_than_may_wait_flushes_as_it_loads(conn):
     """At most 64 sealed segments may wait for their flush; a build writes
     each segment as it fills (here 80 of 100 rows), so however many it

@@ -27,13 +27,12 @@ use std::ffi::c_void;
 
 use milvus_core::Metric;
 use milvus_core::element::{Element, Shape};
+use milvus_core::error::Failed;
 use milvus_core::format::manifest::Manifest;
 use milvus_core::format::meta::MetaPage;
+use milvus_core::search::PageRows;
 use milvus_core::segment::{SealReason, unix_now};
 use pgrx::prelude::*;
-
-use milvus_core::error::Failed;
-use milvus_core::search::PageRows;
 
 use super::flush::{self, SealRequest};
 use super::insert::{self, Row};

@@ -33,10 +33,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             jobs.as_deref(),
-            Some(
-                "seal:{1}:done:index build:5000,flush:{1}:done:CREATE INDEX:5000,seal:{2}:done:manual \
-                    flush:100,flush:{2}:done:milvus_flush():100"
-            )
+            Some("flush:{1}:done:CREATE INDEX:5000,seal:{2}:done:manual flush:100,flush:{2}:done:milvus_flush():100")
         );
         Spi::run("SET enable_seqscan = off").unwrap();
         let nearest = Spi::get_one::<i32>("SELECT id FROM t ORDER BY v <-> '[1,1,1]' LIMIT 1").unwrap();

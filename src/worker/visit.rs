@@ -142,6 +142,11 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
     }
     // Closed on every return, and by an error's unwinding.
     let index = OpenIndex::under_lock(oid);
+    if index.blocks() == 0 {
+        // CREATE INDEX CONCURRENTLY lays out the pages after writing the
+        // segments (am/build.rs): until then there is nothing to visit.
+        return Ok(Visited::Skipped);
+    }
     let name = index.name();
     let failed = |segment: u64, message: String| Failure { index: Some(name.clone()), segment, message };
 
