@@ -72,6 +72,11 @@ fn record(r: &GcReport, job: JobRecord) {
 /// its storage failed) and its storage URL. Owner or superuser.
 pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
     let index = catalog::open_owned(oid, pg_sys::RowExclusiveLock);
+    if !index.has_pages() {
+        // Being built concurrently: its objects are the build's, all of
+        // them to be referenced once it commits.
+        return (Collected { index: Some(oid), ..Collected::default() }, None);
+    }
     let name = index.name();
     // A copy takes what it references under its own prefix first: the
     // collection below keeps to that prefix, its origin does not.

@@ -77,6 +77,14 @@ impl Index {
     }
 
     /// Blocks in the main fork.
+    /// Whether the index has its pages yet. CREATE INDEX CONCURRENTLY lists
+    /// the index in the catalog, visible to workers and GC, before its
+    /// build writes any (`am/build.rs` writes the segments first): until
+    /// then there is no meta page to read, and nothing to do.
+    pub fn has_pages(self) -> bool {
+        self.blocks() > 0
+    }
+
     pub fn blocks(self) -> Block {
         // SAFETY: an open relation.
         unsafe { pg_sys::RelationGetNumberOfBlocksInFork(self.0, pg_sys::ForkNumber::MAIN_FORKNUM) }

@@ -142,9 +142,7 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
     }
     // Closed on every return, and by an error's unwinding.
     let index = OpenIndex::under_lock(oid);
-    if index.blocks() == 0 {
-        // CREATE INDEX CONCURRENTLY lays out the pages after writing the
-        // segments (am/build.rs): until then there is nothing to visit.
+    if !index.has_pages() {
         return Ok(Visited::Skipped);
     }
     let name = index.name();
