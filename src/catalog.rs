@@ -11,10 +11,24 @@ use pgrx::prelude::*;
 
 use crate::pages::{Index, OpenIndex};
 
-/// Refuses anything but a milvus index with storage: another kind of
-/// relation, or a partitioned index (whose partitions each have their own
-/// milvus index; functions that can, expand it with [`leaf_indexes`]).
+/// Refuses anything but a built milvus index with storage: another kind
+/// of relation, a partitioned index (whose partitions each have their own
+/// milvus index; functions that can, expand it with [`leaf_indexes`]), or
+/// one CREATE INDEX CONCURRENTLY is still building.
 pub fn check_milvus_index(index: Index) {
+    if !is_built_milvus_index(index) {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("milvus index \"{}\" is still being built", index.name()),
+            "CREATE INDEX CONCURRENTLY writes its segments before the index's pages; ask again once it is done."
+        );
+    }
+}
+
+/// [`check_milvus_index`] for those that skip an index being built: false
+/// for a milvus index CREATE INDEX CONCURRENTLY has not laid out yet.
+pub fn is_built_milvus_index(index: Index) -> bool {
     let name = index.name();
     // SAFETY: an open relation; a catalog lookup of its access method.
     let (is_milvus, partitioned) = unsafe {
@@ -38,6 +52,7 @@ pub fn check_milvus_index(index: Index) {
             )
         );
     }
+    index.has_pages()
 }
 
 /// Whether the current user owns the relation (superusers own everything).

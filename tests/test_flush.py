@@ -275,13 +275,22 @@ def test_create_index_concurrently_takes_the_rows_inserted_while_it_ran(cluster,
 
     t = threading.Thread(target=build)
     t.start()
+    refusals = set()
     with cluster.connect(dbname) as w:
         register_vector(w)
         while t.is_alive():
             time.sleep(0.3)
             n = w.execute("SELECT count(*) FROM items").fetchone()[0]
             load(w, 50, seed=n, start_id=n)
+            try:
+                w.execute("SELECT * FROM milvus_segments('items_idx')")
+            except psycopg.errors.UndefinedTable:
+                pass  # not in the catalog yet
+            except psycopg.errors.ObjectNotInPrerequisiteState as e:
+                refusals.add(e.diag.message_primary)
     t.join()
+    # Asked while the segments were being written, the index says so.
+    assert refusals == {'milvus index "items_idx" is still being built'}, refusals
     total = conn.execute("SELECT count(*) FROM items").fetchone()[0]
     assert total > 3000
     assert conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = 'items_idx'::regclass").fetchone()[0]

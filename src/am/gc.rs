@@ -25,7 +25,7 @@ use milvus_core::storage::{GcReport, ObjectKey};
 use pgrx::prelude::*;
 
 use crate::catalog::{self, index_id, index_id_of};
-use crate::pages::manifest_chain;
+use crate::pages::{OpenIndex, manifest_chain};
 use crate::shared::{JobKind, JobRecord};
 
 /// What one collection did: of an index, or (no index) of dropped
@@ -71,12 +71,13 @@ fn record(r: &GcReport, job: JobRecord) {
 /// Collects one index's garbage; returns what it did (with the error, if
 /// its storage failed) and its storage URL. Owner or superuser.
 pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
-    let index = catalog::open_owned(oid, pg_sys::RowExclusiveLock);
-    if !index.has_pages() {
+    let index = OpenIndex::open(oid, pg_sys::RowExclusiveLock);
+    if !catalog::is_built_milvus_index(*index) {
         // Being built concurrently: its objects are the build's, all of
         // them to be referenced once it commits.
         return (Collected { index: Some(oid), ..Collected::default() }, None);
     }
+    catalog::check_owner(*index);
     let name = index.name();
     // A copy takes what it references under its own prefix first: the
     // collection below keeps to that prefix, its origin does not.
