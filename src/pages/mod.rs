@@ -76,7 +76,6 @@ impl Index {
         unsafe { std::ffi::CStr::from_ptr((*(*self.0).rd_rel).relname.data.as_ptr()).to_string_lossy().into_owned() }
     }
 
-    /// Blocks in the main fork.
     /// Whether the index has its pages yet. CREATE INDEX CONCURRENTLY lists
     /// the index in the catalog, visible to workers and GC, before its
     /// build writes any (`am/build.rs` writes the segments first): until
@@ -85,6 +84,7 @@ impl Index {
         self.blocks() > 0
     }
 
+    /// Blocks in the main fork.
     pub fn blocks(self) -> Block {
         // SAFETY: an open relation.
         unsafe { pg_sys::RelationGetNumberOfBlocksInFork(self.0, pg_sys::ForkNumber::MAIN_FORKNUM) }
