@@ -52,6 +52,7 @@ LAYERS = {
           "storage"]),
         ("segments in memory", ["hnsw", "cache"]),
         ("search", ["search"]),
+        ("the page protocol", ["pages"]),
         ("jobs and the planner's costs", ["jobs", "policy/cost"]),
         ("the crate root", [""]),
     ],

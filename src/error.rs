@@ -96,8 +96,8 @@ impl<T, E: SqlError> OrRaise<T> for Result<T, E> {
 
 /// Raises the error of damaged index contents (pages, the manifest), with
 /// the one remedy; never returns.
-pub fn raise_corrupted(message: String) -> ! {
-    raise(PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, message, None, Some(REINDEX_HINT))
+pub fn raise_corrupted(message: String, detail: Option<String>) -> ! {
+    raise(PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, message, detail.as_deref(), Some(REINDEX_HINT))
 }
 
 /// Raises an I/O-class error (object storage, the cache); never returns.

@@ -40,9 +40,10 @@ use super::options;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::pages::rows::{manifest_pages, pack_tid};
-use crate::pages::{Buffer, Index, META_BLOCK, Record, free, manifest_chain};
+use crate::pages::{Buffer, INVALID_BLOCK, Index, free};
 use crate::shared::{self, JobKind, JobRecord};
 use crate::types::IndexVector;
+use milvus_core::pages::growing::lay_out;
 
 struct BuildState {
     index: Index,
@@ -249,17 +250,12 @@ fn init_index(index: Index, fork: pg_sys::ForkNumber::Type, mut manifest: Manife
     let growing = manifest.add_growing(unix_now());
     let bytes = manifest.encode();
 
-    let mut meta_page = index.extend(fork);
-    let mut row_page = index.extend(fork);
-    let mut manifest_buffers: Vec<Buffer> = (0..manifest_pages(bytes.len())).map(|_| index.extend(fork)).collect();
-    assert_eq!(meta_page.block(), META_BLOCK);
-    manifest_chain::fill_chain(index, &mut manifest_buffers, &bytes);
-
-    let meta = MetaPage::new(shape, metric, growing, row_page.block(), manifest_buffers[0].block(), bytes.len() as u32);
-    let mut record = Record::start(index);
-    record.init_meta(&mut meta_page, meta);
-    record.fresh_page(&mut row_page).init_rows(growing.0);
-    record.finish();
+    let mut meta_page = index.extend_fork(fork);
+    let mut row_page = index.extend_fork(fork);
+    let mut manifest_buffers: Vec<Buffer> = (0..manifest_pages(bytes.len())).map(|_| index.extend_fork(fork)).collect();
+    // `lay_out` places the chains: the blocks are set there.
+    let meta = MetaPage::new(shape, metric, growing, INVALID_BLOCK, INVALID_BLOCK, 0);
+    lay_out(index, &mut meta_page, &mut row_page, &mut manifest_buffers, &bytes, meta);
     if fork == pg_sys::ForkNumber::INIT_FORKNUM {
         // GenericXLog writes no WAL for an unlogged index, but its init
         // fork must survive a crash: log the pages whole.

@@ -40,7 +40,7 @@ use super::segment_lock::SegmentLock;
 use crate::catalog;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
-use crate::pages::{Index, Lock, chain, manifest_chain, release};
+use crate::pages::{Index, Lock, chain, growing, manifest_chain, release};
 use crate::shared::{JobKind, JobRecord};
 use crate::storage;
 
@@ -115,14 +115,9 @@ pub fn seal(index: Index, request: SealRequest) -> Sealed {
     let why = request.reason.to_string();
     manifest.seal(sealed, rows, request.reason, now).or_raise();
     let growing = manifest.add_growing(now);
-    let mut first_page = index.new_page();
     let job = JobRecord::start(JobKind::Seal, index.oid().to_u32(), &[sealed.0], describe(index, sealed), why);
-    let mut commit = manifest_chain::commit(&mut meta, &manifest, 0);
-    let first_block = first_page.block();
-    commit.record().fresh_page(&mut first_page).init_rows(growing.0);
-    commit.meta().seal(growing, first_block).expect("room checked above");
-    commit.finish();
-    drop((first_page, meta));
+    growing::commit_seal(&mut meta, &manifest, growing);
+    drop(meta);
     release::drain_released(index);
     job.done(rows, 0);
     Sealed::Sealed(sealed)
@@ -224,9 +219,7 @@ fn publish(index: Index, flushed: manifest::Flushed) {
     let mut meta = index.meta(Lock::Exclusive);
     let mut manifest = manifest_chain::read(&meta);
     manifest.publish_flush(flushed, unix_now()).or_raise();
-    let mut commit = manifest_chain::commit(&mut meta, &manifest, 1);
-    commit.meta().finish_flush(segment).expect("a sealed chain under our segment lock, with room made");
-    commit.finish();
+    growing::commit_flush(&mut meta, &manifest, segment);
     drop(meta);
     crate::debug::pause_at(PausePoint::Release);
     release::drain_released(index);

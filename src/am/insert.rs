@@ -34,7 +34,7 @@ use super::options;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::pages::rows::{pack_tid, rows_per_page};
-use crate::pages::{Index, Lock, MetaGuard, Record};
+use crate::pages::{Index, Lock, growing};
 use crate::types::IndexVector;
 
 // The signature is Postgres' (amapi.h).
@@ -127,14 +127,11 @@ pub fn insert_row(
 
         // Fast path: the tail has room.
         let tail = meta.growing_tail;
-        let mut tail_page = index.read(tail, Lock::Exclusive);
-        let mut record = Record::start(index);
-        if record.page(&mut tail_page).add_row(row.key, row.vector) {
-            record.finish();
+        let item = row_item(row.key, row.vector);
+        if growing::add_to_tail(&meta, &item) {
             return sealed;
         }
-        record.abort();
-        drop((tail_page, meta));
+        drop(meta);
 
         // Slow path: extend the chain under the exclusive meta lock.
         let mut meta = index.meta(Lock::Exclusive);
@@ -153,26 +150,9 @@ pub fn insert_row(
             }
             continue;
         }
-        append_page(index, &mut meta, &row_item(row.key, row.vector));
+        growing::append_page(&mut meta, &item);
         return sealed;
     }
-}
-
-/// Links a new page holding `item` after the growing chain's tail, in one
-/// WAL record with the meta page (held exclusively). An item always fits
-/// an empty page: dimensions are checked at CREATE INDEX, wider rows cut.
-fn append_page(index: Index, meta: &mut MetaGuard, item: &[u8]) {
-    let segment = meta.growing_segment;
-    let mut new_page = index.new_page();
-    let mut tail_page = index.read(meta.growing_tail, Lock::Exclusive);
-    let new_block = new_page.block();
-    let mut record = Record::start(index);
-    record.meta(meta).extend(new_block);
-    record.page(&mut tail_page).set_next(new_block);
-    let mut page = record.fresh_page(&mut new_page);
-    page.init_rows(segment);
-    assert!(page.add_item(item), "an item fits an empty page");
-    record.finish();
 }
 
 /// What an insert that found its growing segment full does next.
@@ -222,18 +202,9 @@ fn insert_chunks(
     if let Some(full) = meta.needs_seal(&size_rule(max_rows, meta.shape())).filter(|_| seal_at_limit) {
         return Err((full, meta.growing()));
     }
-    let mut first = 0;
-    let mut tail = index.read(meta.growing_tail, Lock::Exclusive);
-    if !tail.page().has_rows(meta.shape()) {
-        let mut record = Record::start(index);
-        let added = record.page(&mut tail).add_item(&chunks.item(row.key, 0, row.vector));
-        assert!(added, "a chunk fits an empty page");
-        record.finish();
-        first = 1;
-    }
-    drop(tail);
+    let first = growing::add_to_empty_tail(&mut meta, &chunks.item(row.key, 0, row.vector)) as usize;
     for seq in first..chunks.count {
-        append_page(index, &mut meta, &chunks.item(row.key, seq, row.vector));
+        growing::append_page(&mut meta, &chunks.item(row.key, seq, row.vector));
     }
     Ok(())
 }

@@ -31,7 +31,6 @@
 //! gives the file's free tail back (`pages::free::give_back_tail`, when no
 //! other session uses the index), and reports how many rows the index holds.
 
-use milvus_core::element::Shape;
 use milvus_core::error::Failed;
 use milvus_core::jobs::{self, JobError};
 use milvus_core::segment::{SegmentId, SegmentState};
@@ -41,7 +40,7 @@ use super::open_segments;
 use super::segment_lock::SegmentLock;
 use crate::error::OrRaise;
 use crate::pages::rows::unpack_tid;
-use crate::pages::{Block, INVALID_BLOCK, Index, Lock, Record, chain, free, manifest_chain};
+use crate::pages::{Index, Lock, chain, free, manifest_chain};
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn ambulkdelete(
@@ -69,7 +68,9 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         let _lock = SegmentLock::acquire(index, segment.0);
         let meta = index.meta_copy();
         if let Some((_, head)) = meta.in_pages().find(|(s, _)| *s == segment) {
-            let (removed, kept) = delete_from_chain(index, head, meta.shape(), &is_dead);
+            // SAFETY: VACUUM's cost-based delay, between pages.
+            let delay = || unsafe { pg_sys::vacuum_delay_point() };
+            let (removed, kept) = chain::delete_rows(index, head, meta.shape(), &is_dead, delay);
             stats.tuples_removed += removed as f64;
             live += kept as f64;
         }
@@ -112,34 +113,6 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
     }
     stats.num_index_tuples = live;
     stats
-}
-
-/// Deletes the dead rows of a page chain; returns (removed, kept).
-fn delete_from_chain(index: Index, head: Block, shape: Shape, is_dead: &dyn Fn(u64) -> bool) -> (usize, usize) {
-    let (mut removed, mut kept) = (0, 0);
-    let mut block = head;
-    while block != INVALID_BLOCK {
-        // SAFETY: VACUUM's cost-based delay, between pages.
-        unsafe { pg_sys::vacuum_delay_point() };
-        let mut buffer = index.read(block, Lock::Exclusive);
-        let mut dead: Vec<pg_sys::OffsetNumber> = Vec::new();
-        let page = buffer.page();
-        page.for_each_key(shape, |offset, key, first| {
-            if is_dead(key) {
-                dead.push(offset)
-            } else if first {
-                kept += 1
-            }
-        });
-        block = page.chain().map_or(INVALID_BLOCK, |o| o.next);
-        if !dead.is_empty() {
-            let mut record = Record::start(index);
-            record.page(&mut buffer).delete_rows(&mut dead);
-            record.finish();
-            removed += dead.len();
-        }
-    }
-    (removed, kept)
 }
 
 /// Writes the pending tombstones of every flushed segment of `index` to a

@@ -3,7 +3,8 @@
 //! Everything here is plain Rust and is tested with `cargo test -p milvus-core`
 //! in seconds, without a database: the vector text format and its checks, the
 //! distance kernels, segment states, seal and compaction policies, the binlog,
-//! index-file and manifest formats, object storage and the local cache, HNSW
+//! index-file and manifest formats, the page protocol of the index relation
+//! (generic over its page store), object storage and the local cache, HNSW
 //! graphs and their search, the search across segments and the jobs.
 //!
 //! The Postgres skin (the crate one directory up) turns these into SQL types,
@@ -30,6 +31,7 @@ pub mod graph;
 pub mod hnsw;
 pub mod inverted;
 pub mod jobs;
+pub mod pages;
 pub mod pause;
 pub mod policy;
 #[allow(unsafe_code)]

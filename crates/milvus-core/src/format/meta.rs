@@ -44,6 +44,10 @@ pub const MAX_SEALED: usize = 64;
 /// old manifest and a flushed segment's rows).
 pub const MAX_RELEASED: usize = 4;
 
+/// Where the meta page's contents start in block 0: after the page
+/// header (`PageGetContents`).
+pub const META_OFFSET: usize = 24;
+
 /// The meta page's contents, as stored (docs/format.md, "Index pages").
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -75,7 +79,12 @@ pub struct MetaPage {
     /// without walking it. 0 in meta pages older than the field: unknown
     /// until the next seal.
     pub growing_pages: u32,
+    /// Where `repr(C)` would pad: named, so every byte of the struct is a
+    /// field and a page holding it has no uninitialised byte.
+    pub _reserved3: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<MetaPage>() == 1096);
 
 /// The page chain of a sealed, not yet flushed, segment.
 #[repr(C)]
@@ -155,7 +164,27 @@ impl MetaPage {
             sealed: [SealedChain::default(); MAX_SEALED],
             released: [NO_BLOCK; MAX_RELEASED],
             growing_pages: 1,
+            _reserved3: 0,
         }
+    }
+
+    /// The meta page held in the contents of a page's `bytes` (from
+    /// [`META_OFFSET`]); `None` if they are too short or misaligned.
+    pub fn view(bytes: &[u8]) -> Option<&MetaPage> {
+        let contents = bytes.get(META_OFFSET..META_OFFSET + std::mem::size_of::<MetaPage>())?;
+        // SAFETY: MetaPage is repr(C), made only of integers and arrays of
+        // integers with no padding (the `_reserved` fields fill it): every
+        // bit pattern is a valid value, and the pointer is checked aligned.
+        let (head, mid, _) = unsafe { contents.align_to::<MetaPage>() };
+        if head.is_empty() { mid.first() } else { None }
+    }
+
+    /// [`MetaPage::view`], to change.
+    pub fn view_mut(bytes: &mut [u8]) -> Option<&mut MetaPage> {
+        let contents = bytes.get_mut(META_OFFSET..META_OFFSET + std::mem::size_of::<MetaPage>())?;
+        // SAFETY: as in `view`; writes through it store integers only.
+        let (head, mid, _) = unsafe { contents.align_to_mut::<MetaPage>() };
+        if head.is_empty() { mid.first_mut() } else { None }
     }
 
     /// Whether this is a meta page of ours, of this version, with sane counts.
@@ -362,6 +391,7 @@ mod tests {
         assert_eq!(size_of::<SealedChain>(), 16);
         assert_eq!(offset_of!(MetaPage, released), 48 + 16 * MAX_SEALED);
         assert_eq!(offset_of!(MetaPage, growing_pages), 48 + 16 * MAX_SEALED + 4 * MAX_RELEASED);
+        assert_eq!(offset_of!(MetaPage, _reserved3), 1092);
         assert_eq!(size_of::<MetaPage>(), 1096);
     }
 

@@ -21,14 +21,20 @@
 //! incomplete row of a transaction that never committed, which
 //! [`RowAssembler`] drops (and VACUUM removes: its TID is dead).
 //!
-//! [`RowPage::new`] checks what it reads (a damaged page is an error, never
-//! a read out of bounds); [`RowPageBuilder`] lays out a page exactly as
-//! `PageInit` and `PageAddItem` do (a `#[pg_test]` compares the two), for
-//! the tests and benches of the scan.
+//! Manifest pages carry the encoded manifest (`format::manifest`) in
+//! page-sized pieces after the header, with the same special space.
+//!
+//! [`Page`] reads any page but the meta page (is it free, which chain is
+//! it in), [`RowPage::new`] checks a row page before reading it (a damaged
+//! page is an error, never a read out of bounds), and [`PageMut`] changes
+//! pages exactly as `PageInit`, `PageAddItem` and `PageIndexMultiDelete`
+//! do (a `#[pg_test]` of the skin compares them with Postgres' own): the
+//! server's pages are written by this code, through GenericXLog's copies.
+//! [`RowPageBuilder`] fills pages for the tests and benches of the scan.
 
 use crate::distance::Metric;
 use crate::element::{Element, Row, Shape, Vectors, cast};
-use crate::format::meta::Block;
+use crate::format::meta::{Block, INVALID_BLOCK, META_OFFSET, MetaPage};
 
 /// Postgres' block size (`BLCKSZ`), which this build of pg_milvus assumes.
 pub const PAGE_SIZE: usize = 8192;
@@ -263,12 +269,16 @@ impl<'a> RowPage<'a> {
         self.items
     }
 
+    /// Whether line pointer `offset` (1-based) is a live item.
+    pub fn is_live(&self, offset: usize) -> bool {
+        (line_pointer(self.bytes, offset) >> 15) & 0b11 == LP_NORMAL
+    }
+
     /// The item at line pointer `offset` (1-based), `what` naming it in
     /// errors: `None` if it is not live; an error if the pointer leads
     /// outside the page or to an item that is not `fits` its length.
     fn item(&self, offset: usize, what: &str, fits: impl Fn(usize) -> bool) -> Result<Option<&'a [u8]>, PageError> {
-        let at = HEADER_SIZE + (offset - 1) * LINE_POINTER_SIZE;
-        let lp = u32::from_le_bytes(self.bytes[at..at + 4].try_into().expect("4 bytes"));
+        let lp = line_pointer(self.bytes, offset);
         if (lp >> 15) & 0b11 != LP_NORMAL {
             return Ok(None);
         }
@@ -377,6 +387,263 @@ pub fn row_item(key: u64, vector: Row<'_>) -> Vec<u8> {
     item
 }
 
+/// A whole page in memory, aligned as a Postgres buffer is (MAXALIGN).
+#[repr(C, align(8))]
+#[derive(Clone)]
+pub struct AlignedPage(pub [u8; PAGE_SIZE]);
+
+impl AlignedPage {
+    /// A page of zeros: a block a relation extension added and nothing
+    /// wrote (`PageIsNew`).
+    pub fn zeroed() -> Box<AlignedPage> {
+        Box::new(AlignedPage([0; PAGE_SIZE]))
+    }
+}
+
+/// The page header's fields this layer uses, by byte offset.
+const PD_LOWER: usize = 12;
+const PD_UPPER: usize = 14;
+const PD_SPECIAL: usize = 16;
+const PD_PAGESIZE_VERSION: usize = 18;
+
+fn get16(bytes: &[u8], at: usize) -> usize {
+    u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize
+}
+
+fn set16(bytes: &mut [u8], at: usize, value: usize) {
+    bytes[at..at + 2].copy_from_slice(&(value as u16).to_le_bytes());
+}
+
+/// Bytes of manifest one manifest page carries.
+pub const fn manifest_bytes_per_page() -> usize {
+    PAGE_SIZE - HEADER_SIZE - SPECIAL_SIZE
+}
+
+/// Pages a manifest of `len` bytes needs.
+pub fn manifest_pages(len: usize) -> usize {
+    len.div_ceil(manifest_bytes_per_page()).max(1)
+}
+
+/// A page of the index other than the meta page, to read: a chain page
+/// (rows or manifest) or a free one.
+#[derive(Debug, Clone, Copy)]
+pub struct Page<'a>(&'a [u8]);
+
+impl<'a> Page<'a> {
+    /// `bytes`: one whole page.
+    pub fn new(bytes: &'a [u8]) -> Page<'a> {
+        assert_eq!(bytes.len(), PAGE_SIZE, "a page is {PAGE_SIZE} bytes");
+        Page(bytes)
+    }
+
+    pub fn bytes(self) -> &'a [u8] {
+        self.0
+    }
+
+    /// Bytes of special space (`PageGetSpecialSize`); `None` for a header
+    /// that points outside the page.
+    fn special_size(self) -> Option<usize> {
+        PAGE_SIZE.checked_sub(get16(self.0, PD_SPECIAL))
+    }
+
+    /// A page no chain uses: never initialised (a relation extension a
+    /// crash cut short) or emptied by [`PageMut::clear`], which leaves no
+    /// special space. An empty row page (a growing segment's first page
+    /// before its first row) has special space and is never taken for
+    /// free, even when a free space map that lost its latest changes in a
+    /// crash still lists its block.
+    pub fn is_free(self) -> bool {
+        let is_new = get16(self.0, PD_UPPER) == 0;
+        is_new || (get16(self.0, PD_LOWER) <= HEADER_SIZE && self.special_size() == Some(0))
+    }
+
+    /// The special space of a row or manifest page; `None` for any other.
+    pub fn chain(self) -> Option<ChainOpaque> {
+        if self.special_size() != Some(SPECIAL_SIZE) {
+            return None;
+        }
+        let o = &self.0[PAGE_SIZE - SPECIAL_SIZE..];
+        let opaque = ChainOpaque {
+            next: u32::from_le_bytes(o[0..4].try_into().expect("4 bytes")),
+            page_id: u16::from_le_bytes([o[4], o[5]]),
+            _reserved: u16::from_le_bytes([o[6], o[7]]),
+            segment: u64::from_le_bytes(o[8..16].try_into().expect("8 bytes")),
+        };
+        matches!(opaque.page_id, ROW_PAGE_ID | MANIFEST_PAGE_ID).then_some(opaque)
+    }
+
+    /// The page read as a row page of `shape` (checked).
+    pub fn rows(self, shape: Shape) -> Result<RowPage<'a>, PageError> {
+        RowPage::new(self.0, shape)
+    }
+
+    /// Whether a row page holds a live row (or chunk of one).
+    pub fn has_rows(self, shape: Shape) -> Result<bool, PageError> {
+        let rows = self.rows(shape)?;
+        for offset in 1..=rows.max_offset() {
+            if rows.is_live(offset) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The first `len` bytes a manifest page carries (at most
+    /// [`manifest_bytes_per_page`]).
+    pub fn manifest_bytes(self, len: usize) -> &'a [u8] {
+        &self.0[HEADER_SIZE..HEADER_SIZE + len.min(manifest_bytes_per_page())]
+    }
+}
+
+/// A page to change: what `PageInit`, `PageAddItem` and
+/// `PageIndexMultiDelete` do, byte for byte (a `#[pg_test]` of the skin
+/// compares them with Postgres' own), so one layout serves the server and
+/// the core's tests of the page protocol.
+pub struct PageMut<'a>(&'a mut [u8]);
+
+impl<'a> PageMut<'a> {
+    /// `bytes`: one whole page, 8-byte aligned as every buffer is.
+    pub fn new(bytes: &'a mut [u8]) -> PageMut<'a> {
+        assert_eq!(bytes.len(), PAGE_SIZE, "a page is {PAGE_SIZE} bytes");
+        PageMut(bytes)
+    }
+
+    pub fn as_page(&self) -> Page<'_> {
+        Page(self.0)
+    }
+
+    /// `PageInit`: zeros, an empty line pointer array and `special` bytes
+    /// of special space (MAXALIGNed).
+    fn init(&mut self, special: usize) {
+        let special_at = PAGE_SIZE - maxalign(special);
+        self.0.fill(0);
+        set16(self.0, PD_LOWER, HEADER_SIZE);
+        set16(self.0, PD_UPPER, special_at);
+        set16(self.0, PD_SPECIAL, special_at);
+        set16(self.0, PD_PAGESIZE_VERSION, PAGE_SIZE | LAYOUT_VERSION as usize);
+    }
+
+    /// Empties the page: free for any chain ([`Page::is_free`]).
+    pub fn clear(&mut self) {
+        self.init(0);
+    }
+
+    fn set_opaque(&mut self, opaque: ChainOpaque) {
+        let o = &mut self.0[PAGE_SIZE - SPECIAL_SIZE..];
+        o[0..4].copy_from_slice(&opaque.next.to_le_bytes());
+        o[4..6].copy_from_slice(&opaque.page_id.to_le_bytes());
+        o[6..8].copy_from_slice(&opaque._reserved.to_le_bytes());
+        o[8..16].copy_from_slice(&opaque.segment.to_le_bytes());
+    }
+
+    /// Initialises an empty row page of `segment`, the end of its chain.
+    pub fn init_rows(&mut self, segment: u64) {
+        self.init(SPECIAL_SIZE);
+        self.set_opaque(ChainOpaque { next: INVALID_BLOCK, page_id: ROW_PAGE_ID, _reserved: 0, segment });
+    }
+
+    /// Links the next page of the chain (only a chain's tail is linked).
+    pub fn set_next(&mut self, next: Block) {
+        let opaque = self.as_page().chain().expect("a chain page");
+        debug_assert_eq!(opaque.next, INVALID_BLOCK, "only a chain's tail is linked");
+        self.set_opaque(ChainOpaque { next, ..opaque });
+    }
+
+    /// Adds a row; false when it does not fit.
+    pub fn add_row(&mut self, key: u64, vector: Row<'_>) -> bool {
+        self.add_item(&row_item(key, vector))
+    }
+
+    /// Adds an item (a row, or a chunk of one: [`Chunks::item`]) after
+    /// the last line pointer; false when it does not fit.
+    pub fn add_item(&mut self, item: &[u8]) -> bool {
+        let (lower, upper) = (get16(self.0, PD_LOWER), get16(self.0, PD_UPPER));
+        let len = item.len();
+        if lower + LINE_POINTER_SIZE + maxalign(len) > upper {
+            return false;
+        }
+        let off = upper - maxalign(len);
+        self.0[off..off + len].copy_from_slice(item);
+        set_line_pointer(self.0, lower, off, len);
+        set16(self.0, PD_LOWER, lower + LINE_POINTER_SIZE);
+        set16(self.0, PD_UPPER, off);
+        true
+    }
+
+    /// Removes the items at `offsets` (1-based, each a live item of the
+    /// page) and packs the others against the special space, keeping their
+    /// order: what `PageIndexMultiDelete` leaves.
+    pub fn delete_items(&mut self, offsets: &[u16]) {
+        let count = (get16(self.0, PD_LOWER) - HEADER_SIZE) / LINE_POINTER_SIZE;
+        let mut kept: Vec<(usize, usize)> = (1..=count)
+            .filter(|o| !offsets.contains(&(*o as u16)))
+            .map(|o| {
+                let lp = line_pointer(self.0, o);
+                ((lp & 0x7fff) as usize, (lp >> 17) as usize)
+            })
+            .collect();
+        // Highest first: each item moves up (or stays), past nothing not
+        // yet moved.
+        let mut order: Vec<usize> = (0..kept.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(kept[i].0));
+        let mut upper = get16(self.0, PD_SPECIAL);
+        for i in order {
+            let (off, len) = kept[i];
+            upper -= maxalign(len);
+            self.0.copy_within(off..off + len, upper);
+            kept[i].0 = upper;
+        }
+        for (i, (off, len)) in kept.iter().enumerate() {
+            set_line_pointer(self.0, HEADER_SIZE + i * LINE_POINTER_SIZE, *off, *len);
+        }
+        set16(self.0, PD_LOWER, HEADER_SIZE + kept.len() * LINE_POINTER_SIZE);
+        set16(self.0, PD_UPPER, upper);
+    }
+
+    /// Marks the item at `offset` unused without moving anything
+    /// (`ItemIdSetUnused`): for the tests of readers.
+    pub fn kill(&mut self, offset: usize) {
+        let at = HEADER_SIZE + (offset - 1) * LINE_POINTER_SIZE;
+        self.0[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+    }
+
+    /// Writes a page of a manifest chain: `bytes` (at most
+    /// [`manifest_bytes_per_page`]), then `next`.
+    pub fn init_manifest(&mut self, bytes: &[u8], next: Block) {
+        assert!(bytes.len() <= manifest_bytes_per_page());
+        self.init(SPECIAL_SIZE);
+        self.0[HEADER_SIZE..HEADER_SIZE + bytes.len()].copy_from_slice(bytes);
+        set16(self.0, PD_LOWER, HEADER_SIZE + bytes.len());
+        self.set_opaque(ChainOpaque { next, page_id: MANIFEST_PAGE_ID, _reserved: 0, segment: 0 });
+    }
+
+    /// Writes `meta` into the page, a new meta page.
+    pub fn init_meta(self, meta: MetaPage) {
+        let mut page = self;
+        page.init(0);
+        *page.meta() = meta;
+    }
+
+    /// The meta page the page holds, to change. The page header is made to
+    /// cover the whole [`MetaPage`] so a WAL record of the page carries every
+    /// field (GenericXLog skips the hole between `pd_lower` and `pd_upper`;
+    /// a meta page written before `released` existed ended earlier).
+    pub fn meta(self) -> &'a mut MetaPage {
+        set16(self.0, PD_LOWER, META_OFFSET + std::mem::size_of::<MetaPage>());
+        MetaPage::view_mut(self.0).expect("an aligned page")
+    }
+}
+
+fn line_pointer(bytes: &[u8], offset: usize) -> u32 {
+    let at = HEADER_SIZE + (offset - 1) * LINE_POINTER_SIZE;
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn set_line_pointer(bytes: &mut [u8], at: usize, off: usize, len: usize) {
+    let lp = off as u32 | LP_NORMAL << 15 | (len as u32) << 17;
+    bytes[at..at + 4].copy_from_slice(&lp.to_le_bytes());
+}
+
 /// Lays out a row page as Postgres does (`PageInit`, then `PageAddItem` of
 /// each row): for tests and benches.
 pub struct RowPageBuilder {
@@ -384,20 +651,13 @@ pub struct RowPageBuilder {
     shape: Shape,
 }
 
-#[repr(C, align(8))]
-struct AlignedPage([u8; PAGE_SIZE]);
-
 impl RowPageBuilder {
     /// An empty row page (`PageInit` with the chain page's special space).
     pub fn new(shape: Shape, special: [u8; SPECIAL_SIZE]) -> Self {
-        let mut bytes = Box::new(AlignedPage([0; PAGE_SIZE]));
-        let b = &mut bytes.0;
-        let special_at = PAGE_SIZE - SPECIAL_SIZE;
-        b[12..14].copy_from_slice(&(HEADER_SIZE as u16).to_le_bytes());
-        b[14..16].copy_from_slice(&(special_at as u16).to_le_bytes());
-        b[16..18].copy_from_slice(&(special_at as u16).to_le_bytes());
-        b[18..20].copy_from_slice(&(PAGE_SIZE as u16 | LAYOUT_VERSION).to_le_bytes());
-        b[special_at..].copy_from_slice(&special);
+        let mut bytes = AlignedPage::zeroed();
+        let mut page = PageMut::new(&mut bytes.0);
+        page.init(SPECIAL_SIZE);
+        bytes.0[PAGE_SIZE - SPECIAL_SIZE..].copy_from_slice(&special);
         RowPageBuilder { bytes, shape }
     }
 
@@ -409,31 +669,17 @@ impl RowPageBuilder {
 
     /// Adds an item (a row, or a chunk of one); false when the page is full.
     pub fn add_item(&mut self, item: &[u8]) -> bool {
-        let b = &mut self.bytes.0;
-        let field = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]) as usize;
-        let (lower, upper) = (field(b, 12), field(b, 14));
-        let len = item.len();
-        if lower + LINE_POINTER_SIZE + maxalign(len) > upper {
-            return false;
-        }
-        let off = upper - maxalign(len);
-        b[off..off + len].copy_from_slice(item);
-        let lp = off as u32 | LP_NORMAL << 15 | (len as u32) << 17;
-        b[lower..lower + 4].copy_from_slice(&lp.to_le_bytes());
-        b[12..14].copy_from_slice(&((lower + LINE_POINTER_SIZE) as u16).to_le_bytes());
-        b[14..16].copy_from_slice(&(off as u16).to_le_bytes());
-        true
+        PageMut::new(&mut self.bytes.0).add_item(item)
     }
 
     pub fn bytes(&self) -> &[u8] {
         &self.bytes.0
     }
 
-    /// Marks the row at `offset` unused, as VACUUM's deletion leaves it to
-    /// a reader (`ItemIdSetUnused`).
+    /// Marks the row at `offset` unused, as a reader may find it
+    /// (`ItemIdSetUnused`).
     pub fn kill(&mut self, offset: usize) {
-        let at = HEADER_SIZE + (offset - 1) * LINE_POINTER_SIZE;
-        self.bytes.0[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+        PageMut::new(&mut self.bytes.0).kill(offset)
     }
 }
 
@@ -597,6 +843,50 @@ mod tests {
         let want: Vec<(u64, f32)> =
             (0..3).map(|k| (k, Metric::L1.between(Row::F32(&wide_query), rows.row(k as usize, 16)))).collect();
         assert_eq!(hits.iter().collect::<Vec<_>>(), want);
+    }
+
+    /// A page changed by `PageMut` reads back as what was done to it:
+    /// deleted rows gone and the rest in order, packed so the room they
+    /// left takes new rows; emptied pages free; manifest pages carrying
+    /// their bytes.
+    #[test]
+    fn pages_read_back_what_was_done_to_them() {
+        let shape = Shape::f32(100);
+        let vectors = random_rows(shape, rows_per_page(shape), 5);
+        let mut bytes = AlignedPage::zeroed();
+        let mut page = PageMut::new(&mut bytes.0);
+        assert!(page.as_page().is_free(), "a page of zeros is a new page");
+        page.init_rows(7);
+        assert!(!page.as_page().is_free(), "an empty row page is not free");
+        assert_eq!(page.as_page().chain().map(|o| (o.next, o.segment)), Some((INVALID_BLOCK, 7)));
+        for key in 0..rows_per_page(shape) {
+            assert!(page.add_row(key as u64, vectors.row(key, shape.dims)));
+        }
+        assert!(!page.add_row(99, vectors.row(0, shape.dims)), "the page is full");
+        page.delete_items(&[1, 4, 5, rows_per_page(shape) as u16]);
+        let mut kept = Vec::new();
+        let read = page.as_page().rows(shape).unwrap().for_each_row(|_, key, v| {
+            assert_eq!(v, vectors.row(key as usize, shape.dims));
+            kept.push(key)
+        });
+        read.unwrap();
+        let expected: Vec<u64> = (0..rows_per_page(shape) as u64).filter(|k| ![0, 3, 4].contains(k)).collect();
+        assert_eq!(kept, expected[..expected.len() - 1]);
+        for key in 100..104 {
+            assert!(page.add_row(key, vectors.row(0, shape.dims)), "the room deleted rows left is reused");
+        }
+        assert!(!page.add_row(104, vectors.row(0, shape.dims)));
+        page.set_next(42);
+        assert_eq!(page.as_page().chain().map(|o| o.next), Some(42));
+        page.clear();
+        assert!(page.as_page().is_free() && page.as_page().chain().is_none());
+
+        let manifest: Vec<u8> = (0..manifest_bytes_per_page()).map(|i| i as u8).collect();
+        page.init_manifest(&manifest, 3);
+        let opaque = page.as_page().chain().expect("a manifest page");
+        assert_eq!((opaque.page_id, opaque.next), (MANIFEST_PAGE_ID, 3));
+        assert_eq!(page.as_page().manifest_bytes(usize::MAX), &manifest[..]);
+        assert_eq!(manifest_pages(manifest.len() + 1), 2);
     }
 
     #[test]

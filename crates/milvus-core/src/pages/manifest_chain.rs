@@ -8,39 +8,39 @@
 //! registered in that same record, so the manifest and the page chains
 //! change together or not at all.
 
-use milvus_core::format::manifest::Manifest;
+use crate::format::manifest::Manifest;
+use crate::format::page::{manifest_bytes_per_page, manifest_pages};
 
-use super::rows::{manifest_bytes_per_page, manifest_pages};
-use super::{Block, Buffer, INVALID_BLOCK, Index, Lock, Meta, MetaGuard, Record, chain, release};
+use super::{Block, INVALID_BLOCK, Lock, LockedBuffer, Meta, MetaGuard, PageStore, Record, chain, new_page, release};
 
 /// Reads the manifest the meta page points at; the guard keeps the chain
 /// from being released meanwhile.
-pub fn read(meta: &MetaGuard) -> Manifest {
-    let index = meta.index();
+pub fn read<S: PageStore>(meta: &MetaGuard<S>) -> Manifest {
+    let store = meta.store();
     let len = meta.manifest_len as usize;
     let mut bytes = Vec::with_capacity(len);
-    chain::walk(index, meta.manifest_head, |_, p| {
+    chain::walk(store, meta.manifest_head, |_, p| {
         let take = len - bytes.len();
         bytes.extend_from_slice(p.manifest_bytes(take));
     });
-    Manifest::decode(&format!("manifest of index \"{}\"", index.name()), &bytes)
-        .unwrap_or_else(|e| crate::error::raise_corrupted(e.to_string()))
+    Manifest::decode(&format!("manifest of index \"{}\"", store.name()), &bytes)
+        .unwrap_or_else(|e| store.corrupted(e.to_string(), None))
 }
 
 /// The meta page and the manifest, read under one share lock.
-pub fn snapshot(index: Index) -> (Meta, Manifest) {
-    let meta = index.meta(Lock::Share);
+pub fn snapshot<S: PageStore>(store: S) -> (Meta, Manifest) {
+    let meta = MetaGuard::lock(store, Lock::Share);
     let manifest = read(&meta);
     (*meta, manifest)
 }
 
 /// Writes `bytes` into `buffers` (new, exclusively locked) as a chain, one
 /// WAL record per up to three pages.
-pub fn fill_chain(index: Index, buffers: &mut [Buffer], bytes: &[u8]) {
-    let blocks: Vec<Block> = buffers.iter().map(Buffer::block).collect();
+pub fn fill_chain<S: PageStore>(store: S, buffers: &mut [S::Buffer], bytes: &[u8]) {
+    let blocks: Vec<Block> = buffers.iter().map(|b| b.block()).collect();
     let chunks: Vec<&[u8]> = bytes.chunks(manifest_bytes_per_page()).collect();
     for (g, group) in buffers.chunks_mut(3).enumerate() {
-        let mut record = Record::start(index);
+        let mut record = Record::start(store);
         for (j, buffer) in group.iter_mut().enumerate() {
             let i = g * 3 + j;
             let next = blocks.get(i + 1).copied().unwrap_or(INVALID_BLOCK);
@@ -53,9 +53,9 @@ pub fn fill_chain(index: Index, buffers: &mut [Buffer], bytes: &[u8]) {
 /// Writes `bytes` into a new chain of manifest pages; returns its head.
 /// Unreachable until the meta page points at it, so a crash before that
 /// leaves only pages for VACUUM to reclaim.
-fn write_chain(index: Index, bytes: &[u8]) -> Block {
-    let mut buffers: Vec<Buffer> = (0..manifest_pages(bytes.len())).map(|_| index.new_page()).collect();
-    fill_chain(index, &mut buffers, bytes);
+fn write_chain<S: PageStore>(store: S, bytes: &[u8]) -> Block {
+    let mut buffers: Vec<S::Buffer> = (0..manifest_pages(bytes.len())).map(|_| new_page(store)).collect();
+    fill_chain(store, &mut buffers, bytes);
     buffers[0].block()
 }
 
@@ -64,42 +64,46 @@ fn write_chain(index: Index, bytes: &[u8]) -> Block {
 /// [`Commit::meta`] and register other pages through [`Commit::record`];
 /// [`Commit::finish`] writes it all. Dropped unfinished, nothing changes
 /// (the new manifest's pages are left for VACUUM to reclaim).
-pub struct Commit<'b> {
-    record: Option<Record<'b>>,
-    meta: *mut Meta,
+pub struct Commit<'b, S: PageStore + 'b> {
+    record: Option<Record<'b, S>>,
     head: Block,
     len: u32,
 }
+
+/// The meta page's slot in a commit's record: registered first.
+const META_SLOT: usize = 0;
 
 /// Starts committing `manifest`, under the meta page's exclusive lock,
 /// with room for the old manifest's chain and `releases` more chains
 /// (normally there is; after a crash, or while another session drains,
 /// some pages are emptied first). Once the meta page is unlocked, call
 /// [`release::drain_released`] to empty what the commit released.
-pub fn commit<'b>(meta: &'b mut MetaGuard, manifest: &Manifest, releases: usize) -> Commit<'b> {
+pub fn commit<'b, S: PageStore + 'b>(
+    meta: &'b mut MetaGuard<S>,
+    manifest: &Manifest,
+    releases: usize,
+) -> Commit<'b, S> {
     assert!(meta.is_exclusive(), "a manifest commit holds the meta page exclusively");
-    let index = meta.index();
+    let store = meta.store();
     while !meta.has_release_room(1 + releases) {
         let block = release::release_one(meta).expect("slots taken, so something is released");
-        index.record_free(block);
+        store.record_free(block);
     }
     let bytes = manifest.encode();
-    let head = write_chain(index, &bytes);
-    let mut record = Record::start(index);
-    let page = record.meta(meta) as *mut Meta;
-    Commit { record: Some(record), meta: page, head, len: bytes.len() as u32 }
+    let head = write_chain(store, &bytes);
+    let mut record = Record::start(store);
+    record.meta(meta);
+    Commit { record: Some(record), head, len: bytes.len() as u32 }
 }
 
-impl<'b> Commit<'b> {
+impl<'b, S: PageStore + 'b> Commit<'b, S> {
     /// The meta page in the record.
     pub fn meta(&mut self) -> &mut Meta {
-        // SAFETY: the registered copy of the meta page, alive until the
-        // record ends, which `self` owns; borrowed through `&mut self` only.
-        unsafe { &mut *self.meta }
+        self.record().registered(META_SLOT).meta()
     }
 
     /// The record, to register the other pages the change writes.
-    pub fn record(&mut self) -> &mut Record<'b> {
+    pub fn record(&mut self) -> &mut Record<'b, S> {
         self.record.as_mut().expect("an open commit")
     }
 
@@ -112,7 +116,7 @@ impl<'b> Commit<'b> {
     }
 }
 
-impl Drop for Commit<'_> {
+impl<S: PageStore> Drop for Commit<'_, S> {
     fn drop(&mut self) {
         if let Some(record) = self.record.take() {
             record.abort();
@@ -122,12 +126,12 @@ impl Drop for Commit<'_> {
 
 /// Applies `change` to the manifest under the meta page's exclusive lock
 /// and commits it.
-pub fn change<T>(index: Index, change: impl FnOnce(&mut Manifest) -> T) -> T {
-    let mut meta = index.meta(Lock::Exclusive);
+pub fn change<S: PageStore, T>(store: S, change: impl FnOnce(&mut Manifest) -> T) -> T {
+    let mut meta = MetaGuard::lock(store, Lock::Exclusive);
     let mut manifest = read(&meta);
     let out = change(&mut manifest);
     commit(&mut meta, &manifest, 0).finish();
     drop(meta);
-    release::drain_released(index);
+    release::drain_released(store);
     out
 }
