@@ -692,7 +692,9 @@ mod tests {
             max_attempts: 3,
             initial_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(2),
-            request_timeout: Duration::from_secs(2),
+            // Refused at once, however long the timeout: a long one keeps a
+            // busy machine's slow connect from reading as a timeout instead.
+            request_timeout: Duration::from_secs(60),
         };
         let storage = Storage::open("s3://bucket/pfx", &s3, retry).unwrap();
         let e = storage.put("1/2/x", Bytes::from_static(b"x")).unwrap_err();
