@@ -49,6 +49,11 @@ pub fn raise(code: PgSqlErrorCode, message: String, detail: Option<&str>, hint: 
     unreachable!("ERROR does not return")
 }
 
+/// Reports a NOTICE, with its DETAIL and HINT.
+pub fn notice(message: String, detail: &str, hint: &str) {
+    report(PgLogLevel::NOTICE, PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, message, Some(detail), Some(hint))
+}
+
 fn report(level: PgLogLevel, code: PgSqlErrorCode, message: String, detail: Option<&str>, hint: Option<&str>) {
     let mut report = ErrorReport::new(code, message, "pg_milvus");
     if let Some(detail) = detail {

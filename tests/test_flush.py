@@ -258,6 +258,28 @@ def test_create_index_writes_segments_not_rows_to_the_wal(conn):
     assert len(set(all_index_ids(conn))) == 20000
 
 
+def test_create_index_keeps_a_segment_within_maintenance_work_mem(conn):
+    """CREATE INDEX gathers each segment's rows in memory before writing
+    it: at most segment_max_rows of them, and no more than
+    maintenance_work_mem holds (1 MB: 1,048,576 / (8 + 64 x 4) = 3,971
+    rows). A NOTICE says so once, with the remedy; every row is indexed,
+    once."""
+    load(conn, 10000)
+    notices = []  # a notice's fields are read in the handler, valid only there
+    conn.add_notice_handler(lambda d: notices.append((d.message_primary, d.message_hint)))
+    conn.execute("SET maintenance_work_mem = '1MB'")
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
+                 "WITH (segment_max_rows = 100000)")
+    conn.execute("RESET maintenance_work_mem")
+    assert [(s[1], s[3]) for s in segments(conn)] == [
+        ("flushed", 3971), ("flushed", 3971), ("flushed", 2058), ("growing", 0)]
+    budget = [(m, h) for m, h in notices if "maintenance_work_mem" in m]
+    assert budget == [('milvus index "items_idx": maintenance_work_mem holds 3971 rows, '
+                       "fewer than segment_max_rows (100000)",
+                       "Increase maintenance_work_mem for larger segments from the start.")], notices
+    assert sorted(all_index_ids(conn)) == list(range(10000))
+
+
 def test_create_index_concurrently_takes_the_rows_inserted_while_it_ran(cluster, conn):
     """CREATE INDEX CONCURRENTLY: the catalog row is visible while the
     segments are written (before the pages exist: a worker visiting then

@@ -2,7 +2,9 @@
 //! then lay out the index's few pages.
 //!
 //! Phase 2, "loading rows", scans the heap (`table_index_build_scan`) and
-//! gathers the rows in memory, `segment_max_rows` at a time. Phase 3,
+//! gathers the rows in memory, `segment_max_rows` at a time, or fewer if
+//! that many would take more than `maintenance_work_mem` (a NOTICE says so
+//! once: the segments are smaller, and merges combine them later). Phase 3,
 //! "flushing segments", entered at each full segment and after the scan,
 //! writes the gathered rows as one segment (insert binlog, HNSW graph built
 //! on a helper thread, both uploaded as a flush's are) and lists it in the
@@ -52,9 +54,11 @@ struct BuildState {
     /// Rows seen, and rows written to storage.
     rows: f64,
     written: i64,
-    /// The segment being gathered, written whole at `max_rows`.
+    /// The segment being gathered, written whole at `max_rows`, or at
+    /// `budget_rows` if fewer.
     pending: PageRows,
     max_rows: usize,
+    budget_rows: usize,
     /// The manifest, in memory while the rows go to storage: it lists the
     /// segments written so far, and is committed with the index's first
     /// pages once the scan is done. `None` once storage refused a segment
@@ -101,9 +105,11 @@ pub unsafe extern "C-unwind" fn ambuild(
     let (manifest, shape, metric) = new_manifest(index);
 
     let max_rows = options::of(index).segment_max_rows as usize;
+    let budget_rows = rows_in_budget(shape);
     let pending = PageRows::new(shape);
     let manifest = Some(manifest);
-    let mut state = BuildState { index, shape, metric, rows: 0.0, written: 0, pending, max_rows, manifest };
+    let mut state =
+        BuildState { index, shape, metric, rows: 0.0, written: 0, pending, max_rows, budget_rows, manifest };
     report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
     // SAFETY: the standard heap scan of a build, calling back per row.
     let heap_rows = unsafe {
@@ -164,10 +170,38 @@ unsafe extern "C-unwind" fn build_callback(
             return;
         }
         state.pending.push(row.key, row.vector);
-        if state.pending.keys.len() >= state.max_rows {
+        let gathered = state.pending.keys.len();
+        if gathered == state.budget_rows && gathered < state.max_rows && state.written == 0 {
+            notice_budget(state);
+        }
+        if gathered >= state.max_rows.min(state.budget_rows) {
             write_pending(state);
         }
     }
+}
+
+/// Rows of `shape` that `maintenance_work_mem` holds, as the build gathers
+/// them (the key and the elements of each; at least one).
+fn rows_in_budget(shape: Shape) -> usize {
+    // SAFETY: a GUC of this backend, read on its main thread.
+    let budget_kb = unsafe { pg_sys::maintenance_work_mem } as usize;
+    (budget_kb * 1024 / (8 + shape.bytes())).max(1)
+}
+
+/// Tells the user, once, that `maintenance_work_mem` cuts the segments
+/// shorter than `segment_max_rows` (pgvector says as much when its graph
+/// outgrows it).
+fn notice_budget(state: &BuildState) {
+    crate::error::notice(
+        format!(
+            "milvus index \"{}\": maintenance_work_mem holds {} rows, fewer than segment_max_rows ({})",
+            state.index.name(),
+            state.budget_rows,
+            state.max_rows
+        ),
+        "CREATE INDEX writes segments of that many rows; merges combine them afterwards.",
+        "Increase maintenance_work_mem for larger segments from the start.",
+    );
 }
 
 /// Phase 3: writes the gathered rows to storage as one flushed segment,
