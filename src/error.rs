@@ -104,8 +104,3 @@ impl<T, E: SqlError> OrRaise<T> for Result<T, E> {
 pub fn raise_corrupted(message: String, detail: Option<String>) -> ! {
     raise(PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, message, detail.as_deref(), Some(REINDEX_HINT))
 }
-
-/// Raises an I/O-class error (object storage, the cache); never returns.
-pub fn raise_io(message: String) -> ! {
-    raise(PgSqlErrorCode::ERRCODE_IO_ERROR, message, None, None)
-}

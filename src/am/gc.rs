@@ -20,7 +20,8 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::SystemTime;
 
-use milvus_core::jobs::IndexId;
+use milvus_core::error::Failed;
+use milvus_core::jobs::{IndexId, JobError};
 use milvus_core::storage::{GcReport, ObjectKey};
 use pgrx::prelude::*;
 
@@ -29,14 +30,15 @@ use crate::pages::{OpenIndex, manifest_chain};
 use crate::shared::{JobKind, JobRecord};
 
 /// What one collection did: of an index, or (no index) of dropped
-/// databases, or of a storage location that could not be listed.
-#[derive(Debug, Clone, Default)]
+/// databases, or of a storage location that could not be listed; with
+/// what failed, keeping its cause's SQLSTATE for the call that raises it.
+#[derive(Debug, Default)]
 pub struct Collected {
     pub index: Option<pg_sys::Oid>,
     pub deleted: u64,
     pub kept_referenced: u64,
     pub kept_young: u64,
-    pub error: Option<String>,
+    pub error: Option<Failed<JobError>>,
 }
 
 impl Collected {
@@ -46,18 +48,26 @@ impl Collected {
         Collected { index, deleted, kept_referenced, kept_young, error: None }
     }
 
-    fn failed(index: Option<pg_sys::Oid>, error: String) -> Collected {
+    fn failed(index: Option<pg_sys::Oid>, error: Failed<JobError>) -> Collected {
         Collected { index, error: Some(error), ..Collected::default() }
     }
 }
 
-fn collect(url: Option<&str>, prefix: String, referenced: HashSet<String>) -> Result<GcReport, String> {
-    let storage = crate::storage::try_storage_at(url).map_err(|e| e.to_string())?;
+/// Deletes the garbage under `prefix` (`what` names it in an error: "the
+/// garbage of index ...").
+fn collect(
+    url: Option<&str>,
+    prefix: String,
+    referenced: HashSet<String>,
+    what: &str,
+) -> Result<GcReport, Failed<JobError>> {
+    let failed = |e: milvus_core::storage::StorageError| Failed::new(format!("collect {what}"), JobError::from(e));
+    let storage = crate::storage::try_storage_at(url).map_err(failed)?;
     let grace = crate::gucs::gc_grace_period();
     crate::storage::run_job("gc", move |control| {
         storage.collect_garbage(&prefix, &referenced, grace, SystemTime::now(), control.cancel_flag())
     })
-    .map_err(|e| format!("garbage collection failed: {e}"))
+    .map_err(failed)
 }
 
 fn record(r: &GcReport, job: JobRecord) {
@@ -82,12 +92,13 @@ pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
     // A copy takes what it references under its own prefix first: the
     // collection below keeps to that prefix, its origin does not.
     if let Err(e) = super::adopt::adopt_if_copied(*index) {
-        return (Collected::failed(Some(oid), e.to_string()), None);
+        return (Collected::failed(Some(oid), e), None);
     }
     let job = JobRecord::start(JobKind::Gc, oid.to_u32(), &[], format!("index \"{name}\""), why.to_owned());
     let (_, snapshot) = manifest_chain::snapshot(*index);
     let referenced: HashSet<String> = snapshot.referenced_keys().map(str::to_owned).collect();
-    let collected = match collect(snapshot.storage_url.as_deref(), index_id(*index).prefix(), referenced) {
+    let what = format!("the garbage of index \"{name}\"");
+    let collected = match collect(snapshot.storage_url.as_deref(), index_id(*index).prefix(), referenced, &what) {
         Ok(report) => {
             record(&report, job);
             // Dropped segments none of whose objects is left, including
@@ -98,10 +109,9 @@ pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
             }
             Collected::of(Some(oid), &report)
         }
-        Err(message) => {
-            let message = format!("index \"{name}\": {message}");
-            job.failed(&message);
-            Collected::failed(Some(oid), message)
+        Err(failed) => {
+            job.failed(&failed.to_string());
+            Collected::failed(Some(oid), failed)
         }
     };
     (collected, snapshot.storage_url)
@@ -109,11 +119,18 @@ pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
 
 /// What `url` holds of this cluster, from one listing: the databases with
 /// objects there, and the indexes of `database` with objects there.
-fn stored_at(url: Option<&str>, cluster: u64, database: u32) -> Result<(BTreeSet<u32>, BTreeSet<u32>), String> {
+/// `name` names the location in an error.
+fn stored_at(
+    url: Option<&str>,
+    name: &str,
+    cluster: u64,
+    database: u32,
+) -> Result<(BTreeSet<u32>, BTreeSet<u32>), Failed<JobError>> {
+    let failed = |e| Failed::new(format!("list storage location {name}"), JobError::from(e));
     let prefix = ObjectKey::cluster_prefix(cluster);
-    let storage = crate::storage::try_storage_at(url).map_err(|e| e.to_string())?;
+    let storage = crate::storage::try_storage_at(url).map_err(failed)?;
     let listed = crate::storage::run_job("gc", move |_| storage.list(&prefix).map(|l| (prefix, l)));
-    let (prefix, listed) = listed.map_err(|e| format!("garbage collection failed: {e}"))?;
+    let (prefix, listed) = listed.map_err(failed)?;
     let (mut databases, mut indexes) = (BTreeSet::new(), BTreeSet::new());
     for object in &listed {
         let mut numbers = object.key.strip_prefix(&prefix).unwrap_or_default().split('/').map(str::parse::<u32>);
@@ -138,14 +155,15 @@ fn gc_dropped(oid: u32, url: Option<&str>, why: &str) -> Option<Collected> {
     }
     let result = (!catalog::relation_exists(oid)).then(|| {
         let job = JobRecord::start(JobKind::Gc, oid, &[], format!("dropped index {oid}"), why.to_owned());
-        match collect(url, index_id_of(oid).prefix(), HashSet::new()) {
+        let what = format!("the objects of dropped index {oid}");
+        match collect(url, index_id_of(oid).prefix(), HashSet::new(), &what) {
             Ok(report) => {
                 record(&report, job);
                 Collected::of(Some(relid), &report)
             }
-            Err(message) => {
-                job.failed(&message);
-                Collected::failed(Some(relid), format!("dropped index {oid}: {message}"))
+            Err(failed) => {
+                job.failed(&failed.to_string());
+                Collected::failed(Some(relid), failed)
             }
         }
     });
@@ -162,11 +180,12 @@ fn gc_dropped_databases(
     cluster: u64,
     databases: &BTreeSet<u32>,
     why: &str,
-) -> Result<Option<Collected>, String> {
+) -> Result<Option<Collected>, Failed<JobError>> {
     let mut total: Option<Collected> = None;
     for &database in databases.iter().filter(|d| !catalog::database_exists(**d)) {
         let job = JobRecord::start(JobKind::Gc, 0, &[], format!("dropped database {database}"), why.to_owned());
-        let report = collect(url, ObjectKey::database_prefix(cluster, database), HashSet::new())?;
+        let what = format!("the objects of dropped database {database}");
+        let report = collect(url, ObjectKey::database_prefix(cluster, database), HashSet::new(), &what)?;
         record(&report, job);
         let t = total.get_or_insert_default();
         t.deleted += report.deleted.len() as u64;
@@ -205,17 +224,17 @@ pub fn gc_database(why: &str) -> Vec<Collected> {
     let IndexId { cluster, database, .. } = index_id_of(0);
     for (url, in_use) in &locations {
         let name = url.as_deref().unwrap_or("the default location");
-        let found = stored_at(url.as_deref(), cluster, database).and_then(|(databases, indexes)| {
+        let found = stored_at(url.as_deref(), name, cluster, database).and_then(|(databases, indexes)| {
             Ok((indexes, gc_dropped_databases(url.as_deref(), cluster, &databases, why)?))
         });
         let (indexes, dropped_databases) = match found {
             Ok(found) => found,
-            Err(message) if *in_use => {
-                rows.push(Collected::failed(None, format!("storage location {name}: {message}")));
+            Err(failed) if *in_use => {
+                rows.push(Collected::failed(None, failed));
                 continue;
             }
-            Err(message) => {
-                debug1!("pg_milvus: skipping storage location {name} of dropped indexes: {message}");
+            Err(failed) => {
+                debug1!("pg_milvus: skipping a storage location of dropped indexes: {failed}");
                 continue;
             }
         };

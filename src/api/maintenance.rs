@@ -12,7 +12,7 @@ use crate::am::compact::{self, Compacted};
 use crate::am::flush::{self, Flushed, SealRequest};
 use crate::am::{gc, open_segments};
 use crate::catalog;
-use crate::error::{OrRaise, raise_error, raise_io};
+use crate::error::{OrRaise, raise_error};
 use crate::pages::{free, manifest_chain};
 use crate::{shared, storage};
 
@@ -236,7 +236,7 @@ fn milvus_gc(
             .into_iter()
             .map(|oid| gc::gc_index(oid, "milvus_gc()").0)
             .map(|c| match c.error {
-                Some(message) => raise_io(message),
+                Some(failed) => raise_error(&failed),
                 None => c,
             })
             .collect(),
@@ -253,9 +253,9 @@ fn milvus_gc(
             gc::gc_database("milvus_gc()")
         }
     };
-    let rows = collected
-        .into_iter()
-        .map(|c| (c.index, c.deleted as i64, c.kept_referenced as i64, c.kept_young as i64, c.error));
+    let rows = collected.into_iter().map(|c| {
+        (c.index, c.deleted as i64, c.kept_referenced as i64, c.kept_young as i64, c.error.map(|e| e.to_string()))
+    });
     TableIterator::new(rows)
 }
 

@@ -65,11 +65,10 @@ pub(super) fn visit_database(database: u32) -> bool {
     let now = now();
     if shared::ready(database, DATABASE_GC, now) && shared::gc_due(database, now, crate::gucs::gc_interval().as_secs())
     {
-        // Its errors say "garbage collection failed: ..." themselves.
         // A location that failed is in its row; the others were collected.
         let outcome = in_transaction(Snapshot::Take, || {
             match gc::gc_database("background worker").into_iter().find_map(|c| c.error) {
-                Some(message) => Err(Failure { index: None, segment: 0, message }),
+                Some(failed) => Err(Failure { index: None, segment: 0, message: failed.to_string() }),
                 None => Ok(()),
             }
         });
