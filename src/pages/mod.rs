@@ -7,10 +7,10 @@
 //! crash at every record boundary. This module is the store it runs on
 //! here: [`Index`] implements `PageStore` with the buffer manager (a
 //! [`Buffer`] is a pinned, locked block, released when dropped, on return
-//! and when an error unwinds through it) and GenericXLog (a [`Record`] is
-//! one generic WAL record, written when finished or dropped, abandoned when
-//! an error unwinds through it: nothing of it reaches the pages or the
-//! WAL). Crash recovery and physical standbys replay these records like
+//! and when an error unwinds through it) and GenericXLog (a [`PgRecord`]
+//! under the core's `Record` is one generic WAL record, written when
+//! finished or dropped, abandoned when an error unwinds through it: nothing
+//! of it reaches the pages or the WAL). Crash recovery and physical standbys replay these records like
 //! any index's, so the growing segment needs no log of its own (DESIGN.md:
 //! "the log is Postgres' WAL").
 //!

@@ -90,8 +90,10 @@ pub fn commit_flush<S: PageStore>(meta: &mut MetaGuard<S>, manifest: &Manifest, 
 }
 
 /// A new index's pages, in new, exclusively locked blocks: `meta_page`
-/// (block 0), `row_page` (the first page of the growing segment `growing`)
-/// and `manifest_pages` (enough for `manifest`, which lists `growing`).
+/// (block 0), `row_page` (the first page of the growing segment `meta`
+/// names) and `manifest_pages` (enough for `manifest`, which lists that
+/// segment). `meta` is the new meta page (`MetaPage::new`); the heads of
+/// its chains are set here, to the blocks given.
 pub fn lay_out<S: PageStore>(
     store: S,
     meta_page: &mut S::Buffer,
@@ -103,8 +105,14 @@ pub fn lay_out<S: PageStore>(
     assert_eq!(meta_page.block(), META_BLOCK);
     manifest_chain::fill_chain(store, manifest_pages, manifest);
     let growing = meta.growing_segment;
-    let meta = Meta { growing_head: row_page.block(), growing_tail: row_page.block(), ..meta };
-    let meta = Meta { manifest_head: manifest_pages[0].block(), manifest_len: manifest.len() as u32, ..meta };
+    let (row_block, manifest_head) = (row_page.block(), manifest_pages[0].block());
+    let meta = Meta {
+        growing_head: row_block,
+        growing_tail: row_block,
+        manifest_head,
+        manifest_len: manifest.len() as u32,
+        ..meta
+    };
     let mut record = Record::start(store);
     record.init_meta(meta_page, meta);
     record.fresh_page(row_page).init_rows(growing);
