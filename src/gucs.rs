@@ -469,7 +469,7 @@ pub fn naptime() -> std::time::Duration {
 }
 
 /// The workers' seal policy for an index whose segments hold `max_rows`.
-/// The workers' seal policy: an index's size rule (`am::insert::size_rule`),
+/// The workers' seal policy: an index's size rule (`milvus_core::pages::growing::size_rule`),
 /// with the time rules of `milvus.seal_idle_time` and `milvus.seal_lifetime`.
 pub fn seal_policy(size: milvus_core::policy::seal::SealPolicy) -> milvus_core::policy::seal::SealPolicy {
     let secs = |s: &GucSetting<i32>| Some(s.get() as u64).filter(|s| *s > 0);

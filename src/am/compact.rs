@@ -28,7 +28,6 @@ use milvus_core::policy::compaction::{self, CompactionPlan, CompactionPolicy};
 use milvus_core::search::LoadedSegment;
 use milvus_core::segment::{SegmentId, SegmentState, unix_now};
 
-use super::insert::size_rule;
 use super::segment_lock::SegmentLock;
 use super::{flush, open_segments, options};
 use crate::error::OrRaise;
@@ -36,6 +35,7 @@ use crate::gucs::PausePoint;
 use crate::pages::{Index, manifest_chain};
 use crate::shared::{JobKind, JobRecord};
 use crate::{catalog, shared, storage};
+use milvus_core::pages::growing::size_rule;
 
 /// The compaction policy of `index` (of rows of `shape`), from its
 /// reloptions and the settings.

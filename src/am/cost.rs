@@ -25,9 +25,9 @@
 use milvus_core::policy::cost::{IndexShape, scan_work};
 use pgrx::prelude::*;
 
-use super::insert::size_rule;
 use super::options;
 use crate::pages::OpenIndex;
+use milvus_core::pages::growing::size_rule;
 
 // The signature is Postgres' (amapi.h).
 #[allow(clippy::too_many_arguments)]

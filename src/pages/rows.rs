@@ -4,8 +4,8 @@
 
 use std::mem::size_of;
 
+pub use milvus_core::format::page::manifest_pages;
 use milvus_core::format::page::{self as layout, ChainOpaque};
-pub use milvus_core::format::page::{manifest_pages, rows_per_page};
 use pgrx::pg_sys;
 
 /// Packs a heap TID into the u64 key the core stores: block << 16 | offset.
@@ -32,13 +32,12 @@ const _: () = {
     assert!(pg_sys::MAXIMUM_ALIGNOF as usize == 8);
 };
 
-const _: () = assert!(layout::manifest_bytes_per_page() == pg_sys::BLCKSZ as usize - 24 - 16);
-
 #[cfg(any(test, feature = "pg_test"))]
 #[pgrx::pg_schema]
 mod tests {
     use super::*;
     use milvus_core::element::{Element, Row, Shape, f16};
+    use milvus_core::format::page::rows_per_page;
     use pgrx::prelude::*;
 
     #[pg_test]

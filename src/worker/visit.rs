@@ -25,11 +25,11 @@ use pgrx::prelude::*;
 
 use super::signals::reload_if_asked;
 use crate::am::flush::{self, SealRequest};
-use crate::am::insert::size_rule;
 use crate::am::{adopt, compact, gc, options, vacuum};
 use crate::catalog;
 use crate::pages::{OpenIndex, chain, manifest_chain};
 use crate::shared;
+use milvus_core::pages::growing::size_rule;
 
 /// Visits the database; false if it has no milvus index.
 pub(super) fn visit_database(database: u32) -> bool {

@@ -20,12 +20,12 @@ use milvus_core::Metric;
 use milvus_core::element::{Row, Shape};
 use milvus_core::format::manifest::{Flushed, Manifest, ObjectRef};
 use milvus_core::format::meta::MetaPage;
-use milvus_core::format::page::{Chunks, MANIFEST_PAGE_ID, ROW_PAGE_ID, manifest_pages, row_item, rows_per_page};
+use milvus_core::format::page::{MANIFEST_PAGE_ID, ROW_PAGE_ID, manifest_pages, rows_per_page};
+use milvus_core::pages::growing::Full;
 use milvus_core::pages::memory::{Crash, MemoryPages};
 use milvus_core::pages::{
     Block, Lock, LockedBuffer, MetaGuard, PageStore, chain, free, growing, manifest_chain, release,
 };
-use milvus_core::policy::seal::SealPolicy;
 use milvus_core::segment::{SealReason, SegmentId, SegmentState};
 
 /// Rows of 200 dimensions, ten to a page; and rows wider than a page, in
@@ -48,12 +48,9 @@ fn shape_of(store: Store) -> Shape {
     milvus_core::pages::meta_copy(store).shape()
 }
 
-/// Rows a page takes, and pages a row takes.
-fn rows_and_pages(shape: Shape) -> (u64, u64) {
-    match Chunks::of(shape) {
-        Some(chunks) => (1, chunks.count as u64),
-        None => (rows_per_page(shape) as u64, 1),
-    }
+/// Rows a page takes (one, for a row in chunks).
+fn rows_per_page_of(shape: Shape) -> u64 {
+    growing::size_rule(0, shape).rows_per_page
 }
 
 /// CREATE INDEX on an empty table: the meta page, an empty growing
@@ -69,54 +66,12 @@ fn create(store: Store, shape: Shape) {
     growing::lay_out(store, &mut meta_page, &mut row_page, &mut manifest_buffers, &bytes, meta);
 }
 
-/// The size rule inserts seal by.
-fn rule(shape: Shape, max_rows: u64) -> SealPolicy {
-    let (rows_per_page, pages_per_row) = rows_and_pages(shape);
-    SealPolicy { max_rows, rows_per_page, pages_per_row, max_bytes: u64::MAX, idle_secs: None, lifetime_secs: None }
-}
-
-/// An insert, as `am/insert.rs` does it: the tail if it has room, else a
-/// new page, or a seal first when the segment is full; a wide row in
-/// chunks, under the meta page's exclusive lock.
+/// An insert, through the loop `am/insert.rs` runs, sealing as
+/// `am/flush.rs` does when the segment is full.
 fn insert(store: Store, key: u64, max_rows: u64) {
-    let shape = shape_of(store);
-    let v = vector(key, shape);
-    let row = Row::F32(&v);
-    if let Some(chunks) = Chunks::of(shape) {
-        loop {
-            let mut meta = MetaGuard::lock(store, Lock::Exclusive);
-            if let Some(reason) = meta.needs_seal(&rule(shape, max_rows)) {
-                drop(meta);
-                seal(store, reason);
-                continue;
-            }
-            let first = growing::add_to_empty_tail(&mut meta, &chunks.item(key, 0, row)) as usize;
-            for seq in first..chunks.count {
-                growing::append_page(&mut meta, &chunks.item(key, seq, row));
-            }
-            return;
-        }
-    }
-    let item = row_item(key, row);
-    loop {
-        let meta = MetaGuard::lock(store, Lock::Share);
-        let tail = meta.growing_tail;
-        if growing::add_to_tail(&meta, &item) {
-            return;
-        }
-        drop(meta);
-        let mut meta = MetaGuard::lock(store, Lock::Exclusive);
-        if meta.growing_tail != tail {
-            continue;
-        }
-        if let Some(reason) = meta.needs_seal(&rule(shape, max_rows)) {
-            drop(meta);
-            seal(store, reason);
-            continue;
-        }
-        growing::append_page(&mut meta, &item);
-        return;
-    }
+    let v = vector(key, shape_of(store));
+    let sealed = |_, reason| seal(store, reason).map_or(Full::GrowOn, Full::Sealed);
+    growing::insert_row(store, key, Row::F32(&v), max_rows, sealed).expect("rows of the index's dimensions");
 }
 
 /// A seal, as `am/flush.rs` does it.
@@ -182,7 +137,7 @@ fn may_be_dead(key: u64) -> bool {
 /// The workload the matrix crashes in, recording in `committed` each key
 /// whose insert returned.
 fn workload(store: Store, objects: &Objects, committed: &RefCell<Vec<u64>>) {
-    let (per_page, _) = rows_and_pages(shape_of(store));
+    let per_page = rows_per_page_of(shape_of(store));
     let max_rows = 3 * per_page;
     let mut key = 0;
     let mut insert_n = |n: u64| {
@@ -324,7 +279,7 @@ fn crash_at_every_record(shape: Shape) {
         // The index goes on as it was left, released chains and orphaned
         // pages included: more rows, a seal and a flush, then VACUUM's
         // sweep, which takes back whatever the crash left.
-        let more = rows_and_pages(shape).0 * 2;
+        let more = rows_per_page_of(shape) * 2;
         for key in 10_000..10_000 + more {
             insert(&store, key, 1_000);
         }

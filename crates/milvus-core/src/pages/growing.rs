@@ -2,17 +2,130 @@
 //! appending rows, sealing the segment, and a flush's commit, which
 //! releases a sealed chain.
 //!
-//! An insert adds its row to the tail of the growing chain under the meta
-//! page's share lock ([`add_to_tail`]); when the tail is full it takes the
-//! meta page exclusively and links a new page holding the row, updating the
-//! meta page in the same WAL record ([`append_page`]). Holding the meta
-//! page across the row write is what makes a seal a barrier: a seal takes
-//! it exclusively, so no insert is half in the old growing segment.
+//! An insert ([`insert_row`]) adds its row to the tail of the growing
+//! chain under the meta page's share lock ([`add_to_tail`]); when the tail
+//! is full it takes the meta page exclusively and links a new page holding
+//! the row, updating the meta page in the same WAL record
+//! ([`append_page`]); when the segment is at its size limit
+//! ([`size_rule`]) it has the caller seal it first. Holding the meta page
+//! across the row write is what makes a seal a barrier: a seal takes it
+//! exclusively, so no insert is half in the old growing segment.
 
+use crate::element::{Row, Shape};
 use crate::format::manifest::Manifest;
-use crate::segment::SegmentId;
+use crate::format::page::{Chunks, row_item, rows_per_page};
+use crate::policy::seal::SealPolicy;
+use crate::segment::{SealReason, SegmentId};
+use crate::vector::{VectorError, check_typmod};
 
 use super::{Lock, LockedBuffer, META_BLOCK, Meta, MetaGuard, PageStore, Record, chain, manifest_chain, new_page};
+
+/// The size rule of a growing segment of `shape`: `max_rows`, in whole
+/// pages (the workers add the time rules).
+pub fn size_rule(max_rows: u64, shape: Shape) -> SealPolicy {
+    let (rows_per_page, pages_per_row) = match Chunks::of(shape) {
+        Some(chunks) => (1, chunks.count as u64),
+        None => (rows_per_page(shape) as u64, 1),
+    };
+    SealPolicy { max_rows, rows_per_page, pages_per_row, max_bytes: u64::MAX, idle_secs: None, lifetime_secs: None }
+}
+
+/// What the caller of [`insert_row`] did with a growing segment found full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// It sealed the segment: the row goes into the new growing one.
+    Sealed(SegmentId),
+    /// Another session sealed it meanwhile, or room was made: try again.
+    Retry,
+    /// No room to seal and nothing to make it: the segment grows on past
+    /// its limit.
+    GrowOn,
+}
+
+/// Appends the row `key` to the growing segment. If the segment is at its
+/// size limit (`max_rows`, [`size_rule`]), calls `seal(segment, reason)`
+/// first, and goes on as it says. Returns the last segment `seal` sealed,
+/// or the error of a row whose dimensions are not the index's.
+pub fn insert_row<S: PageStore>(
+    store: S,
+    key: u64,
+    row: Row<'_>,
+    max_rows: u64,
+    mut seal: impl FnMut(SegmentId, SealReason) -> Full,
+) -> Result<Option<SegmentId>, VectorError> {
+    let mut sealed = None;
+    let mut seal_at_limit = true;
+    let mut full = |segment, reason, seal_at_limit: &mut bool| match seal(segment, reason) {
+        Full::Sealed(segment) => sealed = Some(segment),
+        Full::Retry => {}
+        Full::GrowOn => *seal_at_limit = false,
+    };
+    loop {
+        let meta = MetaGuard::lock(store, Lock::Share);
+        check_typmod(Some(meta.dims()), row.len())?;
+        if let Some(chunks) = Chunks::of(meta.shape()) {
+            drop(meta);
+            match insert_chunks(store, key, row, &chunks, max_rows, seal_at_limit) {
+                Ok(()) => break,
+                Err((reason, segment)) => {
+                    full(segment, reason, &mut seal_at_limit);
+                    continue;
+                }
+            }
+        }
+
+        // Fast path: the tail has room.
+        let tail = meta.growing_tail;
+        let item = row_item(key, row);
+        if add_to_tail(&meta, &item) {
+            break;
+        }
+        drop(meta);
+
+        // Slow path: extend the chain under the exclusive meta lock.
+        let mut meta = MetaGuard::lock(store, Lock::Exclusive);
+        if meta.growing_tail != tail {
+            // Someone extended (or sealed) meanwhile: start over.
+            continue;
+        }
+        if let Some(reason) = meta.needs_seal(&size_rule(max_rows, meta.shape())).filter(|_| seal_at_limit) {
+            let segment = meta.growing();
+            drop(meta);
+            full(segment, reason, &mut seal_at_limit);
+            continue;
+        }
+        append_page(&mut meta, &item);
+        break;
+    }
+    Ok(sealed)
+}
+
+/// Appends a row of more dimensions than a page holds, in chunks of a page
+/// each (`crate::format::page::Chunks`): the first into the tail if it is
+/// empty (a segment's first page), each other one into a new page linked
+/// after it, one WAL record each, under the exclusive meta lock so the
+/// chunks of two rows never interleave. A crash between two records leaves
+/// an unfinished row of a transaction that never committed: readers leave
+/// it out, VACUUM removes it. `Err` when the segment is full (and
+/// `seal_at_limit`), with why and the segment: seal it, then try again.
+fn insert_chunks<S: PageStore>(
+    store: S,
+    key: u64,
+    row: Row<'_>,
+    chunks: &Chunks,
+    max_rows: u64,
+    seal_at_limit: bool,
+) -> Result<(), (SealReason, SegmentId)> {
+    let mut meta = MetaGuard::lock(store, Lock::Exclusive);
+    if let Some(reason) = meta.needs_seal(&size_rule(max_rows, meta.shape())).filter(|_| seal_at_limit) {
+        return Err((reason, meta.growing()));
+    }
+    let first = add_to_empty_tail(&mut meta, &chunks.item(key, 0, row)) as usize;
+    for seq in first..chunks.count {
+        append_page(&mut meta, &chunks.item(key, seq, row));
+    }
+    Ok(())
+}
 
 /// Under the meta page's lock (shared suffices): adds `item` to the tail
 /// page of the growing chain, in one WAL record. False when it does not
