@@ -3,7 +3,7 @@
 use milvus_core::Metric;
 use milvus_core::element::{Row, Vectors, f16};
 use milvus_core::format::manifest::Manifest;
-use milvus_core::format::{delta, index, insert};
+use milvus_core::format::{delta, index, insert, ranges};
 use milvus_core::graph::FlatGraph;
 use milvus_core::quant::Codes;
 use milvus_core::segment::SegmentId;
@@ -41,6 +41,9 @@ fn main() {
         "seed-3",
         &insert::encode(SegmentId(7), Metric::Hamming, 3, &keys, Row::Bit { bits: &bits, len: 32 }),
     );
+    let binlog = insert::encode(SegmentId(7), Metric::L2, 3, &keys, &vectors);
+    write("read_index", "seed-0", &ranges::encode("seed", &binlog).expect("a whole binlog"));
+    write("read_index", "binlog-0", &binlog);
     write("delta_binlog", "seed-0", &delta::encode(SegmentId(7), &[0, 3, 9]));
     let nodes = vec![vec![vec![1, 2]], vec![vec![0, 2], vec![2]], vec![vec![0, 1], vec![1]]];
     let graph = FlatGraph::from_nodes(&nodes, 2);

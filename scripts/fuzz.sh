@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../fuzz"
 seconds=${FUZZ_SECONDS:-60}
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 cargo run -q --bin write-seeds
-for target in vector_text vector_binary insert_binlog delta_binlog index_file manifest; do
+for target in vector_text vector_binary insert_binlog read_index delta_binlog index_file manifest; do
   mkdir -p "corpus/$target"
   cargo +nightly fuzz run -O "$target" "corpus/$target" "seeds/$target" -- -max_total_time="$seconds" 2>"corpus/$target.log" ||
     { tail -30 "corpus/$target.log"; exit 1; }

@@ -49,7 +49,7 @@ LAYERS = {
           "policy/seal", "policy/compaction"]),
         ("formats, the meta page, stores",
          ["format/delta", "format/insert", "format/manifest", "format/index", "format/inverted", "format/page", "format/meta",
-          "storage"]),
+          "format/ranges", "storage"]),
         ("segments in memory", ["hnsw", "cache"]),
         ("search", ["search"]),
         ("the page protocol", ["pages"]),

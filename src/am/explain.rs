@@ -26,6 +26,8 @@ pub(crate) struct ScanReport {
     exact: usize,
     offered: usize,
     reranked: usize,
+    read_rows: usize,
+    read_bytes: u64,
     /// The running search's counters, not yet added.
     pub(crate) current: SearchStats,
 }
@@ -46,12 +48,16 @@ impl ScanReport {
         self.exact += usize::from(stats.exact);
         self.offered += stats.offered;
         self.reranked += stats.reranked;
+        self.read_rows += stats.read_rows;
+        self.read_bytes += stats.read_bytes;
         self.current = SearchStats::default();
     }
 
+    /// The line; rows read by range from storage are shown when there were
+    /// some (an index larger than the local cache).
     fn line(&self) -> String {
         let c = &self.current;
-        format!(
+        let mut line = format!(
             "{}: scans={} segments={} loaded={} page_rows={} rounds={} exact={} offered={} reranked={}",
             self.index,
             self.scans,
@@ -62,7 +68,12 @@ impl ScanReport {
             self.exact + usize::from(c.exact),
             self.offered + c.offered,
             self.reranked + c.reranked
-        )
+        );
+        let (rows, bytes) = (self.read_rows + c.read_rows, self.read_bytes + c.read_bytes);
+        if rows > 0 {
+            line.push_str(&format!(" read_by_range={rows} read_bytes={bytes}"));
+        }
+        line
     }
 }
 
@@ -132,6 +143,8 @@ pub(crate) fn finish_collecting() -> Vec<String> {
         sum.exact += r.exact;
         sum.offered += r.offered;
         sum.reranked += r.reranked;
+        sum.read_rows += r.read_rows;
+        sum.read_bytes += r.read_bytes;
     }
     sums.iter().map(ScanReport::line).collect()
 }

@@ -59,9 +59,10 @@ pub fn loaded(index: Index, manifest: &Manifest, metric: Metric) -> Vec<Arc<Load
     if !missing.is_empty() {
         let store = storage::storage_at(manifest.storage_url.as_deref());
         let cache = storage::cache();
+        let by_range = jobs::rows_by_range(&cache, manifest.flushed_segments());
         let threads = storage::job_threads();
         let results = storage::run_job("load", move |_| {
-            let loaded = jobs::load_all(&store, &cache, &missing, metric, threads);
+            let loaded = jobs::load_all(&store, &cache, &missing, metric, threads, by_range);
             missing
                 .iter()
                 .zip(loaded)

@@ -27,13 +27,14 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use milvus_core::element::{Element, Vectors};
+use milvus_core::error::Failed;
 use milvus_core::search::{Search, SearchOptions};
 use pgrx::PgMemoryContexts;
 use pgrx::prelude::*;
 
 use super::explain::{self, ScanReport};
 use super::{nulls, open_segments};
-use crate::error::OrRaise;
+use crate::error::{OrRaise, raise_error};
 use crate::gucs;
 use crate::pages::rows::unpack_tid;
 use crate::pages::{Index, Lock, chain, manifest_chain};
@@ -172,7 +173,12 @@ unsafe fn next(scan: pg_sys::IndexScanDesc, state: &mut ScanState) -> Option<pg_
             }
         }
         if state.nulls.is_none() {
-            let hit = state.search.as_mut().and_then(Iterator::next);
+            let hit = state.search.as_mut().and_then(Iterator::next).transpose().unwrap_or_else(|e| {
+                // Rows read by range that failed: loaded anew by the next query.
+                let index = Index::from_raw((*scan).indexRelation);
+                open_segments::forget(index.oid().to_u32());
+                raise_error(&Failed::new(format!("search index \"{}\"", index.name()), e))
+            });
             if let (Some(report), Some(search)) = (&state.report, &state.search) {
                 report.borrow_mut().current = search.stats();
             }

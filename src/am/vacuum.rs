@@ -94,7 +94,7 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         let loaded = open_segments::loaded(index, &manifest, meta.metric());
         let segment = loaded.into_iter().find(|s| s.id == id).expect("loaded");
         let mut dead = Vec::new();
-        for (row, key) in segment.binlog().keys().iter().enumerate() {
+        for (row, key) in segment.keys().iter().enumerate() {
             if segment.is_deleted(row as u32) {
                 continue;
             }

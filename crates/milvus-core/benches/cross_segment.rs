@@ -107,7 +107,10 @@ impl Data {
 
 /// The top ten of a [`Search`] over `segments`.
 fn top10(segments: &[Arc<LoadedSegment>], options: SearchOptions, q: &[f32]) -> Vec<u64> {
-    Search::new(q.to_vec().into(), PageHits::default(), segments.to_vec(), options).take(10).map(|h| h.key).collect()
+    Search::new(q.to_vec().into(), PageHits::default(), segments.to_vec(), options)
+        .take(10)
+        .map(|h| h.unwrap().key)
+        .collect()
 }
 
 fn main() {
@@ -138,7 +141,7 @@ fn equal_segments(data: &Data, rows: usize) {
                 SearchOptions { ef_search: ef, first_k: ef, max_approximate: usize::MAX, ..Default::default() };
             let shared = |q: &[f32]| top10(&segments, options, q);
             let independent = |q: &[f32]| {
-                let lists = segments.iter().map(|s| s.search(Row::F32(q), ef, ef, &|_| false)).collect();
+                let lists = segments.iter().map(|s| s.search(Row::F32(q), ef, ef, &|_| false).unwrap()).collect();
                 search::merge(lists, 10).into_iter().map(|h| h.key).collect()
             };
             type Run<'a> = (&'a str, &'a dyn Fn(&[f32]) -> Vec<u64>);

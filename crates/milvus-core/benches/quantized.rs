@@ -21,7 +21,7 @@ use milvus_core::format::index;
 use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
 use milvus_core::quant::Codes;
-use milvus_core::search::LoadedSegment;
+use milvus_core::search::{LoadedSegment, RowsFrom};
 use milvus_core::segment::SegmentId;
 use milvus_core::synthetic::gaussian_mixture;
 
@@ -59,7 +59,7 @@ fn main() {
     );
 
     let open = |file: &[u8]| {
-        let binlog = ("binlog", ObjectBytes::Memory(binlog_bytes.clone()));
+        let binlog = RowsFrom::Binlog("binlog", ObjectBytes::Memory(binlog_bytes.clone()));
         LoadedSegment::open(binlog, Some(("index".into(), ObjectBytes::Memory(file.to_vec()))), vec![], Check::Full)
             .unwrap()
     };
@@ -82,9 +82,9 @@ fn main() {
             let (mut hits, mut read) = (0, 0);
             let t = Instant::now();
             for (q, want) in held_out.chunks(dims).zip(&truth) {
-                let (found, reranked) = segment.search_counted(Row::F32(q), 10, ef, &|_| false);
+                let (found, reads) = segment.search_counted(Row::F32(q), 10, ef, &|_| false).unwrap();
                 hits += found.iter().filter(|h| want.contains(&h.key)).count();
-                read += reranked;
+                read += reads.reranked;
             }
             let elapsed = t.elapsed().as_secs_f64();
             let read =

@@ -74,7 +74,7 @@ fn crossover(c: &mut Criterion) {
         let brute = LoadedSegment::new(b.clone(), None, vec![]);
         let query = Rng::new(9).vector(DIMS);
         g.bench_with_input(BenchmarkId::new("brute_force", rows), &rows, |bench, _| {
-            bench.iter(|| brute.search(Row::F32(black_box(&query)), 10, 40, &|_| false))
+            bench.iter(|| brute.search(Row::F32(black_box(&query)), 10, 40, &|_| false).unwrap())
         });
         // What queries search: the flat graph.
         let flat = index.to_flat();
@@ -94,12 +94,14 @@ fn crossover(c: &mut Criterion) {
 fn loading(c: &mut Criterion) {
     let (segments, rows) = (4, 20_000);
     let dir = tempfile::tempdir().unwrap();
-    let storage = Storage::open(
-        &format!("file://{}", dir.path().join("objects").display()),
-        &S3Options::default(),
-        RetryPolicy::default(),
-    )
-    .unwrap();
+    let storage = std::sync::Arc::new(
+        Storage::open(
+            &format!("file://{}", dir.path().join("objects").display()),
+            &S3Options::default(),
+            RetryPolicy::default(),
+        )
+        .unwrap(),
+    );
     let cache = SegmentCache::new(dir.path().join("cache"), 1 << 32).unwrap();
     let id = IndexId { cluster: 1, database: 1, index: 1 };
     let mut m = Manifest::new(DIMS as u32, Metric::L2, None);
@@ -129,7 +131,7 @@ fn loading(c: &mut Criterion) {
     for threads in [1usize, 2] {
         g.bench_with_input(BenchmarkId::new("threads", threads), &threads, |b, &threads| {
             b.iter(|| {
-                jobs::load_all(&storage, &cache, &entries, Metric::L2, threads)
+                jobs::load_all(&storage, &cache, &entries, Metric::L2, threads, false)
                     .into_iter()
                     .map(|l| l.unwrap().live_rows())
                     .sum::<usize>()

@@ -45,7 +45,9 @@
 //! - **Over the bound.** When pinned files leave no room for an object, it
 //!   is served from memory, not stored: a working set larger than the cache
 //!   costs downloads, never an error. Concurrent stores of one object are
-//!   atomic renames of identical, verified bytes: the last one wins.
+//!   atomic renames of identical, verified bytes: the last one wins. An
+//!   index larger than the whole cache keeps its binlogs out of it and
+//!   reads their rows by range (`crate::jobs::rows_by_range`).
 
 use std::io::Write;
 use std::ops::Deref;
@@ -82,6 +84,13 @@ impl SqlError for CacheError {
             CacheError::Storage(e) => e.hint(),
             CacheError::Corrupt { .. } => Some(crate::error::REINDEX_HINT),
         }
+    }
+}
+
+/// An object that fails its format's checks is corrupt.
+impl From<crate::format::FormatError> for CacheError {
+    fn from(e: crate::format::FormatError) -> Self {
+        CacheError::Corrupt { key: e.object, reason: e.kind.to_string() }
     }
 }
 
@@ -188,6 +197,17 @@ impl SegmentCache {
     /// A cache file as messages name it: relative to the directory.
     fn shown(&self, path: &Path) -> String {
         path.strip_prefix(&self.dir).unwrap_or(path).display().to_string()
+    }
+
+    /// The bound on the cache's bytes (`milvus.cache_size`).
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Whether `object` is cached whole (by its size; a search checks its
+    /// header as it maps it).
+    pub fn contains(&self, object: &ObjectRef) -> bool {
+        std::fs::metadata(self.path_of(&object.key)).is_ok_and(|m| m.len() == object.size)
     }
 
     /// The file an object is cached in: its key with '/' flattened (keys are

@@ -11,12 +11,13 @@
 //! - [`write_tombstones`]: deleted rows of a flushed segment become a delta
 //!   binlog;
 //! - [`load`]: a flushed segment is opened for search, its files mapped
-//!   from the local cache;
+//!   from the local cache (or, for an index larger than the cache, its rows
+//!   read by range from storage: [`rows_by_range`]);
 //! - [`compact`]: live rows of some flushed segments are rewritten as one new
 //!   segment (the manifest then drops the inputs).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
@@ -28,10 +29,11 @@ use crate::format::delta::{self, DeltaBinlog};
 use crate::format::index::IndexFile;
 use crate::format::insert::{self, InsertBinlog};
 use crate::format::manifest::{Flushed, ObjectRef, SegmentEntry};
+use crate::format::ranges;
 use crate::format::{Check, FormatError};
 use crate::graph::build::{self, Seed};
 use crate::hnsw::{HnswParams, IndexError, SegmentIndex};
-use crate::search::{BRUTE_FORCE_MAX_ROWS, LoadedSegment, OpenError};
+use crate::search::{BRUTE_FORCE_MAX_ROWS, LoadedSegment, OpenError, RowsFrom};
 use crate::segment::SegmentId;
 use crate::storage::{ObjectKey, ObjectKind, Storage, StorageError, new_nonce};
 
@@ -265,16 +267,31 @@ pub fn write_tombstones(
     Ok(put(storage, None, id.key(segment, ObjectKind::DeltaBinlog), delta::encode(segment, rows))?)
 }
 
+/// Whether the flushed segments of an index (all of them, `entries`) read
+/// their rows by range from storage: when their files do not fit in the
+/// local cache together. Then each segment keeps its index file (graph and
+/// codes, a fraction of the rows' bytes) in the cache, and only the rows a
+/// search re-ranks are read, instead of every segment's rows going through
+/// the cache in turn, or into each backend's memory when pinned files fill
+/// it. A segment without codes (`quantization = none`, bits), whose graph
+/// walk reads full rows, still loads its binlog whole.
+pub fn rows_by_range<'a>(cache: &SegmentCache, entries: impl IntoIterator<Item = &'a SegmentEntry>) -> bool {
+    let bytes: u64 =
+        entries.into_iter().flat_map(|e| e.insert_binlog.iter().chain(&e.index_file)).map(|o| o.size).sum();
+    bytes > cache.capacity()
+}
+
 /// [`load`] of several segments, on up to `threads` threads at once (one
 /// segment's load is mostly one single-threaded graph reload, so an index
 /// of many segments loads that many times faster); results in `entries`'
 /// order.
 pub fn load_all(
-    storage: &Storage,
+    storage: &Arc<Storage>,
     cache: &SegmentCache,
     entries: &[SegmentEntry],
     metric: Metric,
     threads: usize,
+    by_range: bool,
 ) -> Vec<Result<LoadedSegment, JobError>> {
     let next = AtomicUsize::new(0);
     let done = Mutex::new(Vec::with_capacity(entries.len()));
@@ -284,7 +301,7 @@ pub fn load_all(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(entry) = entries.get(i) else { break };
-                    let loaded = load(storage, cache, entry, metric);
+                    let loaded = load(storage, cache, entry, metric, by_range);
                     done.lock().unwrap_or_else(|e| e.into_inner()).push((i, loaded));
                 }
             });
@@ -297,13 +314,17 @@ pub fn load_all(
 
 /// Opens a flushed segment for search: its insert binlog and index file
 /// mapped from the local cache (downloaded and verified in full first if
-/// not cached), and its tombstones. A cached file whose header fails its
-/// check is dropped from the cache and fetched again, once.
+/// not cached), and its tombstones. With `by_range` ([`rows_by_range`]) a
+/// segment with codes whose binlog is not cached maps the binlog's read
+/// index instead (derived once per server: [`read_index`]), and reads its
+/// rows by range. A cached file whose header fails its check is dropped
+/// from the cache and fetched again, once.
 pub fn load(
-    storage: &Storage,
+    storage: &Arc<Storage>,
     cache: &SegmentCache,
     entry: &SegmentEntry,
     metric: Metric,
+    by_range: bool,
 ) -> Result<LoadedSegment, JobError> {
     let mut tombstones = Vec::new();
     for delta_ref in &entry.delta_binlogs {
@@ -311,28 +332,72 @@ pub fn load(
         tombstones.extend(DeltaBinlog::decode(&delta_ref.key, &bytes)?.rows);
     }
     tombstones.extend(entry.pending_tombstones.iter());
-    match open(storage, cache, entry, metric, tombstones.clone()) {
+    match open(storage, cache, entry, metric, tombstones.clone(), by_range) {
         Err(JobError::Open(_) | JobError::Format(_)) => {
             for object in entry.insert_binlog.iter().chain(&entry.index_file) {
                 cache.remove(&object.key);
+                cache.remove(&read_index_name(object));
             }
-            open(storage, cache, entry, metric, tombstones)
+            open(storage, cache, entry, metric, tombstones, by_range)
         }
         other => other,
     }
 }
 
 fn open(
-    storage: &Storage,
+    storage: &Arc<Storage>,
     cache: &SegmentCache,
     entry: &SegmentEntry,
     metric: Metric,
     tombstones: Vec<u32>,
+    by_range: bool,
 ) -> Result<LoadedSegment, JobError> {
     let insert_ref = entry.insert_binlog.as_ref().ok_or(JobError::NotFlushed(entry.meta.id))?;
-    let binlog = cache.map(storage, insert_ref)?;
+    // The index file first: it is what a segment read by range keeps local.
     let index = entry.index_file.as_ref().map(|r| map_index(storage, cache, r, metric)).transpose()?;
-    Ok(LoadedSegment::open((&insert_ref.key, binlog), index, tombstones, Check::Header)?)
+    let has_codes = index.as_ref().is_some_and(|(name, bytes)| {
+        matches!(IndexFile::decode(name, bytes, Check::Header), Ok(IndexFile::Flat { codes: Some(_), .. }))
+    });
+    let name = read_index_name(insert_ref);
+    let rows = if by_range && has_codes && !cache.contains(insert_ref) {
+        let bytes = cache.map_derived(&name, || read_index(storage, insert_ref))?;
+        RowsFrom::Stored { name: &name, bytes, storage: storage.clone(), key: insert_ref.key.clone() }
+    } else {
+        RowsFrom::Binlog(&insert_ref.key, cache.map(storage, insert_ref)?)
+    };
+    Ok(LoadedSegment::open(rows, index, tombstones, Check::Header)?)
+}
+
+/// The cache name of a binlog's read index.
+fn read_index_name(binlog: &ObjectRef) -> String {
+    format!("{}.ranges", binlog.key)
+}
+
+/// Bytes a read index's build reads from storage at a time.
+const READ_PIECE: u64 = 8 << 20;
+
+/// The read index of the binlog `object` (`crate::format::ranges`), from
+/// one read of it in pieces, checked against the manifest's size and
+/// checksum and against its own header's as it streams: memory stays a
+/// piece, not the binlog.
+pub fn read_index(storage: &Storage, object: &ObjectRef) -> Result<Vec<u8>, JobError> {
+    let mut builder = ranges::Builder::new(&object.key);
+    let (mut at, mut crc) = (0, 0);
+    while at < object.size {
+        let piece = at..(at + READ_PIECE).min(object.size);
+        at = piece.end;
+        let bytes = storage.get_ranges(&object.key, &[piece])?.concat();
+        crc = crc32c::crc32c_append(crc, &bytes);
+        builder.feed(&bytes)?;
+    }
+    let corrupt = |reason: String| CacheError::Corrupt { key: object.key.clone(), reason };
+    if crc != object.crc32c {
+        return Err(corrupt(format!("checksum {crc:08x}, the manifest says {:08x}", object.crc32c)).into());
+    }
+    if builder.binlog_size() != Some(object.size) {
+        return Err(corrupt(format!("its header does not give the manifest's {} bytes", object.size)).into());
+    }
+    Ok(builder.finish()?)
 }
 
 /// The cache name of a version 1 index file converted to version 2.
@@ -380,6 +445,15 @@ pub fn verify_cached(cache: &SegmentCache, entry: &SegmentEntry) -> Vec<String> 
         let derived = converted_name(object);
         if let Ok(bytes) = std::fs::read(cache.path_of(&derived))
             && let Err(e) = IndexFile::decode(&derived, &bytes, Check::Full)
+        {
+            cache.remove(&derived);
+            damaged.push(e.to_string());
+        }
+    }
+    if let Some(object) = &entry.insert_binlog {
+        let derived = read_index_name(object);
+        if let Ok(bytes) = std::fs::read(cache.path_of(&derived))
+            && let Err(e) = ranges::RowRanges::decode(&derived, &bytes, Check::Full)
         {
             cache.remove(&derived);
             damaged.push(e.to_string());
@@ -458,11 +532,13 @@ pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Flushe
         .filter(|i| inputs[*i].graph().is_some_and(|g| g.is_reusable()))
         .filter(|i| build::worth_keeping(inputs[*i].rows(), inputs[*i].deleted_rows()))
         .max_by_key(|i| (inputs[*i].live_rows(), std::cmp::Reverse(*i)));
+    // Inputs whose rows are read by range are read whole here.
+    let binlogs = inputs.iter().map(|s| s.whole_binlog()).collect::<Result<Vec<_>, _>>()?;
     let mut keys = Vec::new();
-    let mut vectors = Vectors::new(inputs.first().map_or_else(Default::default, |s| s.binlog().element()));
+    let mut vectors = Vectors::new(inputs.first().map_or_else(Default::default, |s| s.element()));
     let mut positions = vec![None; kept.map_or(0, |i| inputs[i].rows())];
     for (position, (i, row)) in merged_rows(inputs.iter().copied()).enumerate() {
-        let binlog = inputs[i].binlog();
+        let binlog = &binlogs[i];
         keys.push(binlog.keys()[row as usize]);
         vectors.push(binlog.vector(row as usize));
         if Some(i) == kept {
@@ -545,8 +621,9 @@ mod tests {
         // every tenth deleted; input 6: 600 rows with a graph.
         let with_graph = |id: u64, rows: usize, tombstones: Vec<u32>| {
             let plain = segment(id, rows, tombstones.clone());
-            let index = SegmentIndex::build(plain.binlog(), HnswParams::default(), &AtomicBool::new(false)).unwrap();
-            LoadedSegment::new(plain.binlog().clone().into_owned(), Some(index), tombstones)
+            let binlog = plain.binlog().unwrap();
+            let index = SegmentIndex::build(binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+            LoadedSegment::new(binlog.clone().into_owned(), Some(index), tombstones)
         };
         let dead: Vec<u32> = (0..3000).filter(|r| r % 10 == 0).collect();
         let inputs = [segment(7, 200, vec![]), with_graph(5, 3000, dead.clone()), with_graph(6, 600, vec![])];

@@ -49,9 +49,10 @@ fn is_deleted(key: u64) -> bool {
 }
 
 /// Every live segment, loaded three at a time (the order is the manifest's).
-fn load_all(storage: &Storage, cache: &SegmentCache, m: &Manifest) -> Vec<Arc<LoadedSegment>> {
+fn load_all(storage: &Arc<Storage>, cache: &SegmentCache, m: &Manifest) -> Vec<Arc<LoadedSegment>> {
     let entries: Vec<_> = m.live_segments().cloned().collect();
-    let loaded = jobs::load_all(storage, cache, &entries, Metric::L2, 3);
+    let by_range = jobs::rows_by_range(cache, &entries);
+    let loaded = jobs::load_all(storage, cache, &entries, Metric::L2, 3, by_range);
     assert_eq!(loaded.len(), entries.len());
     entries
         .iter()
@@ -81,7 +82,7 @@ fn check_search(segments: &[Arc<LoadedSegment>], data: &[f32], deleted: &dyn Fn(
         let truth: HashSet<u64> = exact.iter().take(10).map(|e| e.1).collect();
         let got: Vec<u64> = Search::new(q.into(), PageHits::default(), segments.to_vec(), SearchOptions::default())
             .take(10)
-            .map(|h| h.key)
+            .map(|h| h.expect("rows read").key)
             .collect();
         assert_eq!(got.len(), 10);
         assert!(got.iter().all(|k| !deleted(*k)), "a dead row was returned");
@@ -92,7 +93,7 @@ fn check_search(segments: &[Arc<LoadedSegment>], data: &[f32], deleted: &dyn Fn(
 }
 
 fn lifecycle(url: &str) {
-    let storage = Storage::open(url, &S3Options::default(), RetryPolicy::default()).unwrap();
+    let storage = Arc::new(Storage::open(url, &S3Options::default(), RetryPolicy::default()).unwrap());
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = SegmentCache::new(cache_dir.path(), 1 << 30).unwrap();
     let control = JobControl::default();
@@ -218,7 +219,7 @@ fn lifecycle_on_file_store() {
 /// fresh cache, and published. Keep `cache_dir` bound: it is removed when
 /// dropped.
 struct OneSegment {
-    storage: Storage,
+    storage: Arc<Storage>,
     cache: SegmentCache,
     cache_dir: tempfile::TempDir,
     manifest: Manifest,
@@ -226,7 +227,7 @@ struct OneSegment {
 }
 
 fn one_segment() -> OneSegment {
-    let storage = Storage::open("memory://", &S3Options::default(), RetryPolicy::default()).unwrap();
+    let storage = Arc::new(Storage::open("memory://", &S3Options::default(), RetryPolicy::default()).unwrap());
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = SegmentCache::new(cache_dir.path(), 1 << 30).unwrap();
     let rows = 6000;
@@ -410,4 +411,83 @@ fn an_adopted_copy_survives_its_origin_collecting_everything() {
     let cache = SegmentCache::new(fresh.path(), 1 << 30).unwrap();
     let loaded = load_all(&storage, &cache, &copy);
     assert!(check_search(&loaded, &data, &|_| false) >= 0.9);
+}
+
+/// The keys and distances of the ten nearest rows to a few queries, or the
+/// first error a search met.
+fn answers(segments: &[Arc<LoadedSegment>], data: &[f32]) -> Result<Vec<(u64, f32)>, String> {
+    let mut got = Vec::new();
+    for q in (0..data.len() / DIMS).step_by(397) {
+        let query: Vec<f32> = data[q * DIMS..][..DIMS].iter().map(|x| x + 0.01).collect();
+        let search = Search::new(query.into(), PageHits::default(), segments.to_vec(), SearchOptions::default());
+        for hit in search.take(10) {
+            let hit = hit.map_err(|e| e.to_string())?;
+            got.push((hit.key, hit.distance));
+        }
+    }
+    Ok(got)
+}
+
+/// An index larger than the cache: each segment keeps its index file
+/// (graph and codes) and its binlog's read index in the cache, reads the
+/// rows it re-ranks by range from storage, and answers exactly as with its
+/// binlog cached, row for row. A merge reads such inputs whole. Damage in
+/// storage, and a binlog gone from it, are errors naming the object.
+#[test]
+fn rows_read_by_range_answer_as_cached_rows() {
+    let OneSegment { storage, cache, cache_dir: _dir, manifest: mut m, data } = one_segment();
+    let cached = load_all(&storage, &cache, &m);
+    assert!(!cached[0].reads_by_range());
+    let want = answers(&cached, &data).unwrap();
+
+    let entry = m.segments[0].clone();
+    let (binlog, index) = (entry.insert_binlog.clone().unwrap(), entry.index_file.clone().unwrap());
+    // Room for the index file and the read index (keys and a checksum a
+    // row), not for the binlog besides.
+    let capacity = index.size + 64 * 1024 + 12 * 6000;
+    assert!(capacity < index.size + binlog.size);
+    let fresh = tempfile::tempdir().unwrap();
+    let small = SegmentCache::new(fresh.path(), capacity).unwrap();
+    assert!(jobs::rows_by_range(&small, &m.segments));
+    let ranged = load_all(&storage, &small, &m);
+    assert!(ranged[0].reads_by_range() && ranged[0].is_mapped() && ranged[0].binlog().is_none());
+    assert!(small.contains(&index) && !small.contains(&binlog), "the graph and codes are local, the rows not");
+    assert_eq!(answers(&ranged, &data).unwrap(), want, "the same rows at the same distances");
+    let query: Vec<f32> = data[..DIMS].to_vec();
+    let mut search = Search::new(query.into(), PageHits::default(), ranged.clone(), SearchOptions::default());
+    assert_eq!(search.by_ref().take(10).count(), 10);
+    let stats = search.stats();
+    assert_eq!(stats.read_rows, stats.reranked, "the rows re-ranked, read by range and nothing else");
+    assert_eq!(stats.read_bytes, stats.read_rows as u64 * 4 * DIMS as u64);
+    // Another backend maps the same read index: it is derived once.
+    let misses = small.stats.misses.load(Ordering::Relaxed);
+    assert_eq!(answers(&load_all(&storage, &small, &m), &data).unwrap(), want);
+    assert_eq!(small.stats.misses.load(Ordering::Relaxed), misses, "nothing fetched again");
+
+    // A merge of a segment read by range reads it whole.
+    let (control, to) = (JobControl::default(), Target { storage: &storage, cache: &cache, index: ID });
+    let out = m.allocate_segment_id();
+    let inputs = [&*ranged[0]];
+    let merge = Merge { inputs: &inputs, output: out, metric: Metric::L2, dims: DIMS, params: HnswParams::default() };
+    assert_eq!(jobs::compact(to, &merge, &control).unwrap().rows, 6000);
+
+    // Rows changed in storage after the read index was taken: the rows a
+    // search reads fail their checksums.
+    let mut damaged = storage.get(&binlog.key).unwrap().to_vec();
+    let vectors = 64 + 8 * 6000;
+    damaged[vectors..].iter_mut().for_each(|b| *b ^= 0x40);
+    storage.put(&binlog.key, damaged.into()).unwrap();
+    let e = answers(&ranged, &data).unwrap_err();
+    assert!(e.starts_with(&format!("object {} is corrupt: row ", binlog.key)) && e.contains("checksum"), "{e}");
+    // A read index is derived from the stored binlog only when it checks out.
+    let other = tempfile::tempdir().unwrap();
+    let e = jobs::load(&storage, &SegmentCache::new(other.path(), capacity).unwrap(), &m.segments[0], Metric::L2, true)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains(&binlog.key) && e.contains("checksum"), "{e}");
+    // The binlog gone from storage.
+    storage.delete(&binlog.key).unwrap();
+    let e = answers(&ranged, &data).unwrap_err();
+    assert_eq!(e, format!("storage memory://: object {} not found", binlog.key));
 }

@@ -77,14 +77,22 @@ pub fn encode<'v>(
     out
 }
 
-impl<'a> InsertBinlog<'a> {
-    /// Verifies and decodes an insert binlog; `object` names it in errors.
-    pub fn decode(object: &str, bytes: &'a [u8]) -> Result<Self, FormatError> {
-        Self::decode_checked(object, bytes, Check::Full)
-    }
+/// An insert binlog's header, checked: what a reader of its body by
+/// ranges needs (`super::ranges`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub segment: SegmentId,
+    pub metric: Metric,
+    pub element: Element,
+    pub dims: usize,
+    pub rows: u64,
+    pub body_crc: u32,
+}
 
-    /// [`Self::decode`], verifying as much as `check` says.
-    pub fn decode_checked(object: &str, bytes: &'a [u8], check: Check) -> Result<Self, FormatError> {
+impl Header {
+    /// Checks and decodes the header at the start of `bytes` (at least
+    /// [`HEADER_LEN`] of them; the body is not looked at).
+    pub fn decode(object: &str, bytes: &[u8]) -> Result<Header, FormatError> {
         let version = check_header(object, bytes, HEADER_LEN, MAGIC, "insert binlog", VERSION)?;
         let invalid = |msg: String| FormatError::new(object, FormatErrorKind::Invalid(msg));
         let mut r = Reader::new(&bytes[10..]);
@@ -103,18 +111,46 @@ impl<'a> InsertBinlog<'a> {
         if dims == 0 || dims > max {
             return Err(invalid(format!("dimensions {dims} out of range 1..={max} for {element:?} rows")));
         }
-        let body_len = rows
-            .checked_mul(8 + element.bytes(dims) as u64)
-            .ok_or_else(|| invalid(format!("{rows} rows of {dims} dimensions overflow")))?;
+        if rows.checked_mul(8 + element.bytes(dims) as u64).is_none() {
+            return Err(invalid(format!("{rows} rows of {dims} dimensions overflow")));
+        }
+        Ok(Header { segment, metric, element, dims, rows, body_crc })
+    }
+
+    /// Bytes of the body: the keys, then the vectors.
+    pub fn body_len(&self) -> u64 {
+        self.rows * (8 + self.row_bytes() as u64)
+    }
+
+    /// Bytes of one row's vector.
+    pub fn row_bytes(&self) -> usize {
+        self.element.bytes(self.dims)
+    }
+
+    /// Where the vector column starts in the object.
+    pub fn vectors_offset(&self) -> u64 {
+        HEADER_LEN as u64 + 8 * self.rows
+    }
+}
+
+impl<'a> InsertBinlog<'a> {
+    /// Verifies and decodes an insert binlog; `object` names it in errors.
+    pub fn decode(object: &str, bytes: &'a [u8]) -> Result<Self, FormatError> {
+        Self::decode_checked(object, bytes, Check::Full)
+    }
+
+    /// [`Self::decode`], verifying as much as `check` says.
+    pub fn decode_checked(object: &str, bytes: &'a [u8], check: Check) -> Result<Self, FormatError> {
+        let header = Header::decode(object, bytes)?;
         let body = &bytes[HEADER_LEN..];
-        check_body(object, body, body_len, body_crc, check)?;
-        let (keys, vectors) = body.split_at(rows as usize * 8);
+        check_body(object, body, header.body_len(), header.body_crc, check)?;
+        let (keys, vectors) = body.split_at(header.rows as usize * 8);
         Ok(InsertBinlog {
-            segment,
-            metric,
-            dims,
+            segment: header.segment,
+            metric: header.metric,
+            dims: header.dims,
             keys: column(keys, |c| u64::from_le_bytes(c.try_into().expect("chunk of 8"))),
-            vectors: Vectors::from_bytes(element, vectors),
+            vectors: Vectors::from_bytes(header.element, vectors),
         })
     }
 

@@ -19,6 +19,7 @@ pub mod inverted;
 pub mod manifest;
 pub mod meta;
 pub mod page;
+pub mod ranges;
 
 use crate::error::{SqlError, SqlState};
 use std::borrow::Cow;

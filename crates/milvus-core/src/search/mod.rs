@@ -32,18 +32,21 @@
 //! returns them late. Rows are never returned twice.
 
 mod hits;
+mod ranged;
 mod segment;
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
+use crate::cache::CacheError;
 use crate::element::Vectors;
 use crate::format::page::PageHits;
 
 pub use hits::{Hit, PageRows, RowBits, Source, merge, recall};
 use hits::{kth_distance, merge_lists, search_pages};
-pub use segment::{BRUTE_FORCE_MAX_ROWS, LoadedSegment, OpenError};
+pub use ranged::{RangeReads, StoredRows};
+pub use segment::{BRUTE_FORCE_MAX_ROWS, LoadedSegment, OpenError, RowsFrom, SegmentReads};
 
 /// An approximate round that asks for `k` rows is an HNSW search with
 /// `ef = k` in each segment; the rounds double, so all of them together
@@ -158,6 +161,10 @@ pub struct SearchStats {
     /// Rows of segments with codes read for their exact distances (the
     /// re-rank of what the codes found).
     pub reranked: usize,
+    /// Rows read by range from storage, of segments whose binlogs the
+    /// cache has no room for, and the bytes read.
+    pub read_rows: usize,
+    pub read_bytes: u64,
 }
 
 /// A row of the exact tail: 12 bytes, so the tail of a million-row index
@@ -310,12 +317,12 @@ impl Search {
 
     /// One approximate round: the k nearest not yet offered, from every
     /// source. False when there is no round to run.
-    fn round(&mut self) -> bool {
+    fn round(&mut self) -> Result<bool, CacheError> {
         let total = self.total_rows();
         if self.offered.len() >= total {
-            return false;
+            return Ok(false);
         }
-        let Some(k) = self.next_round(total) else { return false };
+        let Some(k) = self.next_round(total) else { return Ok(false) };
         self.k = k;
         self.stats.rounds += 1;
         let ef = self.options.ef_search.max(k);
@@ -326,29 +333,39 @@ impl Search {
             .iter()
             .map(|s| if s.by_graph() { segment_ef(ef, s.live_rows(), live, self.options.segment_ef_floor) } else { ef })
             .collect();
-        let (lists, reranked) = self.search_sources(k, ef, efs);
-        self.stats.reranked += reranked;
+        let (lists, reads) = self.search_sources(k, ef, efs)?;
+        self.stats.reranked += reads.reranked;
+        self.stats.read_rows += reads.by_range.rows;
+        self.stats.read_bytes += reads.by_range.bytes;
         for (source, h) in merge_lists(lists, k) {
             self.offered.insert(source, h.row);
             self.buffer.push_back(h);
         }
-        true
+        Ok(true)
     }
 
     /// The `k` nearest rows not yet offered from each source, the `i`-th
     /// segment searched with `efs[i]`, widened where its hits all rank
     /// among the nearest ([`SEGMENT_WIDEN_RANK`]). Index 0 is the pages.
-    fn search_sources(&self, k: usize, ef: usize, mut efs: Vec<usize>) -> (Vec<Vec<Hit>>, usize) {
+    fn search_sources(
+        &self,
+        k: usize,
+        ef: usize,
+        mut efs: Vec<usize>,
+    ) -> Result<(Vec<Vec<Hit>>, SegmentReads), CacheError> {
         let offered = &self.offered;
-        let reranked = std::cell::Cell::new(0);
-        let search = |i: usize, ef: usize| {
+        let mut reads = SegmentReads::default();
+        let mut search = |i: usize, ef: usize| {
             let skip = |r| offered.contains(i + 1, r);
-            let (hits, read) = self.segments[i].search_counted(self.query.all(), k.min(ef), ef, &skip);
-            reranked.set(reranked.get() + read);
-            hits
+            let (hits, read) = self.segments[i].search_counted(self.query.all(), k.min(ef), ef, &skip)?;
+            reads.reranked += read.reranked;
+            reads.by_range.add(read.by_range);
+            Ok::<_, CacheError>(hits)
         };
         let mut lists = vec![search_pages(&self.pages, k, &|r| offered.contains(0, r))];
-        lists.extend(efs.iter().enumerate().map(|(i, &ef)| search(i, ef)));
+        for (i, &ef) in efs.iter().enumerate() {
+            lists.push(search(i, ef)?);
+        }
         let rank = k.min(self.options.segment_widen_rank);
         let mut widened = rank > 0;
         while widened {
@@ -359,18 +376,20 @@ impl Search {
                 let full = hits.len() >= k.min(*segment_ef);
                 if *segment_ef < ef && full && hits.last().is_some_and(|h| h.distance <= bound) {
                     *segment_ef = (*segment_ef * SEGMENT_EF_WIDEN).min(ef);
-                    lists[i + 1] = search(i, *segment_ef);
+                    lists[i + 1] = search(i, *segment_ef)?;
                     widened = true;
                 }
             }
         }
-        (lists, reranked.get())
+        Ok((lists, reads))
     }
 
     /// The exact tail: every live row not yet offered, by exact distance.
-    fn exact_tail(&self) -> BinaryHeap<Remaining> {
+    /// (A segment whose rows are read by range reads them all here.)
+    fn exact_tail(&self) -> Result<(BinaryHeap<Remaining>, RangeReads), CacheError> {
         let offered = &self.offered;
         let mut rows: Vec<Remaining> = Vec::with_capacity(self.total_rows().saturating_sub(offered.len()));
+        let mut reads = RangeReads::default();
         for i in 0..self.pages.len() {
             if !offered.contains(0, i as u32) {
                 rows.push(Remaining { distance: self.pages.distance(i), source: 0, row: i as u32 });
@@ -379,9 +398,13 @@ impl Search {
         for (s, segment) in self.segments.iter().enumerate() {
             let left = (0..segment.rows() as u32).filter(|r| !segment.is_deleted(*r) && !offered.contains(s + 1, *r));
             let source = s as u32 + 1;
-            segment.distances(self.query.all(), left, |row, distance| rows.push(Remaining { distance, source, row }));
+            reads.add(
+                segment.distances(self.query.all(), left, |row, distance| {
+                    rows.push(Remaining { distance, source, row })
+                })?,
+            );
         }
-        BinaryHeap::from(rows)
+        Ok((BinaryHeap::from(rows), reads))
     }
 
     /// The hit of a row of the exact tail.
@@ -393,7 +416,7 @@ impl Search {
                 Hit {
                     source: Source::Segment(segment.id),
                     row: r.row,
-                    key: segment.binlog().keys()[r.row as usize],
+                    key: segment.keys()[r.row as usize],
                     distance: r.distance,
                 }
             }
@@ -401,46 +424,58 @@ impl Search {
     }
 
     /// The next row in search order, before `Strict` has its say.
-    fn next_candidate(&mut self) -> Option<Hit> {
+    fn next_candidate(&mut self) -> Result<Option<Hit>, CacheError> {
         loop {
             if let Some(hit) = self.buffer.pop_front() {
-                return Some(hit);
+                return Ok(Some(hit));
             }
             match &mut self.phase {
                 Phase::Approximate => {
-                    if !self.round() {
+                    if !self.round()? {
                         let ran_out = self.offered.len() >= self.total_rows();
                         self.phase = if self.options.iterative == IterativeScan::Off || ran_out {
                             Phase::Done { ran_out }
                         } else {
                             self.stats.exact = true;
-                            Phase::Exact(self.exact_tail())
+                            let (tail, reads) = self.exact_tail()?;
+                            self.stats.read_rows += reads.rows;
+                            self.stats.read_bytes += reads.bytes;
+                            Phase::Exact(tail)
                         };
                     }
                 }
                 Phase::Exact(heap) => match heap.pop() {
-                    Some(r) => return Some(self.hit_of(r)),
+                    Some(r) => return Ok(Some(self.hit_of(r))),
                     None => self.phase = Phase::Done { ran_out: true },
                 },
-                Phase::Done { .. } => return None,
+                Phase::Done { .. } => return Ok(None),
             }
         }
     }
 }
 
+/// Rows in search order; a segment whose rows could not be read by range
+/// ends the search with its error.
 impl Iterator for Search {
-    type Item = Hit;
+    type Item = Result<Hit, CacheError>;
 
-    fn next(&mut self) -> Option<Hit> {
+    fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let hit = self.next_candidate()?;
+            let hit = match self.next_candidate() {
+                Ok(hit) => hit?,
+                Err(e) => {
+                    self.phase = Phase::Done { ran_out: false };
+                    self.buffer.clear();
+                    return Some(Err(e));
+                }
+            };
             if self.options.iterative == IterativeScan::Strict && hit.distance < self.last {
                 self.stats.dropped += 1;
                 continue;
             }
             self.last = hit.distance;
             self.stats.offered += 1;
-            return Some(hit);
+            return Some(Ok(hit));
         }
     }
 }
@@ -488,13 +523,14 @@ mod tests {
                 Arc::new(LoadedSegment::new(binlog, Some(index), vec![3, 5]))
             };
             let (half, full) = (open(Row::F16(&halves)), open(Row::F32(&widened)));
-            assert_eq!(half.binlog().element(), crate::element::Element::F16);
+            assert_eq!(half.binlog().unwrap().element(), crate::element::Element::F16);
             let pages = PageRows { dims, keys: vec![10_000], vectors: halves[..dims].to_vec().into() };
             let query: Vec<f16> = halves[7 * dims..8 * dims].to_vec();
             let wide_query: Vec<f32> = query.iter().map(|h| h.to_f32()).collect();
             let search = |segment: &Arc<LoadedSegment>, query: Vectors<'static>| {
                 let hits = pages.hits(metric, query.all());
                 Search::new(query, hits, vec![segment.clone()], SearchOptions::default())
+                    .map(Result::unwrap)
                     .take(10)
                     .map(|h| (h.key, h.distance))
                     .collect::<Vec<_>>()
@@ -541,7 +577,7 @@ mod tests {
                         .collect();
                     exact.sort_by(|a, b| a.0.total_cmp(&b.0));
                     let truth: HashSet<u64> = exact[..10].iter().map(|e| e.1).collect();
-                    let got = coded.search(Row::F32(&query), 10, 40, &|_| false);
+                    let got = coded.search(Row::F32(&query), 10, 40, &|_| false).unwrap();
                     assert_eq!(got.len(), 10);
                     assert!(got.windows(2).all(|w| w[0].distance <= w[1].distance), "nearest first");
                     for hit in &got {
@@ -552,6 +588,7 @@ mod tests {
                     coded_hits += got.iter().filter(|h| truth.contains(&h.key)).count();
                     plain_hits += plain
                         .search(Row::F32(&query), 10, 40, &|_| false)
+                        .unwrap()
                         .iter()
                         .filter(|h| truth.contains(&h.key))
                         .count();
@@ -588,11 +625,11 @@ mod tests {
             let segment = LoadedSegment::new(binlog, Some(index), vec![]);
             let mut within = 0;
             for q in (0..rows).step_by(97) {
-                let query = segment.binlog().vector(q);
+                let query = segment.binlog().unwrap().vector(q);
                 let mut exact: Vec<f32> =
-                    (0..rows).map(|r| metric.between(query, segment.binlog().vector(r))).collect();
+                    (0..rows).map(|r| metric.between(query, segment.binlog().unwrap().vector(r))).collect();
                 exact.sort_by(f32::total_cmp);
-                let got = segment.search(query, 10, 40, &|_| false);
+                let got = segment.search(query, 10, 40, &|_| false).unwrap();
                 assert_eq!(got.len(), 10);
                 within += got.iter().filter(|h| h.distance <= exact[9]).count();
             }
@@ -636,7 +673,7 @@ mod tests {
     fn found(segments: &[Arc<LoadedSegment>], query: &[f32], want: &HashSet<u64>, widen_rank: usize) -> usize {
         let options = SearchOptions { first_k: 40, segment_widen_rank: widen_rank, ..SearchOptions::default() };
         let search = Search::new(query.to_vec().into(), PageHits::default(), segments.to_vec(), options);
-        search.take(10).filter(|h| want.contains(&h.key)).count()
+        search.map(Result::unwrap).take(10).filter(|h| want.contains(&h.key)).count()
     }
 
     /// A query whose ten nearest rows are all in a small segment: its share
@@ -710,8 +747,9 @@ mod tests {
             iterative: IterativeScan::Relaxed,
             ..SearchOptions::default()
         };
-        let all: Vec<Hit> =
-            Search::new(query.clone().into(), pages.hits(Metric::L2, Row::F32(&query)), segs, options).collect();
+        let all: Vec<Hit> = Search::new(query.clone().into(), pages.hits(Metric::L2, Row::F32(&query)), segs, options)
+            .map(Result::unwrap)
+            .collect();
 
         let live = 5000 - 500 + 500 - 3 + 50;
         assert_eq!(all.len(), live, "every live row offered exactly once");
@@ -740,8 +778,8 @@ mod tests {
         for s in segs {
             for row in (0..s.rows() as u32).filter(|r| !s.is_deleted(*r)) {
                 all.push((
-                    Metric::L2.between(Row::F32(query), s.binlog().vector(row as usize)),
-                    s.binlog().keys()[row as usize],
+                    Metric::L2.between(Row::F32(query), s.binlog().unwrap().vector(row as usize)),
+                    s.binlog().unwrap().keys()[row as usize],
                 ));
             }
         }
@@ -767,7 +805,7 @@ mod tests {
             segs.clone(),
             options(7, 30, IterativeScan::Relaxed),
         );
-        let all: Vec<Hit> = search.by_ref().collect();
+        let all: Vec<Hit> = search.by_ref().map(Result::unwrap).collect();
         assert_eq!(all.len(), 100, "the bound ends the approximate rounds, never the search");
         assert!(search.stats().exact && search.stats().rounds >= 1);
         assert!(search.exhausted(), "the exact tail ran out of rows: what follows is NULL rows");
@@ -796,7 +834,7 @@ mod tests {
                 segs.clone(),
                 options(40, 20_000, iterative),
             );
-            let got: Vec<u64> = search.filter(|h| far(h.key)).take(10).map(|h| h.key).collect();
+            let got: Vec<u64> = search.map(Result::unwrap).filter(|h| far(h.key)).take(10).map(|h| h.key).collect();
             let truth: Vec<u64> = brute_force(&segs, &pages, &query, &far).iter().take(10).map(|(_, k)| *k).collect();
             assert_eq!(got.len(), 10, "{iterative:?}: the LIMIT is filled");
             let got: HashSet<u64> = got.into_iter().collect();
@@ -821,7 +859,7 @@ mod tests {
         let query = Rng::new(4).vector(DIMS);
         let mut search =
             Search::new(query.into(), PageHits::default(), segs, options(10, 20_000, IterativeScan::Strict));
-        let all: Vec<Hit> = search.by_ref().collect();
+        let all: Vec<Hit> = search.by_ref().map(Result::unwrap).collect();
         assert!(all.windows(2).all(|w| w[0].distance <= w[1].distance), "non-decreasing");
         assert_eq!(all.len() + search.stats().dropped, 5800, "every row offered or dropped for its order");
         assert!(search.exhausted());
@@ -836,7 +874,9 @@ mod tests {
         let mut search = Search::new(query.into(), PageHits::default(), segs, SearchOptions::default());
         assert_eq!(search.by_ref().take(10).count(), 10);
         // The segment has codes: the 40 rows its walk kept are re-ranked.
-        assert_eq!(search.stats(), SearchStats { rounds: 1, exact: false, offered: 10, dropped: 0, reranked: 40 });
+        let stats =
+            SearchStats { rounds: 1, exact: false, offered: 10, dropped: 0, reranked: 40, ..Default::default() };
+        assert_eq!(search.stats(), stats);
     }
 
     proptest::proptest! {
@@ -859,7 +899,8 @@ mod tests {
             // The search is lazy: the prefix a LIMIT takes is the prefix of all of it.
             let options = options(40, 2_000, IterativeScan::Relaxed);
             let page_hits = pages.hits(Metric::L2, Row::F32(&query));
-            let hits: Vec<Hit> = Search::new(query.clone().into(), page_hits, segs.clone(), options).collect();
+            let hits: Vec<Hit> =
+                Search::new(query.clone().into(), page_hits, segs.clone(), options).map(Result::unwrap).collect();
             proptest::prop_assert_eq!(hits.iter().filter(|h| keep(h.key)).take(limit).count(), truth.len().min(limit));
             let live = brute_force(&segs, &pages, &query, &|_| true).len();
             proptest::prop_assert_eq!(hits.len(), live, "every live row offered");
@@ -877,7 +918,7 @@ mod tests {
             vec![],
             SearchOptions::default(),
         )
-        .map(|h| h.key)
+        .map(|h| h.unwrap().key)
         .collect();
         assert_eq!(hits, vec![2, 3, 1]);
     }

@@ -1,17 +1,25 @@
 //! A flushed segment as a search reads it: its rows and graph mapped in
-//! place from the cache's files, its tombstones a bit a row.
+//! place from the cache's files (or its rows read by range from storage:
+//! [`super::ranged`]), its tombstones a bit a row.
 
-use crate::cache::ObjectBytes;
-use crate::element::{Row, Vectors};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use crate::cache::{CacheError, ObjectBytes};
+use crate::distance::Metric;
+use crate::element::{Element, Row, Vectors};
 use crate::format::index::IndexFile;
 use crate::format::insert::InsertBinlog;
+use crate::format::ranges::RowRanges;
 use crate::format::{Check, FormatError};
 use crate::graph::FlatGraph;
 use crate::hnsw::SegmentIndex;
 use crate::quant::Codes;
 use crate::segment::SegmentId;
+use crate::storage::Storage;
 
 use super::hits::{Hit, RowBits, Source, TopK};
+use super::ranged::{RangeReads, StoredRows};
 use crate::error::{SqlError, SqlState};
 
 /// Up to this many rows a segment is searched by brute force, and flushed
@@ -28,15 +36,43 @@ pub const BRUTE_FORCE_MAX_ROWS: usize = 512;
 /// (`files`): its insert binlog and index file, memory-mapped from the
 /// local cache and shared by every backend of the server, so opening a
 /// segment costs two maps and two header checks, and a backend holds
-/// nothing of it but its tombstones.
+/// nothing of it but its tombstones. A segment whose binlog the cache has
+/// no room for keeps the binlog's read index there instead, and reads the
+/// rows it needs by range from storage.
 pub struct LoadedSegment {
     pub id: SegmentId,
     /// Borrow from `files`: declared before it, so dropped before it.
-    binlog: InsertBinlog<'static>,
+    rows: SegmentRows,
     graph: Option<FlatGraph<'static>>,
     codes: Option<Codes<'static>>,
     tombstones: RowBits,
     files: Vec<ObjectBytes>,
+}
+
+/// Where a segment's rows are read.
+enum SegmentRows {
+    /// The insert binlog, mapped or in memory.
+    Binlog(InsertBinlog<'static>),
+    /// Storage, by range.
+    Stored(StoredRows),
+}
+
+/// A segment's rows as [`LoadedSegment::open`] takes them.
+pub enum RowsFrom<'n> {
+    /// The insert binlog `name`'s bytes.
+    Binlog(&'n str, ObjectBytes),
+    /// The read index (`crate::format::ranges`) of the binlog `key` in
+    /// `storage`, cached as `name`: the rows are read by range.
+    Stored { name: &'n str, bytes: ObjectBytes, storage: Arc<Storage>, key: String },
+}
+
+/// What searching a segment read beyond its mapped files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentReads {
+    /// Rows re-ranked by their exact distances after a walk by the codes.
+    pub reranked: usize,
+    /// Rows read by range from storage.
+    pub by_range: RangeReads,
 }
 
 /// Why a segment's files do not make a segment.
@@ -56,13 +92,13 @@ impl SqlError for OpenError {
 }
 
 impl LoadedSegment {
-    /// A segment over its insert binlog and its index file (version 2,
-    /// or none), decoded in place as `check` says (`Check::Header` for
-    /// files of the cache, verified when they entered it). `tombstones`
-    /// may be unsorted and repeated (the union of delta binlogs);
-    /// positions past the segment's rows are ignored.
+    /// A segment over its rows (an insert binlog, or its read index) and
+    /// its index file (version 2, or none), decoded in place as `check`
+    /// says (`Check::Header` for files of the cache, verified when they
+    /// entered it). `tombstones` may be unsorted and repeated (the union
+    /// of delta binlogs); positions past the segment's rows are ignored.
     pub fn open(
-        (binlog_name, binlog_bytes): (&str, ObjectBytes),
+        rows: RowsFrom<'_>,
         index: Option<(String, ObjectBytes)>,
         tombstones: Vec<u32>,
         check: Check,
@@ -74,32 +110,37 @@ impl LoadedSegment {
         // order). No method hands out a borrow longer than `&self`.
         let extend =
             |bytes: &ObjectBytes| unsafe { std::slice::from_raw_parts::<'static, u8>(bytes.as_ptr(), bytes.len()) };
-        let binlog = InsertBinlog::decode_checked(binlog_name, extend(&binlog_bytes), check)?;
-        let mut files = vec![binlog_bytes];
+        let (rows, rows_file) = match rows {
+            RowsFrom::Binlog(name, bytes) => {
+                (SegmentRows::Binlog(InsertBinlog::decode_checked(name, extend(&bytes), check)?), bytes)
+            }
+            RowsFrom::Stored { name, bytes, storage, key } => {
+                let ranges = RowRanges::decode(name, extend(&bytes), check)?;
+                (SegmentRows::Stored(StoredRows::new(ranges, storage, key)), bytes)
+            }
+        };
+        let (id, metric, len, dims) = rows.describe();
+        let mut files = vec![rows_file];
         let (graph, codes) = match index {
             Some((name, bytes)) => {
                 let mismatch = |message: String| OpenError::Mismatch { object: name.clone(), message };
-                let IndexFile::Flat { segment, metric, graph, codes } =
+                let IndexFile::Flat { segment, metric: index_metric, graph, codes } =
                     IndexFile::decode(&name, extend(&bytes), check)?
                 else {
                     return Err(mismatch("an hnsw_rs dump (version 1) must be converted before it is opened".into()));
                 };
-                if (segment, metric, graph.rows()) != (binlog.segment, binlog.metric, binlog.len()) {
+                if (segment, index_metric, graph.rows()) != (id, metric, len) {
                     return Err(mismatch(format!(
-                        "segment {segment}, {metric:?}, {} rows against the binlog's segment {}, {:?}, {} rows",
+                        "segment {segment}, {index_metric:?}, {} rows against the binlog's segment {id}, \
+                         {metric:?}, {len} rows",
                         graph.rows(),
-                        binlog.segment,
-                        binlog.metric,
-                        binlog.len()
                     )));
                 }
-                if let Some(codes) = codes.as_ref().filter(|c| (c.rows(), c.dims()) != (binlog.len(), binlog.dims)) {
+                if let Some(codes) = codes.as_ref().filter(|c| (c.rows(), c.dims()) != (len, dims)) {
                     return Err(mismatch(format!(
-                        "codes of {} rows of {} dimensions against the binlog's {} rows of {}",
+                        "codes of {} rows of {} dimensions against the binlog's {len} rows of {dims}",
                         codes.rows(),
                         codes.dims(),
-                        binlog.len(),
-                        binlog.dims
                     )));
                 }
                 files.push(bytes);
@@ -107,35 +148,45 @@ impl LoadedSegment {
             }
             None => (None, None),
         };
-        Ok(Self::with_parts(binlog, graph, codes, tombstones, files))
+        Ok(Self::with_parts(rows, graph, codes, tombstones, files))
     }
 
     /// A segment held in memory: a binlog, and the graph an index built
     /// (tests, benches, and compaction's inputs need no file).
     pub fn new(binlog: InsertBinlog<'static>, index: Option<SegmentIndex>, tombstones: Vec<u32>) -> Self {
         let (graph, codes) = index.map_or((None, None), |i| (Some(i.to_flat()), i.codes().cloned()));
-        Self::with_parts(binlog, graph, codes, tombstones, Vec::new())
+        Self::with_parts(SegmentRows::Binlog(binlog), graph, codes, tombstones, Vec::new())
     }
 
     fn with_parts(
-        binlog: InsertBinlog<'static>,
+        rows: SegmentRows,
         graph: Option<FlatGraph<'static>>,
         codes: Option<Codes<'static>>,
         tombstones: Vec<u32>,
         files: Vec<ObjectBytes>,
     ) -> Self {
-        let mut set = RowBits::new(binlog.len());
-        for row in tombstones.into_iter().filter(|r| (*r as usize) < binlog.len()) {
+        let (id, _, len, _) = rows.describe();
+        let mut set = RowBits::new(len);
+        for row in tombstones.into_iter().filter(|r| (*r as usize) < len) {
             set.insert(row);
         }
-        LoadedSegment { id: binlog.segment, binlog, graph, codes, tombstones: set, files }
+        LoadedSegment { id, rows, graph, codes, tombstones: set, files }
     }
 
-    /// Whether rows and graph are read in place from mapped files.
+    /// Whether rows and graph are read in place from mapped files (or the
+    /// rows by range from storage, through a mapped read index).
     pub fn is_mapped(&self) -> bool {
         !self.files.is_empty()
             && self.files.iter().all(|f| matches!(f, ObjectBytes::Mapped { .. }))
-            && self.binlog.is_borrowed()
+            && match &self.rows {
+                SegmentRows::Binlog(binlog) => binlog.is_borrowed(),
+                SegmentRows::Stored(stored) => stored.ranges.is_borrowed(),
+            }
+    }
+
+    /// Whether its rows are read by range from storage.
+    pub fn reads_by_range(&self) -> bool {
+        matches!(self.rows, SegmentRows::Stored(_))
     }
 
     pub fn is_deleted(&self, row: u32) -> bool {
@@ -143,15 +194,44 @@ impl LoadedSegment {
     }
 
     pub fn rows(&self) -> usize {
-        self.binlog.len()
+        self.keys().len()
     }
 
     pub fn live_rows(&self) -> usize {
-        self.binlog.len() - self.tombstones.len()
+        self.rows() - self.tombstones.len()
     }
 
-    pub fn binlog(&self) -> &InsertBinlog<'_> {
-        &self.binlog
+    /// Each row's key (its heap TID).
+    pub fn keys(&self) -> &[u64] {
+        match &self.rows {
+            SegmentRows::Binlog(binlog) => binlog.keys(),
+            SegmentRows::Stored(stored) => stored.ranges.keys(),
+        }
+    }
+
+    /// The element type of its rows.
+    pub fn element(&self) -> Element {
+        match &self.rows {
+            SegmentRows::Binlog(binlog) => binlog.element(),
+            SegmentRows::Stored(stored) => stored.ranges.header.element,
+        }
+    }
+
+    /// The insert binlog, when its bytes are local (not read by range).
+    pub fn binlog(&self) -> Option<&InsertBinlog<'_>> {
+        match &self.rows {
+            SegmentRows::Binlog(binlog) => Some(binlog),
+            SegmentRows::Stored(_) => None,
+        }
+    }
+
+    /// The whole insert binlog: the local one, or for rows read by range,
+    /// the object read from storage and verified (a merge's input).
+    pub fn whole_binlog(&self) -> Result<Cow<'_, InsertBinlog<'static>>, CacheError> {
+        match &self.rows {
+            SegmentRows::Binlog(binlog) => Ok(Cow::Borrowed(binlog)),
+            SegmentRows::Stored(stored) => stored.read_whole().map(Cow::Owned),
+        }
     }
 
     /// The segment's graph, if it has one.
@@ -167,19 +247,37 @@ impl LoadedSegment {
     /// Calls `f(row, distance to query)` for each of `rows`. The element
     /// type is matched once, not once a row (as the growing scan's pages
     /// are: a `Row` built and matched a row cost more than a 128-d
-    /// distance).
-    pub(super) fn distances(&self, query: Row<'_>, rows: impl Iterator<Item = u32>, mut f: impl FnMut(u32, f32)) {
-        let (metric, dims) = (self.binlog.metric, self.binlog.dims);
+    /// distance). Rows read by range are read first, all at once.
+    pub(super) fn distances(
+        &self,
+        query: Row<'_>,
+        rows: impl Iterator<Item = u32>,
+        mut f: impl FnMut(u32, f32),
+    ) -> Result<RangeReads, CacheError> {
+        let binlog = match &self.rows {
+            SegmentRows::Binlog(binlog) => binlog,
+            SegmentRows::Stored(stored) => {
+                let rows: Vec<u32> = rows.collect();
+                let (vectors, reads) = stored.read(&rows)?;
+                let (metric, dims) = (stored.ranges.header.metric, stored.ranges.header.dims);
+                for (i, row) in rows.into_iter().enumerate() {
+                    f(row, metric.between(query, vectors.row(i, dims)));
+                }
+                return Ok(reads);
+            }
+        };
+        let (metric, dims) = (binlog.metric, binlog.dims);
         let at = |row: u32, stride: usize| row as usize * stride..(row as usize + 1) * stride;
-        match (query, self.binlog.vectors()) {
+        match (query, binlog.vectors()) {
             (Row::F32(q), Vectors::F32(v)) => rows.for_each(|r| f(r, metric.distance(q, &v[at(r, dims)]))),
             (Row::F16(q), Vectors::F16(v)) => rows.for_each(|r| f(r, metric.distance_f16(q, &v[at(r, dims)]))),
             (Row::Bit { bits, .. }, Vectors::Bit(v)) => {
-                let stride = crate::element::Element::Bit.bytes(dims);
+                let stride = Element::Bit.bytes(dims);
                 rows.for_each(|r| f(r, metric.distance_bits(bits, &v[at(r, stride)])))
             }
-            _ => rows.for_each(|r| f(r, metric.between(query, self.binlog.vector(r as usize)))),
+            _ => rows.for_each(|r| f(r, metric.between(query, binlog.vector(r as usize)))),
         }
+        Ok(RangeReads::default())
     }
 
     /// Whether [`search`](Self::search) walks the graph; if not, it reads
@@ -200,55 +298,80 @@ impl LoadedSegment {
     /// computed but did not keep) mends recall at `ef` 10 on one segment
     /// but cost a stream's layout, whose segments get small shares of `ef`,
     /// 15-50% of its QPS for no recall (`crates/milvus-core/benches/cross_segment.rs`).
-    pub fn search(&self, query: Row<'_>, k: usize, ef_search: usize, skip: &dyn Fn(u32) -> bool) -> Vec<Hit> {
-        self.search_counted(query, k, ef_search, skip).0
+    pub fn search(
+        &self,
+        query: Row<'_>,
+        k: usize,
+        ef_search: usize,
+        skip: &dyn Fn(u32) -> bool,
+    ) -> Result<Vec<Hit>, CacheError> {
+        Ok(self.search_counted(query, k, ef_search, skip)?.0)
     }
 
-    /// [`Self::search`], and the rows re-ranked by their exact distances
-    /// after a walk by the codes (0 without codes).
+    /// [`Self::search`], and what it read beyond the mapped files: the
+    /// rows re-ranked after a walk by the codes, and the rows read by range.
     pub fn search_counted(
         &self,
         query: Row<'_>,
         k: usize,
         ef_search: usize,
         skip: &dyn Fn(u32) -> bool,
-    ) -> (Vec<Hit>, usize) {
+    ) -> Result<(Vec<Hit>, SegmentReads), CacheError> {
         let excluded = |row: u32| self.is_deleted(row) || skip(row);
-        let mut reranked = 0;
-        if let Some(graph) = self.graph.as_ref().filter(|_| self.by_graph()) {
-            let found = match &self.codes {
-                Some(codes) => {
-                    let prepared = codes.prepare(query);
-                    let estimate = |row: u32| codes.distance(&prepared, row);
-                    let pool =
-                        graph.search_with(&estimate, &|row| codes.prefetch(row), ef_search, ef_search, &excluded);
-                    let mut exact: Vec<(f32, u32)> = Vec::with_capacity(pool.len());
-                    pool.iter().for_each(|(_, row)| self.binlog.vector(*row as usize).prefetch());
-                    self.distances(query, pool.iter().map(|(_, row)| *row), |row, d| exact.push((d, row)));
-                    reranked = exact.len();
-                    exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    exact.truncate(k);
-                    exact
+        let mut reads = SegmentReads::default();
+        let (source, keys) = (Source::Segment(self.id), self.keys());
+        let graph = self.graph.as_ref().filter(|_| self.by_graph());
+        let found = match (graph, &self.codes, &self.rows) {
+            (Some(graph), Some(codes), _) => {
+                let prepared = codes.prepare(query);
+                let estimate = |row: u32| codes.distance(&prepared, row);
+                let pool = graph.search_with(&estimate, &|row| codes.prefetch(row), ef_search, ef_search, &excluded);
+                if let SegmentRows::Binlog(binlog) = &self.rows {
+                    pool.iter().for_each(|(_, row)| binlog.vector(*row as usize).prefetch());
                 }
-                None => {
-                    let vector = |row: u32| self.binlog.vector(row as usize);
-                    graph.search(self.binlog.metric, query, &vector, k, ef_search, &excluded)
-                }
-            };
-            // A graph filtered this hard can come back short while rows
-            // remain; then brute force keeps the iteration complete.
-            if found.len() >= k {
-                let source = Source::Segment(self.id);
-                let hits = found
-                    .into_iter()
-                    .map(|(distance, row)| Hit { source, row, key: self.binlog.keys()[row as usize], distance })
-                    .collect();
-                return (hits, reranked);
+                let mut exact: Vec<(f32, u32)> = Vec::with_capacity(pool.len());
+                reads.by_range =
+                    self.distances(query, pool.iter().map(|(_, row)| *row), |row, d| exact.push((d, row)))?;
+                reads.reranked = exact.len();
+                exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                exact.truncate(k);
+                exact
+            }
+            (Some(graph), None, SegmentRows::Binlog(binlog)) => {
+                let vector = |row: u32| binlog.vector(row as usize);
+                graph.search(binlog.metric, query, &vector, k, ef_search, &excluded)
+            }
+            // No graph to walk, or rows by range with no codes to walk it
+            // by (a segment whose rows are read by range has codes: jobs::load).
+            _ => Vec::new(),
+        };
+        // A graph filtered this hard can come back short while rows
+        // remain; then brute force keeps the iteration complete.
+        if found.len() >= k {
+            let hits = found
+                .into_iter()
+                .map(|(distance, row)| Hit { source, row, key: keys[row as usize], distance })
+                .collect();
+            return Ok((hits, reads));
+        }
+        let mut top = TopK::new(k);
+        let rows = (0..self.rows() as u32).filter(|r| !excluded(*r));
+        let read = self
+            .distances(query, rows, |row, distance| top.push(Hit { source, row, key: keys[row as usize], distance }))?;
+        reads.by_range.add(read);
+        Ok((top.into_sorted(), reads))
+    }
+}
+
+impl SegmentRows {
+    /// The segment's id, metric, rows and dimensions.
+    fn describe(&self) -> (SegmentId, Metric, usize, usize) {
+        match self {
+            SegmentRows::Binlog(b) => (b.segment, b.metric, b.len(), b.dims),
+            SegmentRows::Stored(s) => {
+                let h = &s.ranges.header;
+                (h.segment, h.metric, s.ranges.len(), h.dims)
             }
         }
-        let (mut top, source, keys) = (TopK::new(k), Source::Segment(self.id), self.binlog.keys());
-        let rows = (0..self.rows() as u32).filter(|r| !excluded(*r));
-        self.distances(query, rows, |row, distance| top.push(Hit { source, row, key: keys[row as usize], distance }));
-        (top.into_sorted(), reranked)
     }
 }

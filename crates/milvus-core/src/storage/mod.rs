@@ -347,6 +347,13 @@ impl Storage {
         self.with_retry("get", key, || async { self.store.get(&path).await?.bytes().await })
     }
 
+    /// Reads byte ranges of an object, in one call: near ranges are fetched
+    /// together and far ones in parallel (object_store's coalescing).
+    pub fn get_ranges(&self, key: &str, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Bytes>, StorageError> {
+        let path = self.full(key);
+        self.with_retry("get_ranges", key, || self.store.get_ranges(&path, ranges))
+    }
+
     /// Copies an object to a new key, inside the store: a hard link in a
     /// local directory (no bytes written), a server-side copy on S3.
     pub fn copy(&self, from: &str, to: &str) -> Result<(), StorageError> {
