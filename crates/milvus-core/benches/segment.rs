@@ -1,8 +1,9 @@
 //! Segment-level costs (Criterion): binlog encode/decode throughput, the
 //! k-way merge of 8 segments' results, and one query by brute force against
 //! one by HNSW at growing segment sizes: the crossover below which brute
-//! force wins sets `search::BRUTE_FORCE_MAX_ROWS`; and what loading an
-//! index's segments costs a backend, one at a time against several at once.
+//! force wins sets `search::BRUTE_FORCE_MAX_ROWS`; what loading an
+//! index's segments costs a backend, one at a time against several at once;
+//! and a query whose rows are read by range against one on a mapped binlog.
 //!
 //! Run with `make bench-core`; results in docs/benchmarks.md.
 
@@ -141,5 +142,55 @@ fn loading(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, formats, merging, crossover, loading);
+/// One query (top 10, ef 40) on one flushed segment of 20,000 rows of 768
+/// dimensions under cosine, with codes, in a file:// store: its binlog
+/// mapped from the cache, against its rows read by range from the store
+/// (a cache too small for the segment: only the index file and the read
+/// index local).
+fn by_range(c: &mut Criterion) {
+    let (rows, dims) = (20_000, 768);
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().join("objects").display());
+    let storage = std::sync::Arc::new(Storage::open(&url, &S3Options::default(), RetryPolicy::default()).unwrap());
+    let cache = SegmentCache::new(dir.path().join("cache"), 1 << 32).unwrap();
+    let mut m = Manifest::new(dims as u32, Metric::Cosine, None);
+    let segment = m.add_growing(0);
+    m.seal(segment, rows as u64, SealReason::Manual, 0).unwrap();
+    let keys: Vec<u64> = (0..rows as u64).collect();
+    let vectors = gaussian_mixture(rows + 100, dims, 200, 0.1, 9);
+    let new = NewSegment {
+        segment,
+        metric: Metric::Cosine,
+        dims,
+        keys: &keys,
+        vectors: Row::F32(&vectors[..rows * dims]),
+        params: HnswParams::default(),
+        graph_min_rows: 0,
+        seed: None,
+    };
+    let to = Target { storage: &storage, cache: &cache, index: IndexId { cluster: 1, database: 1, index: 1 } };
+    m.publish_flush(jobs::flush(to, &new, &JobControl::default()).unwrap(), 0).unwrap();
+    let entries: Vec<_> = m.live_segments().cloned().collect();
+    let index_bytes = entries[0].index_file.as_ref().unwrap().size;
+    let small = SegmentCache::new(dir.path().join("small"), index_bytes + (1 << 20)).unwrap();
+    let load = |cache: &SegmentCache| {
+        let by_range = jobs::rows_by_range(cache, &entries);
+        jobs::load_all(&storage, cache, &entries, Metric::Cosine, 1, by_range).pop().unwrap().unwrap()
+    };
+    let queries: Vec<&[f32]> = vectors[rows * dims..].chunks(dims).collect();
+    let mut g = c.benchmark_group("one_query_768_cosine_20k");
+    for (name, segment) in [("binlog_mapped", load(&cache)), ("rows_by_range", load(&small))] {
+        assert_eq!(segment.reads_by_range(), name == "rows_by_range");
+        let mut i = 0;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                i = (i + 1) % queries.len();
+                segment.search(Row::F32(black_box(queries[i])), 10, 40, &|_| false).unwrap().len()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, formats, merging, crossover, loading, by_range);
 criterion_main!(benches);

@@ -227,7 +227,11 @@ struct OneSegment {
 }
 
 fn one_segment() -> OneSegment {
-    let storage = Arc::new(Storage::open("memory://", &S3Options::default(), RetryPolicy::default()).unwrap());
+    one_segment_at("memory://")
+}
+
+fn one_segment_at(url: &str) -> OneSegment {
+    let storage = Arc::new(Storage::open(url, &S3Options::default(), RetryPolicy::default()).unwrap());
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = SegmentCache::new(cache_dir.path(), 1 << 30).unwrap();
     let rows = 6000;
@@ -432,10 +436,12 @@ fn answers(segments: &[Arc<LoadedSegment>], data: &[f32]) -> Result<Vec<(u64, f3
 /// (graph and codes) and its binlog's read index in the cache, reads the
 /// rows it re-ranks by range from storage, and answers exactly as with its
 /// binlog cached, row for row. A merge reads such inputs whole. Damage in
-/// storage, and a binlog gone from it, are errors naming the object.
-#[test]
-fn rows_read_by_range_answer_as_cached_rows() {
-    let OneSegment { storage, cache, cache_dir: _dir, manifest: mut m, data } = one_segment();
+/// storage is an error naming the object; so is a binlog gone from S3 (or
+/// `memory://`), while a local directory's binlog, once open, is read to
+/// the end of the segment's use.
+fn rows_read_by_range(url: &str) {
+    let local = url.strip_prefix("file://");
+    let OneSegment { storage, cache, cache_dir: _dir, manifest: mut m, data } = one_segment_at(url);
     let cached = load_all(&storage, &cache, &m);
     assert!(!cached[0].reads_by_range());
     let want = answers(&cached, &data).unwrap();
@@ -471,12 +477,15 @@ fn rows_read_by_range_answer_as_cached_rows() {
     let merge = Merge { inputs: &inputs, output: out, metric: Metric::L2, dims: DIMS, params: HnswParams::default() };
     assert_eq!(jobs::compact(to, &merge, &control).unwrap().rows, 6000);
 
-    // Rows changed in storage after the read index was taken: the rows a
-    // search reads fail their checksums.
-    let mut damaged = storage.get(&binlog.key).unwrap().to_vec();
+    // Rows changed in storage after the read index was taken (in place, as
+    // a disk's damage would): the rows a search reads fail their checksums.
     let vectors = 64 + 8 * 6000;
+    let mut damaged = storage.get(&binlog.key).unwrap().to_vec();
     damaged[vectors..].iter_mut().for_each(|b| *b ^= 0x40);
-    storage.put(&binlog.key, damaged.into()).unwrap();
+    match local {
+        Some(root) => std::fs::write(std::path::Path::new(root).join(&binlog.key), &damaged).unwrap(),
+        None => storage.put(&binlog.key, damaged.into()).unwrap(),
+    }
     let e = answers(&ranged, &data).unwrap_err();
     assert!(e.starts_with(&format!("object {} is corrupt: row ", binlog.key)) && e.contains("checksum"), "{e}");
     // A read index is derived from the stored binlog only when it checks out.
@@ -489,5 +498,25 @@ fn rows_read_by_range_answer_as_cached_rows() {
     // The binlog gone from storage.
     storage.delete(&binlog.key).unwrap();
     let e = answers(&ranged, &data).unwrap_err();
-    assert_eq!(e, format!("storage memory://: object {} not found", binlog.key));
+    match local {
+        Some(_) => assert!(e.contains("is corrupt: row "), "still read through the open file: {e}"),
+        None => assert_eq!(e, format!("storage {url}: object {} not found", binlog.key)),
+    }
+    let fresh = tempfile::tempdir().unwrap();
+    let e = jobs::load(&storage, &SegmentCache::new(fresh.path(), capacity).unwrap(), &m.segments[0], Metric::L2, true)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains(&binlog.key) && e.contains("not found"), "{e}");
+}
+
+#[test]
+fn rows_read_by_range_answer_as_cached_rows_on_memory_store() {
+    rows_read_by_range("memory://");
+}
+
+#[test]
+fn rows_read_by_range_answer_as_cached_rows_on_file_store() {
+    let dir = tempfile::tempdir().unwrap();
+    rows_read_by_range(&format!("file://{}", dir.path().join("objects").display()));
 }

@@ -5,22 +5,46 @@
 //! the cache): a search walks the graph by the codes and reads only the
 //! rows it re-ranks, a few dozen a query, each checked against the row
 //! checksum of the binlog's read index (`crate::format::ranges`), which
-//! was taken from the binlog's verified bytes. Near rows are fetched in one
-//! request and far ones in parallel (object_store's coalescing of ranges).
+//! was taken from the binlog's verified bytes. From a local directory store
+//! each row is one `pread` of the binlog, opened once; from S3 near rows
+//! are fetched in one request and far ones in parallel (object_store's
+//! coalescing of ranges).
 
-use std::sync::Arc;
+use std::cell::RefCell;
+use std::sync::{Arc, OnceLock};
 
 use crate::cache::CacheError;
 use crate::element::Vectors;
 use crate::format::insert::InsertBinlog;
 use crate::format::ranges::RowRanges;
-use crate::storage::Storage;
+use crate::storage::{LocalObject, Storage};
+
+thread_local! {
+    /// Where rows read by range land: one buffer a thread, kept between
+    /// reads (a buffer allocated per query costs the faults of its fresh
+    /// pages every time, the allocator handing them back to the kernel),
+    /// of u64 so that rows of every element type are read in place.
+    static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The most the scratch buffer keeps past a read: an exact tail reads a
+/// whole segment, whose bytes are not held once it is done.
+const SCRATCH_KEPT: usize = 4 << 20;
+
+/// The bytes of a buffer of u64.
+fn bytes_of_words(words: &mut [u64]) -> &mut [u8] {
+    // SAFETY: u8 has no alignment and every bit pattern is valid; the
+    // length is the words' bytes.
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(words)) }
+}
 
 /// The rows of one binlog, in storage.
 pub struct StoredRows {
     pub(super) ranges: RowRanges<'static>,
     storage: Arc<Storage>,
     key: String,
+    /// The binlog opened once, for a `file://` store.
+    local: OnceLock<LocalObject>,
 }
 
 /// What reading rows by range cost.
@@ -28,7 +52,7 @@ pub struct StoredRows {
 pub struct RangeReads {
     /// Rows read from storage.
     pub rows: usize,
-    /// Bytes those reads returned.
+    /// Their bytes.
     pub bytes: u64,
 }
 
@@ -42,7 +66,7 @@ impl RangeReads {
 impl StoredRows {
     /// The rows of the binlog `key` in `storage`, as `ranges` indexes them.
     pub fn new(ranges: RowRanges<'static>, storage: Arc<Storage>, key: String) -> Self {
-        StoredRows { ranges, storage, key }
+        StoredRows { ranges, storage, key, local: OnceLock::new() }
     }
 
     pub fn key(&self) -> &str {
@@ -55,31 +79,61 @@ impl StoredRows {
         Ok(InsertBinlog::decode(&self.key, &bytes)?.into_owned())
     }
 
-    /// The vectors of `rows`, in that order, read from storage and each
-    /// checked against its checksum.
-    pub fn read(&self, rows: &[u32]) -> Result<(Vectors<'static>, RangeReads), CacheError> {
+    /// Calls `f` with the vectors of `rows`, in that order, read from
+    /// storage and each checked against its checksum. From a local
+    /// directory each row is one `pread` of the binlog, opened once; from
+    /// S3 one `get_ranges` reads them all.
+    pub fn with_rows<R>(&self, rows: &[u32], f: impl FnOnce(&Vectors<'_>) -> R) -> Result<(R, RangeReads), CacheError> {
         let header = self.ranges.header;
-        let mut vectors = Vectors::new(header.element);
-        if rows.is_empty() {
-            return Ok((vectors, RangeReads::default()));
-        }
-        let ranges: Vec<_> = rows.iter().map(|r| self.ranges.range_of(*r)).collect();
-        let read = self.storage.get_ranges(&self.key, &ranges)?;
-        let mut bytes = 0;
-        for (&r, got) in rows.iter().zip(&read) {
-            if !self.ranges.is_intact(r, got) {
-                return Err(CacheError::Corrupt {
-                    key: self.key.clone(),
-                    reason: format!(
-                        "row {r} read by range ({} bytes) does not match its checksum, taken when the object was verified",
-                        got.len()
-                    ),
-                });
+        let size = header.row_bytes();
+        SCRATCH.with_borrow_mut(|scratch| {
+            let len = rows.len() * size;
+            scratch.resize(len.div_ceil(8), 0);
+            let bytes = &mut bytes_of_words(scratch)[..len];
+            if let Some(local) = self.local()? {
+                for (&row, into) in rows.iter().zip(bytes.chunks_exact_mut(size)) {
+                    local.read_at(self.ranges.range_of(row).start, into)?;
+                }
+            } else if !rows.is_empty() {
+                let ranges: Vec<_> = rows.iter().map(|r| self.ranges.range_of(*r)).collect();
+                let read = self.storage.get_ranges(&self.key, &ranges)?;
+                for ((&row, got), into) in rows.iter().zip(&read).zip(bytes.chunks_exact_mut(size)) {
+                    if got.len() != size {
+                        return Err(self.corrupt(row, got.len()));
+                    }
+                    into.copy_from_slice(got);
+                }
             }
-            bytes += got.len() as u64;
-            // Read in place when aligned, copied when not.
-            vectors.push(Vectors::from_bytes(header.element, got).row(0, header.dims));
+            for (&row, got) in rows.iter().zip(bytes.chunks_exact(size)) {
+                if !self.ranges.is_intact(row, got) {
+                    return Err(self.corrupt(row, got.len()));
+                }
+            }
+            let out = f(&Vectors::from_bytes(header.element, bytes));
+            if scratch.len() * 8 > SCRATCH_KEPT {
+                *scratch = Vec::new();
+            }
+            Ok((out, RangeReads { rows: rows.len(), bytes: len as u64 }))
+        })
+    }
+
+    /// The binlog opened as a local file, for a `file://` store.
+    fn local(&self) -> Result<Option<&LocalObject>, CacheError> {
+        if let Some(local) = self.local.get() {
+            return Ok(Some(local));
         }
-        Ok((vectors, RangeReads { rows: rows.len(), bytes }))
+        match self.storage.open_local(&self.key)? {
+            Some(opened) => Ok(Some(self.local.get_or_init(|| opened))),
+            None => Ok(None),
+        }
+    }
+
+    fn corrupt(&self, row: u32, len: usize) -> CacheError {
+        CacheError::Corrupt {
+            key: self.key.clone(),
+            reason: format!(
+                "row {row} read by range ({len} bytes) does not match its checksum, taken when the object was verified"
+            ),
+        }
     }
 }

@@ -258,11 +258,12 @@ impl LoadedSegment {
             SegmentRows::Binlog(binlog) => binlog,
             SegmentRows::Stored(stored) => {
                 let rows: Vec<u32> = rows.collect();
-                let (vectors, reads) = stored.read(&rows)?;
                 let (metric, dims) = (stored.ranges.header.metric, stored.ranges.header.dims);
-                for (i, row) in rows.into_iter().enumerate() {
-                    f(row, metric.between(query, vectors.row(i, dims)));
-                }
+                let ((), reads) = stored.with_rows(&rows, |vectors| {
+                    for (i, &row) in rows.iter().enumerate() {
+                        f(row, metric.between(query, vectors.row(i, dims)));
+                    }
+                })?;
                 return Ok(reads);
             }
         };

@@ -216,6 +216,30 @@ pub struct Storage {
     local_root: Option<std::path::PathBuf>,
 }
 
+/// An object of a `file://` store, open for reads by range
+/// ([`Storage::open_local`]). An object deleted meanwhile stays readable
+/// through it: objects never change, and the open file keeps its bytes.
+#[derive(Debug)]
+pub struct LocalObject {
+    file: std::fs::File,
+    key: String,
+    label: String,
+}
+
+impl LocalObject {
+    /// Fills `into` with the object's bytes from `offset` on.
+    pub fn read_at(&self, offset: u64, into: &mut [u8]) -> Result<(), StorageError> {
+        use std::os::unix::fs::FileExt;
+        self.file.read_exact_at(into, offset).map_err(|e| StorageError::Failed {
+            storage: self.label.clone(),
+            op: "read",
+            key: self.key.clone(),
+            attempts: 1,
+            cause: format!("{} bytes at {offset}: {e}", into.len()),
+        })
+    }
+}
+
 impl fmt::Debug for Storage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Storage").field("url", &self.url).field("retry", &self.retry).finish()
@@ -352,6 +376,27 @@ impl Storage {
     pub fn get_ranges(&self, key: &str, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Bytes>, StorageError> {
         let path = self.full(key);
         self.with_retry("get_ranges", key, || self.store.get_ranges(&path, ranges))
+    }
+
+    /// A `file://` store's object opened as a local file, for reads by
+    /// range on the caller's thread (`pread`): no runtime, no thread hop,
+    /// no reopening for each read. `None` for other stores.
+    pub fn open_local(&self, key: &str) -> Result<Option<LocalObject>, StorageError> {
+        let Some(root) = &self.local_root else { return Ok(None) };
+        let path = root.join(self.full(key).as_ref());
+        match std::fs::File::open(&path) {
+            Ok(file) => Ok(Some(LocalObject { file, key: key.to_owned(), label: self.label.clone() })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(StorageError::NotFound { storage: self.label.clone(), key: key.to_owned() })
+            }
+            Err(e) => Err(StorageError::Failed {
+                storage: self.label.clone(),
+                op: "open",
+                key: key.to_owned(),
+                attempts: 1,
+                cause: e.to_string(),
+            }),
+        }
     }
 
     /// Copies an object to a new key, inside the store: a hard link in a
