@@ -904,6 +904,60 @@ impl Bench<'_> {
         }
     }
 
+    /// The all-sealed queries again with the local segment cache bounded at
+    /// a quarter of the rows' bytes (at least its floor, 16 MB), in a
+    /// directory of its own, empty at the start: the index is larger than
+    /// the cache, so its segments keep their graphs and codes there and
+    /// read the rows they re-rank by range from the store. One EXPLAIN
+    /// (ANALYZE) says what a query read.
+    fn bounded_cache(&self, c: &mut Client, r: &mut TargetReport) {
+        let element_bytes = match self.a.column_type {
+            ColumnType::Vector => 4,
+            ColumnType::Halfvec => 2,
+        };
+        let rows_bytes = self.d.rows() * self.a.dim * element_bytes;
+        let quarter_mb = (rows_bytes / 4) >> 20;
+        let cache_mb = quarter_mb.max(16);
+        let dir = std::env::temp_dir().join(format!("pg_milvus-bench-cache-{}", std::process::id()));
+        let set = |c: &mut Client, what: &str| {
+            c.batch_execute(&format!("ALTER DATABASE {DB} {what}")).unwrap();
+        };
+        set(c, &format!("SET milvus.cache_dir = '{}'", dir.display()));
+        set(c, &format!("SET milvus.cache_size = {cache_mb}"));
+        let label = if quarter_mb < 16 {
+            format!("cache 16 MB, its least (the rows: {} MB)", rows_bytes >> 20)
+        } else {
+            format!("cache {cache_mb} MB, a quarter of the rows' {} MB", rows_bytes >> 20)
+        };
+        self.query_sweep(Kind::Milvus, &label, &self.truth, r);
+        let mut q = self.connect();
+        q.batch_execute("SET milvus.ef_search = 40").unwrap();
+        let sql = self.query_sql(Kind::Milvus, None);
+        let explain = format!("EXPLAIN (ANALYZE, COSTS OFF) {sql}");
+        let line: Option<String> = q
+            .query(&explain, &[&QueryVector(self.d.query(0))])
+            .unwrap()
+            .iter()
+            .map(|row| row.get::<_, String>(0))
+            .find(|line| line.starts_with("Milvus Scan"));
+        let stats = q
+            .query_one("SELECT misses, bytes_downloaded, cached_bytes FROM milvus_cache_stats()", &[])
+            .map(|row| (row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, i64>(2)))
+            .unwrap();
+        r.notes.push(format!(
+            "cache {cache_mb} MB: {} MB cached (the server's misses so far {}, {} MB downloaded); a new connection's \
+             query at ef_search 40: {}",
+            stats.2 >> 20,
+            stats.0,
+            stats.1 >> 20,
+            line.as_deref().unwrap_or("no Milvus Scan line")
+        ));
+        drop(q);
+        set(c, "RESET milvus.cache_dir");
+        set(c, "RESET milvus.cache_size");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// Backend memory with 1, 4 and 16 connections that have each searched
     /// the index 20 times (ef_search 40), read from /proc (the driver runs
     /// on the server's machine; elsewhere the phase is skipped, noted).
@@ -1179,6 +1233,9 @@ impl Bench<'_> {
             r.notes.push(format!("{} segment(s)", self.segment_count(&mut c)));
         }
         self.query_sweep(kind, "all sealed", &self.truth, &mut r);
+        if kind == Kind::Milvus {
+            self.bounded_cache(&mut c, &mut r);
+        }
         r
     }
 
@@ -1225,6 +1282,7 @@ impl Bench<'_> {
             {timeline}"
         ));
         self.query_sweep(kind, "all sealed", &self.truth, &mut r);
+        self.bounded_cache(&mut c, &mut r);
         self.memory(kind, &mut r);
         self.filtered(&mut c, kind, &mut r);
 
