@@ -213,6 +213,15 @@ pub(crate) fn bytes_of<T: Copy>(values: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values)) }
 }
 
+/// The bytes of a plain number slice, to write into (a buffer of u64 read
+/// into as bytes, so that what lands in it is aligned for every element
+/// type).
+pub(crate) fn bytes_of_mut<T: Copy>(values: &mut [T]) -> &mut [u8] {
+    // SAFETY: as `bytes_of`; and every bit pattern is a valid plain number,
+    // so any bytes written through the view leave valid values.
+    unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(values)) }
+}
+
 /// Seals a header: appends the CRC-32C of everything written so far, after
 /// padding to `header_len - 4` bytes.
 pub(crate) fn finish_header(mut w: Writer, header_len: usize) -> Vec<u8> {

@@ -15,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::cache::CacheError;
 use crate::element::Vectors;
+use crate::format::bytes_of_mut;
 use crate::format::insert::InsertBinlog;
 use crate::format::ranges::RowRanges;
 use crate::storage::{LocalObject, Storage};
@@ -30,13 +31,6 @@ thread_local! {
 /// The most the scratch buffer keeps past a read: an exact tail reads a
 /// whole segment, whose bytes are not held once it is done.
 const SCRATCH_KEPT: usize = 4 << 20;
-
-/// The bytes of a buffer of u64.
-fn bytes_of_words(words: &mut [u64]) -> &mut [u8] {
-    // SAFETY: u8 has no alignment and every bit pattern is valid; the
-    // length is the words' bytes.
-    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(words)) }
-}
 
 /// The rows of one binlog, in storage.
 pub struct StoredRows {
@@ -69,10 +63,6 @@ impl StoredRows {
         StoredRows { ranges, storage, key, local: OnceLock::new() }
     }
 
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
     /// The whole binlog, read from storage and verified in full.
     pub fn read_whole(&self) -> Result<InsertBinlog<'static>, CacheError> {
         let bytes = self.storage.get(&self.key)?;
@@ -89,7 +79,7 @@ impl StoredRows {
         SCRATCH.with_borrow_mut(|scratch| {
             let len = rows.len() * size;
             scratch.resize(len.div_ceil(8), 0);
-            let bytes = &mut bytes_of_words(scratch)[..len];
+            let bytes = &mut bytes_of_mut(scratch)[..len];
             if let Some(local) = self.local()? {
                 for (&row, into) in rows.iter().zip(bytes.chunks_exact_mut(size)) {
                     local.read_at(self.ranges.range_of(row).start, into)?;

@@ -299,6 +299,8 @@ impl LoadedSegment {
     /// computed but did not keep) mends recall at `ef` 10 on one segment
     /// but cost a stream's layout, whose segments get small shares of `ef`,
     /// 15-50% of its QPS for no recall (`crates/milvus-core/benches/cross_segment.rs`).
+    /// Fails only where rows are read by range: a read that fails, or a
+    /// row that does not match its checksum.
     pub fn search(
         &self,
         query: Row<'_>,
