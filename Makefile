@@ -56,7 +56,7 @@ bench-768-half:
 	bash scripts/bench.sh --768-half
 
 # 500k x 768, recall and QPS with the cache fitting and at a quarter of the
-# rows' bytes: some 10 minutes on 2 cores, never part of `make test`.
+# rows' bytes: some 15 minutes on 2 cores, never part of `make test`.
 bench-768-large:
 	bash scripts/bench.sh --768-large
 

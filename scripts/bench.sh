@@ -11,7 +11,7 @@
 #   bench.sh --768-large 500k x 768 under cosine, both indexes built by CREATE
 #                      INDEX, recall and QPS only, with the cache fitting
 #                      and bounded at a quarter of the rows' bytes (not run
-#                      by `make test`; some 10 minutes on 2 cores):
+#                      by `make test`; some 15 minutes on 2 cores):
 #                      bench-results/768-cosine-500k
 #   bench.sh --ip      inner-product recall of one graph per index built by
 #                      CREATE INDEX on 20k rows, standard Gaussian (not
