@@ -261,8 +261,9 @@ fn milvus_gc(
 
 /// Brings every flushed segment of `index` (of each partition's index, for
 /// a partitioned one) into the local cache and opens it, so the first
-/// queries do not pay for a download; returns how many segments and bytes
-/// the objects hold. Files already cached are read through and checked in
+/// queries do not pay for a download (for an index larger than the cache:
+/// its index files and its binlogs' read indexes, the rows staying in the
+/// store); returns how many segments and bytes the objects hold. Files already cached are read through and checked in
 /// full (opening a mapped file checks only its header): a damaged one gets
 /// a WARNING naming it, and is fetched again. Fails like a search would,
 /// naming a segment that cannot be read. Owner or superuser, as the other
