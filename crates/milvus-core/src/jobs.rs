@@ -386,9 +386,10 @@ pub fn read_index(storage: &Storage, object: &ObjectRef) -> Result<Vec<u8>, JobE
     while at < object.size {
         let piece = at..(at + READ_PIECE).min(object.size);
         at = piece.end;
-        let bytes = storage.get_ranges(&object.key, &[piece])?.concat();
-        crc = crc32c::crc32c_append(crc, &bytes);
-        builder.feed(&bytes)?;
+        for bytes in storage.get_ranges(&object.key, &[piece])? {
+            crc = crc32c::crc32c_append(crc, &bytes);
+            builder.feed(&bytes)?;
+        }
     }
     let corrupt = |reason: String| CacheError::Corrupt { key: object.key.clone(), reason };
     if crc != object.crc32c {
