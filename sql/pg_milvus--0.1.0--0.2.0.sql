@@ -833,3 +833,21 @@ CREATE OPERATOR CLASS sparsevec_ops
     OPERATOR 4 >= ,
     OPERATOR 5 > ,
     FUNCTION 1 sparsevec_cmp(sparsevec, sparsevec);
+
+-- sparsevec: sealed segments are inverted indexes, searched exactly
+-- (L2, inner product, cosine; L1 has no inverted form). A row holds at most
+-- 1,000 non-zero entries, pgvector's limit for its HNSW index on sparsevec.
+CREATE OPERATOR CLASS sparsevec_l2_ops
+    DEFAULT FOR TYPE sparsevec USING milvus AS
+    OPERATOR 1 <-> (sparsevec, sparsevec) FOR ORDER BY float_ops,
+    FUNCTION 1 l2_distance(sparsevec, sparsevec);
+
+CREATE OPERATOR CLASS sparsevec_ip_ops
+    FOR TYPE sparsevec USING milvus AS
+    OPERATOR 1 <#> (sparsevec, sparsevec) FOR ORDER BY float_ops,
+    FUNCTION 1 sparsevec_negative_inner_product(sparsevec, sparsevec);
+
+CREATE OPERATOR CLASS sparsevec_cosine_ops
+    FOR TYPE sparsevec USING milvus AS
+    OPERATOR 1 <=> (sparsevec, sparsevec) FOR ORDER BY float_ops,
+    FUNCTION 1 cosine_distance(sparsevec, sparsevec);

@@ -1,4 +1,4 @@
-"""A milvus index on pgvector's own `vector` and `halfvec` columns (the
+"""A milvus index on pgvector's own `vector`, `halfvec` and `sparsevec` columns (the
 companion extension pg_milvus_pgvector): a pgvector user keeps their tables,
 adds `USING milvus (embedding vector_l2_ops)` (or `halfvec_l2_ops`) with no
 rewrite, and gets the same answers as a sequential scan, for every metric,
@@ -118,6 +118,51 @@ def test_a_milvus_index_on_pgvector_columns_with_no_rewrite(pgv, type_):
         "SELECT opcname FROM pg_index i JOIN pg_opclass o ON o.oid = i.indclass[0] "
         "WHERE i.indexrelid = 'items_idx'::regclass").fetchone()[0]
     assert opclass == f"{type_}_l2_ops"
+
+
+@pytest.mark.parametrize("opclass,op", [("sparsevec_l2_ops", "<->"), ("sparsevec_ip_ops", "<#>"),
+                                        ("sparsevec_cosine_ops", "<=>")])
+def test_sparsevec_columns_answer_exactly(pgv, opclass, op):
+    """pgvector's sparsevec: the companion's opclasses give its columns an
+    inverted milvus index, whose answers are a sequential scan's."""
+    conn, which = pgv
+    owner = conn.execute(
+        "SELECT e.extname FROM pg_type t JOIN pg_depend d ON d.objid = t.oid AND d.deptype = 'e' "
+        "JOIN pg_extension e ON e.oid = d.refobjid WHERE t.oid = 'sparsevec'::regtype").fetchone()[0]
+    assert owner == "vector", "the column type is pgvector's"
+    conn.execute("CREATE TABLE items (id bigint PRIMARY KEY, terms sparsevec(500))")
+    rng = np.random.default_rng(11)
+
+    def row():
+        terms = sorted(rng.choice(500, size=12, replace=False).tolist())
+        return "{" + ",".join(f"{t + 1}:{rng.uniform(0.1, 2):.4f}" for t in terms) + "}/500"
+
+    with conn.cursor().copy("COPY items (id, terms) FROM STDIN") as copy:
+        for i in range(2000):
+            copy.write_row((i, row()))
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (terms {opclass})")
+    for i in range(2000, 2100):  # growing rows too
+        conn.execute("INSERT INTO items VALUES (%s, %s::sparsevec)", (i, row()))
+    states = conn.execute("SELECT state, rows FROM milvus.milvus_segments('items_idx') ORDER BY segment_id").fetchall()
+    assert states == [("flushed", 2000), ("growing", 100)], states
+    for _ in range(10):
+        q = row()
+        plan = "\n".join(r[0] for r in conn.execute(
+            f"EXPLAIN SELECT id FROM items ORDER BY terms {op} %s::sparsevec LIMIT 10", (q,)))
+        assert "Index Scan using items_idx" in plan, plan
+        answers = []
+        for scan in ("enable_seqscan", "enable_indexscan"):
+            with conn.transaction():
+                conn.execute(f"SET LOCAL {scan} = off")
+                query = f"SELECT id, terms {op} %s::sparsevec FROM items ORDER BY terms {op} %s::sparsevec LIMIT 10"
+                plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + query, (q, q)))
+                assert ("Index Scan using items_idx" in plan) == (scan == "enable_seqscan"), plan
+                answers.append(conn.execute(query, (q, q)).fetchall())
+        # The same distances; the same rows but where tied at the cut.
+        index, seq = answers
+        assert [d for _, d in index] == [d for _, d in seq], (which, opclass)
+        cut = seq[-1][1]
+        assert {i for i, d in index if d != cut} == {i for i, d in seq if d != cut}, (which, opclass)
 
 
 def test_the_companion_refuses_pg_milvus_schema(pgv):

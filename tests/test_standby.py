@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
-from pgvector import HalfVector
+from pgvector import HalfVector, SparseVector
 from pgvector.psycopg import register_vector
 
 from conftest import CLUSTER, Cluster
@@ -57,20 +57,25 @@ def test_standby_replays_reads_the_same_storage_and_takes_over():
                     assert index_ids(s, "<->", q, 10) == index_ids(p, "<->", q, 10)
                 assert sorted(all_index_ids(s)) == list(range(5300))
                 # Rows wider than a page (in chunks, a WAL record each), halfvec
-                # rows and bits replay like any row.
-                p.execute("CREATE TABLE wide (id int PRIMARY KEY, v vector(3072), h halfvec(16000), b bit(3072))")
-                for column, ops in (("v", "vector_l2_ops"), ("h", "halfvec_l2_ops"), ("b", "bit_hamming_ops")):
+                # rows, bits and sparse rows of any width replay like any row.
+                p.execute("CREATE TABLE wide (id int PRIMARY KEY, v vector(3072), h halfvec(16000), b bit(3072), "
+                          "t sparsevec(16000))")
+                for column, ops in (("v", "vector_l2_ops"), ("h", "halfvec_l2_ops"), ("b", "bit_hamming_ops"),
+                                    ("t", "sparsevec_cosine_ops")):
                     p.execute(f"CREATE INDEX ON wide USING milvus ({column} {ops})")
                 wide = np.random.default_rng(5).standard_normal((20, 16000)).astype(np.float32)
+                terms = [SparseVector({int(j): float(w[j]) for j in np.argsort(-w)[:10 + 49 * i]}, 16000)
+                         for i, w in enumerate(wide)]
                 for i, w in enumerate(wide):
-                    p.execute("INSERT INTO wide VALUES (%s, %s, %s, binary_quantize(%s)::bit(3072))",
-                              (i, w[:3072], HalfVector(w), w[:3072]))
+                    p.execute("INSERT INTO wide VALUES (%s, %s, %s, binary_quantize(%s)::bit(3072), %s)",
+                              (i, w[:3072], HalfVector(w), w[:3072], terms[i]))
                 replayed(p, s)
                 for i in (0, 7, 19):
-                    for column, value in (("v", wide[i][:3072]), ("h", HalfVector(wide[i]))):
+                    for column, op, value in (("v", "<->", wide[i][:3072]), ("h", "<->", HalfVector(wide[i])),
+                                              ("t", "<=>", terms[i])):
                         with s.transaction():
                             s.execute("SET LOCAL enable_seqscan = off")
-                            got = s.execute(f"SELECT id FROM wide ORDER BY {column} <-> %s LIMIT 1", (value,)).fetchone()
+                            got = s.execute(f"SELECT id FROM wide ORDER BY {column} {op} %s LIMIT 1", (value,)).fetchone()
                         assert got == (i,), column
                     with s.transaction():
                         s.execute("SET LOCAL enable_seqscan = off")

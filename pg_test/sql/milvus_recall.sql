@@ -37,3 +37,4 @@ SHOW enable_seqscan;
 SHOW enable_indexscan;
 SELECT count(*) FROM items;
 DROP TABLE items;
+DROP EXTENSION pg_milvus;

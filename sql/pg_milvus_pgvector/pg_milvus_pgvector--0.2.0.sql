@@ -1,12 +1,14 @@
 -- pg_milvus_pgvector: operator classes of the milvus access method for
--- pgvector's `vector` and `halfvec` types, and for `bit` with pgvector's
--- Hamming and Jaccard operators. Each vector type has the binary layout of
--- pg_milvus' type of the same name (int32 varlena header, int16
--- dimensions, int16 unused, then float4 or float2 elements), so pg_milvus
--- reads pgvector's values as its own; the operators and distance functions
--- are pgvector's, whose names and argument type tell the index its metric
--- and element type. halfvec's and bit's opclasses are made when pgvector
--- has them (0.7 and later).
+-- pgvector's `vector`, `halfvec` and `sparsevec` types, and for `bit` with
+-- pgvector's Hamming and Jaccard operators. Each vector type has the binary
+-- layout of pg_milvus' type of the same name (for vector and halfvec: int32
+-- varlena header, int16 dimensions, int16 unused, then float4 or float2
+-- elements; for sparsevec: int32 dimensions, nnz and unused, then the
+-- indices and values), so pg_milvus reads pgvector's values as its own;
+-- the operators and distance functions are pgvector's, whose names and
+-- argument type tell the index its metric and element type. halfvec's,
+-- sparsevec's and bit's opclasses are made when pgvector has them (0.7
+-- and later).
 --
 -- Create it in pgvector's schema (pg_milvus itself must live in another
 -- one: both define a type named vector):
@@ -41,6 +43,9 @@ BEGIN
             ('halfvec', 'halfvec_ip_ops', '', '<#>', 'halfvec_negative_inner_product'),
             ('halfvec', 'halfvec_cosine_ops', '', '<=>', 'cosine_distance'),
             ('halfvec', 'halfvec_l1_ops', '', '<+>', 'l1_distance'),
+            ('sparsevec', 'sparsevec_l2_ops', 'DEFAULT', '<->', 'l2_distance'),
+            ('sparsevec', 'sparsevec_ip_ops', '', '<#>', 'sparsevec_negative_inner_product'),
+            ('sparsevec', 'sparsevec_cosine_ops', '', '<=>', 'cosine_distance'),
             ('bit', 'bit_hamming_ops', '', '<~>', 'hamming_distance'),
             ('bit', 'bit_jaccard_ops', '', '<%>', 'jaccard_distance')) AS v(type, name, dflt, op, fn)
     LOOP

@@ -44,7 +44,7 @@ use crate::gucs::PausePoint;
 use crate::pages::rows::{manifest_pages, pack_tid};
 use crate::pages::{Buffer, INVALID_BLOCK, Index, free};
 use crate::shared::{self, JobKind, JobRecord};
-use crate::types::IndexVector;
+use crate::types::indexed::IndexVector;
 use milvus_core::pages::growing::lay_out;
 
 struct BuildState {
@@ -54,11 +54,11 @@ struct BuildState {
     /// Rows seen, and rows written to storage.
     rows: f64,
     written: i64,
-    /// The segment being gathered, written whole at `max_rows`, or at
-    /// `budget_rows` if fewer.
+    /// The segment being gathered, written whole at `max_rows`, or once it
+    /// takes `budget_bytes` (`maintenance_work_mem`) if sooner.
     pending: PageRows,
     max_rows: usize,
-    budget_rows: usize,
+    budget_bytes: usize,
     /// The manifest, in memory while the rows go to storage: it lists the
     /// segments written so far, and is committed with the index's first
     /// pages once the scan is done. `None` once storage refused a segment
@@ -105,11 +105,11 @@ pub unsafe extern "C-unwind" fn ambuild(
     let (manifest, shape, metric) = new_manifest(index);
 
     let max_rows = options::of(index).segment_max_rows as usize;
-    let budget_rows = rows_in_budget(shape);
+    let budget_bytes = budget_bytes();
     let pending = PageRows::new(shape);
     let manifest = Some(manifest);
     let mut state =
-        BuildState { index, shape, metric, rows: 0.0, written: 0, pending, max_rows, budget_rows, manifest };
+        BuildState { index, shape, metric, rows: 0.0, written: 0, pending, max_rows, budget_bytes, manifest };
     report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
     // SAFETY: the standard heap scan of a build, calling back per row.
     let heap_rows = unsafe {
@@ -163,7 +163,7 @@ unsafe extern "C-unwind" fn build_callback(
         }
         let vector = IndexVector::from_datum(*values, state.shape.element);
         let row = Row { key: pack_tid(&*tid), vector: vector.row() };
-        milvus_core::vector::check_typmod(Some(state.shape.dims), row.vector.len()).or_raise_for(row.vector.element());
+        milvus_core::vector::check_row(state.shape.dims, row.vector).or_raise_for(row.vector.element());
         state.rows += 1.0;
         if state.manifest.is_none() {
             insert::insert_row(state.index, row, state.max_rows as u64, Some(SealReason::Build), None);
@@ -171,32 +171,35 @@ unsafe extern "C-unwind" fn build_callback(
         }
         state.pending.push(row.key, row.vector);
         let gathered = state.pending.keys.len();
-        if gathered == state.budget_rows && gathered < state.max_rows && state.written == 0 {
-            notice_budget(state);
+        // Full when another row of the average size would not fit.
+        let bytes = state.pending.bytes();
+        let over_budget = bytes + bytes / gathered > state.budget_bytes;
+        if over_budget && gathered < state.max_rows && state.written == 0 {
+            notice_budget(state, gathered);
         }
-        if gathered >= state.max_rows.min(state.budget_rows) {
+        if gathered >= state.max_rows || over_budget {
             write_pending(state);
         }
     }
 }
 
-/// Rows of `shape` that `maintenance_work_mem` holds, as the build gathers
-/// them (the key and the elements of each; at least one).
-fn rows_in_budget(shape: Shape) -> usize {
+/// Bytes of rows `maintenance_work_mem` holds, as the build gathers them
+/// (`PageRows::bytes`: keys and elements; sparse rows vary in width).
+fn budget_bytes() -> usize {
     // SAFETY: a GUC of this backend, read on its main thread.
     let budget_kb = unsafe { pg_sys::maintenance_work_mem } as usize;
-    (budget_kb * 1024 / (8 + shape.bytes())).max(1)
+    budget_kb * 1024
 }
 
 /// Tells the user, once, that `maintenance_work_mem` cuts the segments
 /// shorter than `segment_max_rows` (pgvector says as much when its graph
 /// outgrows it).
-fn notice_budget(state: &BuildState) {
+fn notice_budget(state: &BuildState, rows: usize) {
     crate::error::notice(
         format!(
             "milvus index \"{}\": maintenance_work_mem holds {} rows, fewer than segment_max_rows ({})",
             state.index.name(),
-            state.budget_rows,
+            rows,
             state.max_rows
         ),
         "CREATE INDEX writes segments of that many rows; merges combine them afterwards.",
@@ -300,8 +303,9 @@ fn init_index(index: Index, fork: pg_sys::ForkNumber::Type, mut manifest: Manife
 }
 
 /// The metric and element type of an index, from its opclass' distance
-/// function: its name, and the type it takes (`vector` or `halfvec`, this
-/// extension's or pgvector's: the same layout; or Postgres' `bit`).
+/// function: its name, and the type it takes (`vector`, `halfvec` or
+/// `sparsevec`, this extension's or pgvector's: the same layouts; or
+/// Postgres' `bit`).
 fn opclass_of(index: Index) -> (Metric, Element) {
     // SAFETY: an open index with one key column and one support function
     // of two arguments.
@@ -316,7 +320,9 @@ fn opclass_of(index: Index) -> (Metric, Element) {
     };
     let metric = match name.as_str() {
         "l2_distance" => Metric::L2,
-        "vector_negative_inner_product" | "halfvec_negative_inner_product" => Metric::InnerProduct,
+        "vector_negative_inner_product" | "halfvec_negative_inner_product" | "sparsevec_negative_inner_product" => {
+            Metric::InnerProduct
+        }
         "cosine_distance" => Metric::Cosine,
         "l1_distance" => Metric::L1,
         "hamming_distance" => Metric::Hamming,
@@ -328,9 +334,11 @@ fn opclass_of(index: Index) -> (Metric, Element) {
         "vector" => Element::F32,
         "halfvec" => Element::F16,
         "bit" => Element::Bit,
+        "sparsevec" => Element::Sparse,
         other => error!("milvus index opclass is for an unknown type \"{other}\""),
     };
-    if !metric.measures(element) {
+    let inverted = element != Element::Sparse || milvus_core::inverted::supports(metric);
+    if !metric.measures(element) || !inverted {
         error!("milvus index opclass orders {arg_type} by {name}, which does not measure it");
     }
     (metric, element)
@@ -345,7 +353,11 @@ fn dims_of(index: Index, element: Element) -> usize {
             ERROR,
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             "column does not have dimensions",
-            format!("A milvus index needs a column of type {0}(n), e.g. embedding {0}(128).", element.type_name())
+            format!(
+                "A milvus index needs a column of type {0}(n), e.g. embedding {0}({1}).",
+                element.type_name(),
+                if element == Element::Sparse { 30522 } else { 128 }
+            )
         );
     }
     // One limit for the column, the pages and the segment files.

@@ -28,7 +28,7 @@ use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::pages::rows::pack_tid;
 use crate::pages::{Index, growing};
-use crate::types::IndexVector;
+use crate::types::indexed::IndexVector;
 
 // The signature is Postgres' (amapi.h).
 #[allow(clippy::too_many_arguments)]

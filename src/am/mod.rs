@@ -97,5 +97,5 @@ unsafe extern "C-unwind" fn amvalidate(_opclass: pg_sys::Oid) -> bool {
 extension_sql_file!(
     "../../sql/milvus_am.sql",
     name = "milvus_am",
-    requires = [milvus_handler, "vector_operators", "halfvec_operators"]
+    requires = [milvus_handler, "vector_operators", "halfvec_operators", "sparsevec_operators"]
 );

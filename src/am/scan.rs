@@ -38,7 +38,7 @@ use crate::error::{OrRaise, raise_error};
 use crate::gucs;
 use crate::pages::rows::unpack_tid;
 use crate::pages::{Index, Lock, chain, manifest_chain};
-use crate::types::IndexVector;
+use crate::types::indexed::IndexVector;
 
 thread_local! {
     /// Milvus index scans this backend has started (their first

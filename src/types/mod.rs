@@ -13,9 +13,12 @@
 //! [`PgVector`] and [`PgHalfvec`] borrow a detoasted datum; everything that
 //! computes on them takes `as_slice()` (or `to_f32()`) and calls the core.
 //! `io.rs` holds the types' I/O and casts; their operators and functions
-//! are `crate::api::operators` and `crate::api::halfvec`.
+//! are `crate::api::operators` and `crate::api::halfvec`. `indexed.rs`
+//! reads a datum of any of the indexed types (these, `bit` and `sparsevec`)
+//! as the row an index stores.
 
 pub mod bit;
+pub mod indexed;
 pub mod io;
 pub mod sparse;
 
@@ -93,43 +96,6 @@ impl<E: Element> Packed<E> {
         unsafe {
             let data = self.ptr.as_ptr().cast::<u8>().add(HEADER_SIZE).cast::<E>();
             std::slice::from_raw_parts(data, self.dims())
-        }
-    }
-}
-
-/// A vector datum as an index stores it: `vector` for an index of f32
-/// elements, `halfvec` for one of f16, `bit` for one of bits (the opclass
-/// fixes which).
-pub enum IndexVector {
-    F32(PgVector),
-    F16(PgHalfvec),
-    Bit(bit::PgBit),
-}
-
-impl IndexVector {
-    /// Reads a non-null datum of the index's column type.
-    ///
-    /// # Safety
-    /// `datum` is a non-null value of the type `element` stands for (the
-    /// type the index's opclass was created for).
-    pub unsafe fn from_datum(datum: pg_sys::Datum, element: milvus_core::element::Element) -> Self {
-        use milvus_core::element::Element as Stored;
-        // SAFETY: the caller's promise.
-        unsafe {
-            match element {
-                Stored::F32 => IndexVector::F32(PgVector::from_datum(datum, false).expect("not null")),
-                Stored::F16 => IndexVector::F16(PgHalfvec::from_datum(datum, false).expect("not null")),
-                Stored::Bit => IndexVector::Bit(bit::PgBit::from_datum(datum, false).expect("not null")),
-            }
-        }
-    }
-
-    pub fn row(&self) -> milvus_core::element::Row<'_> {
-        use milvus_core::element::Row;
-        match self {
-            IndexVector::F32(v) => Row::F32(v.as_slice()),
-            IndexVector::F16(v) => Row::F16(v.as_slice()),
-            IndexVector::Bit(v) => Row::Bit { bits: v.bytes(), len: v.bit_len() },
         }
     }
 }

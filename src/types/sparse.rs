@@ -75,6 +75,17 @@ impl PgSparsevec {
         Self::new(v.view())
     }
 
+    /// The datum after its varlena header, as 4-byte words: what an index
+    /// stores of it (`milvus_core::element::sparse_words`), in place.
+    pub fn words(&self) -> &[u32] {
+        // SAFETY: a detoasted datum of this layout: after `vl_len`, three
+        // header words and `nnz` indices and `nnz` values, 4-byte aligned.
+        unsafe {
+            let nnz = (*self.ptr.as_ptr()).nnz.max(0) as usize;
+            std::slice::from_raw_parts(self.ptr.as_ptr().cast::<u32>().add(1), 3 + 2 * nnz)
+        }
+    }
+
     /// Its parts, in place.
     pub fn view(&self) -> Sparse<'_> {
         // SAFETY: a detoasted datum of this layout: `nnz` indices, then

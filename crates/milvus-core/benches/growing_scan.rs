@@ -33,6 +33,7 @@ fn growing_scan(c: &mut Criterion) {
                 Element::Bit => Vectors::Bit(
                     v.chunks(dims).flat_map(|r| pack_bits(&r.iter().map(|x| *x > 0.0).collect::<Vec<_>>())).collect(),
                 ),
+                Element::Sparse => unreachable!("dense shapes"),
             }
         };
         let vectors = as_stored(rng.vector(ROWS * dims));
@@ -43,6 +44,7 @@ fn growing_scan(c: &mut Criterion) {
             Element::F32 => what.to_owned(),
             Element::F16 => format!("half/{what}"),
             Element::Bit => format!("bit/{what}"),
+            Element::Sparse => unreachable!("dense shapes"),
         };
         // The kernel alone: the element type matched once, rows contiguous.
         group.bench_with_input(BenchmarkId::new(name("kernel"), dims), &dims, |b, _| {

@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicBool;
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use milvus_core::Metric;
 use milvus_core::cache::SegmentCache;
-use milvus_core::element::Row;
+use milvus_core::element::{Row, Vectors};
 use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::format::manifest::Manifest;
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
@@ -117,7 +117,7 @@ fn loading(c: &mut Criterion) {
             metric: Metric::L2,
             dims: DIMS,
             keys: &keys,
-            vectors: Row::F32(&vectors),
+            vectors: Vectors::F32(vectors[..].into()),
             params,
             graph_min_rows: 0,
             seed: None,
@@ -163,7 +163,7 @@ fn by_range(c: &mut Criterion) {
         metric: Metric::Cosine,
         dims,
         keys: &keys,
-        vectors: Row::F32(&vectors[..rows * dims]),
+        vectors: Vectors::F32(vectors[..rows * dims].into()),
         params: HnswParams::default(),
         graph_min_rows: 0,
         seed: None,

@@ -13,7 +13,7 @@
 
 use simsimd::SpatialSimilarity;
 
-use crate::element::{Row, f16};
+use crate::element::{Row, Sparse, f16};
 
 /// The metrics of the opclasses: of float vectors (`vector_l2_ops`,
 /// `vector_ip_ops`, `vector_cosine_ops`, `vector_l1_ops` and their
@@ -113,7 +113,27 @@ impl Metric {
             (Row::F32(a), Row::F32(b)) => self.distance(a, b),
             (Row::F16(a), Row::F16(b)) => self.distance_f16(a, b),
             (Row::Bit { bits: a, .. }, Row::Bit { bits: b, .. }) => self.distance_bits(a, b),
+            (Row::Sparse(_), Row::Sparse(_)) => self.sparse(a.sparse(), b.sparse()),
             (a, b) => self.distance(&a.to_f32(), &b.to_f32()),
+        }
+    }
+
+    /// The distance between two sparse vectors, as pgvector's sparsevec
+    /// operators compute it (bit metrics read a stored entry as a set bit).
+    pub fn sparse(self, a: Sparse<'_>, b: Sparse<'_>) -> f32 {
+        match self {
+            Metric::L2 => sparse_l2_squared(a, b).sqrt(),
+            Metric::InnerProduct => -sparse_inner_product(a, b),
+            Metric::Cosine => sparse_cosine_distance(a, b) as f32,
+            Metric::L1 => sparse_l1(a, b),
+            Metric::Hamming | Metric::Jaccard => {
+                let dense = |v: Sparse<'_>| {
+                    let mut d = vec![0.0; v.dim];
+                    v.indices.iter().zip(v.values).for_each(|(i, x)| d[*i as usize] = *x);
+                    d
+                };
+                self.distance(&dense(a), &dense(b))
+            }
         }
     }
 
@@ -179,6 +199,67 @@ pub fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
 pub fn l1(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
+}
+
+// Sparse vectors (`sparsevec`): both entry lists walked in index order,
+// summed in f32 in that order, as pgvector does, so the same operands give
+// the same bits here and there.
+
+/// Walks both entry lists in index order: `both` for an index in each,
+/// `one` for an index in only one of them (with its value).
+#[inline]
+fn merge_sparse(a: Sparse, b: Sparse, mut both: impl FnMut(f32, f32), mut one: impl FnMut(f32)) {
+    let (mut i, mut j) = (0, 0);
+    while i < a.indices.len() && j < b.indices.len() {
+        match a.indices[i].cmp(&b.indices[j]) {
+            std::cmp::Ordering::Equal => {
+                both(a.values[i], b.values[j]);
+                i += 1;
+                j += 1;
+            }
+            std::cmp::Ordering::Less => {
+                one(a.values[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                one(b.values[j]);
+                j += 1;
+            }
+        }
+    }
+    a.values[i..].iter().chain(&b.values[j..]).for_each(|&x| one(x));
+}
+
+/// Squared Euclidean distance, summed in f32 in index order.
+pub fn sparse_l2_squared(a: Sparse, b: Sparse) -> f32 {
+    let sum = std::cell::Cell::new(0.0f32);
+    merge_sparse(a, b, |x, y| sum.set(sum.get() + (x - y) * (x - y)), |x| sum.set(sum.get() + x * x));
+    sum.get()
+}
+
+/// Inner product over the indices both hold, summed in f32 in index order.
+pub fn sparse_inner_product(a: Sparse, b: Sparse) -> f32 {
+    let mut sum = 0.0f32;
+    merge_sparse(a, b, |x, y| sum += x * y, |_| {});
+    sum
+}
+
+/// Manhattan distance, summed in f32 in index order.
+pub fn sparse_l1(a: Sparse, b: Sparse) -> f32 {
+    let sum = std::cell::Cell::new(0.0f32);
+    merge_sparse(a, b, |x, y| sum.set(sum.get() + (x - y).abs()), |x| sum.set(sum.get() + x.abs()));
+    sum.get()
+}
+
+/// `1 - cos(a, b)`, pgvector's: the inner product and the squared norms in
+/// f32, their quotient in f64, clamped to [-1, 1]; NaN when a norm is 0.
+pub fn sparse_cosine_distance(a: Sparse, b: Sparse) -> f64 {
+    let squares = |v: &[f32]| v.iter().fold(0.0f32, |s, x| s + x * x);
+    let similarity = sparse_inner_product(a, b) as f64 / (squares(a.values) as f64 * squares(b.values) as f64).sqrt();
+    if similarity.is_nan() {
+        return f64::NAN;
+    }
+    1.0 - similarity.clamp(-1.0, 1.0)
 }
 
 /// The bits that differ between two bit strings of one length (pgvector's

@@ -5,7 +5,13 @@
 //!
 //! An index has one [`Element`], fixed at CREATE INDEX by its opclass; its
 //! rows are read in place as a [`Row`] (a borrowed vector) from pages and
-//! binlogs, and a [`Vectors`] column holds many, row-major. Distances
+//! binlogs, and a [`Vectors`] column holds many, row-major.
+//!
+//! Sparse rows (`sparsevec`) are the one element of variable width: a row
+//! is its entries as 4-byte words in pgvector's datum layout, less the
+//! varlena header ([`sparse_words`]), so an insert and a query borrow the
+//! datum as it is. Their segments are inverted indexes, not graphs
+//! (`crate::inverted`). Distances
 //! between two rows of one element type use that type's kernel
 //! ([`crate::Metric::between`]): simsimd's f16 kernels widen as they go and
 //! sum in f32, as pgvector's halfvec functions do, so a half index never
@@ -23,29 +29,51 @@ pub enum Element {
     F32,
     F16,
     Bit,
+    /// Sparse rows, `sparsevec`.
+    Sparse,
 }
 
 /// Most dimensions a vector or halfvec may have (pgvector's limit, so values
 /// move freely between the two extensions).
 pub const MAX_DIM: usize = 16_000;
 
+/// Most dimensions a sparsevec may have (pgvector's limit).
+pub const SPARSE_MAX_DIM: usize = 1_000_000_000;
+
+/// A sparse vector's parts, borrowed from wherever they are stored
+/// (`crate::sparse` has its rules and its text and binary forms).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sparse<'a> {
+    pub dim: usize,
+    pub indices: &'a [i32],
+    pub values: &'a [f32],
+}
+
 impl Element {
-    /// Bytes of a vector of `dims` elements.
+    /// Bytes of a vector of `dims` elements; of a sparse row, its fixed
+    /// part (an empty row): each entry adds 8 bytes.
     pub const fn bytes(self, dims: usize) -> usize {
         match self {
             Element::F32 => 4 * dims,
             Element::F16 => 2 * dims,
             Element::Bit => dims.div_ceil(8),
+            Element::Sparse => 4 * SPARSE_HEADER_WORDS,
         }
     }
 
-    /// Elements `bytes` bytes hold.
+    /// Elements `bytes` bytes hold (of sparse rows: entries).
     pub const fn dims_in(self, bytes: usize) -> usize {
         match self {
             Element::F32 => bytes / 4,
             Element::F16 => bytes / 2,
             Element::Bit => bytes * 8,
+            Element::Sparse => bytes.saturating_sub(4 * SPARSE_HEADER_WORDS) / 8,
         }
+    }
+
+    /// Whether its rows all have one width.
+    pub const fn is_fixed(self) -> bool {
+        !matches!(self, Element::Sparse)
     }
 
     /// The widest row of these elements an index takes, one limit
@@ -57,6 +85,7 @@ impl Element {
         match self {
             Element::F32 | Element::F16 => MAX_DIM,
             Element::Bit => 65_088,
+            Element::Sparse => SPARSE_MAX_DIM,
         }
     }
 
@@ -67,11 +96,12 @@ impl Element {
             Element::F32 => 0,
             Element::F16 => 1,
             Element::Bit => 2,
+            Element::Sparse => 3,
         }
     }
 
     pub fn from_code(code: u8) -> Option<Element> {
-        [Element::F32, Element::F16, Element::Bit].into_iter().find(|e| e.code() == code)
+        [Element::F32, Element::F16, Element::Bit, Element::Sparse].into_iter().find(|e| e.code() == code)
     }
 
     /// The SQL type whose values it stores.
@@ -80,6 +110,7 @@ impl Element {
             Element::F32 => "vector",
             Element::F16 => "halfvec",
             Element::Bit => "bit",
+            Element::Sparse => "sparsevec",
         }
     }
 }
@@ -117,6 +148,59 @@ pub enum Row<'a> {
         bits: &'a [u8],
         len: usize,
     },
+    /// A sparse row's words ([`sparse_words`]).
+    Sparse(&'a [u32]),
+}
+
+/// Words before a sparse row's entries: its dimensions, its entry count,
+/// and a zero (pgvector's `unused`).
+pub const SPARSE_HEADER_WORDS: usize = 3;
+
+/// Most entries a sparse row of an index has: one row page holds the row
+/// as one item (pgvector's limit for its HNSW index on sparsevec too).
+pub const SPARSE_MAX_NNZ: usize = 1000;
+
+/// A sparse vector's words as an index stores them, pgvector's datum after
+/// its varlena header: `dim`, `nnz`, 0, the indices (`i32`, ascending),
+/// then the values (`f32` bits).
+pub fn sparse_words(v: Sparse<'_>) -> Vec<u32> {
+    let mut words = Vec::with_capacity(SPARSE_HEADER_WORDS + 2 * v.indices.len());
+    words.extend([v.dim as u32, v.indices.len() as u32, 0]);
+    words.extend(v.indices.iter().map(|i| *i as u32));
+    words.extend(v.values.iter().map(|x| x.to_bits()));
+    words
+}
+
+/// The words of a sparse row in `words`, if they are one: `None` when the
+/// header does not give their length, or an index or value breaks the
+/// rules of `sparsevec` (what a damaged page or file would show).
+pub fn sparse_row(words: &[u32]) -> Option<Sparse<'_>> {
+    let (&dim, &nnz) = (words.first()?, words.get(1)?);
+    let nnz = nnz as usize;
+    if words.len() != SPARSE_HEADER_WORDS + 2 * nnz || nnz > dim as usize || dim as usize > SPARSE_MAX_DIM {
+        return None;
+    }
+    let v = sparse_view(words);
+    let ascending = v.indices.windows(2).all(|w| w[0] < w[1]);
+    let in_range = v.indices.iter().all(|i| *i >= 0 && (*i as i64) < dim as i64);
+    (ascending && in_range && v.values.iter().all(|x| x.is_finite() && *x != 0.0)).then_some(v)
+}
+
+/// The sparse row of words known to be one (built here, or checked by
+/// [`sparse_row`]).
+#[inline]
+pub fn sparse_view(words: &[u32]) -> Sparse<'_> {
+    let nnz = words[1] as usize;
+    let entries = &words[SPARSE_HEADER_WORDS..];
+    // SAFETY: i32 and f32 have u32's size and alignment, and every bit
+    // pattern is a value of each.
+    let (indices, values) = unsafe {
+        (
+            std::slice::from_raw_parts(entries.as_ptr().cast::<i32>(), nnz),
+            std::slice::from_raw_parts(entries[nnz..].as_ptr().cast::<f32>(), nnz),
+        )
+    };
+    Sparse { dim: words[0] as usize, indices, values }
 }
 
 impl<'a> Row<'a> {
@@ -125,6 +209,7 @@ impl<'a> Row<'a> {
             Row::F32(_) => Element::F32,
             Row::F16(_) => Element::F16,
             Row::Bit { .. } => Element::Bit,
+            Row::Sparse(_) => Element::Sparse,
         }
     }
 
@@ -134,6 +219,18 @@ impl<'a> Row<'a> {
             Row::F32(v) => v.len(),
             Row::F16(v) => v.len(),
             Row::Bit { len, .. } => len,
+            Row::Sparse(words) => words[0] as usize,
+        }
+    }
+
+    /// A sparse row's entries.
+    ///
+    /// # Panics
+    /// On a dense row.
+    pub fn sparse(self) -> Sparse<'a> {
+        match self {
+            Row::Sparse(words) => sparse_view(words),
+            other => panic!("a {:?} row is not sparse", other.element()),
         }
     }
 
@@ -142,7 +239,8 @@ impl<'a> Row<'a> {
     }
 
     /// The elements in `range` (of bits: whole bytes of them, `range` a
-    /// multiple of 8 but for its end).
+    /// multiple of 8 but for its end). Sparse rows are never cut: one
+    /// page holds each ([`SPARSE_MAX_NNZ`]).
     pub fn slice(self, range: std::ops::Range<usize>) -> Row<'a> {
         match self {
             Row::F32(v) => Row::F32(&v[range]),
@@ -151,17 +249,24 @@ impl<'a> Row<'a> {
                 debug_assert!(range.start.is_multiple_of(8), "bits are sliced in whole bytes");
                 Row::Bit { bits: &bits[range.start / 8..range.end.div_ceil(8)], len: range.len() }
             }
+            Row::Sparse(_) => panic!("sparse rows are not cut"),
         }
     }
 
     /// The elements as f32: borrowed for f32, widened (exactly) for f16,
-    /// 0 or 1 for bits.
+    /// 0 or 1 for bits, every dimension of a sparse row.
     pub fn to_f32(self) -> Cow<'a, [f32]> {
         match self {
             Row::F32(v) => Cow::Borrowed(v),
             Row::F16(v) => Cow::Owned(v.iter().map(|h| h.to_f32()).collect()),
             Row::Bit { bits, len } => {
                 Cow::Owned((0..len).map(|i| f32::from((bits[i / 8] >> (7 - i % 8)) & 1)).collect())
+            }
+            Row::Sparse(words) => {
+                let v = sparse_view(words);
+                let mut dense = vec![0.0; v.dim];
+                v.indices.iter().zip(v.values).for_each(|(i, x)| dense[*i as usize] = *x);
+                Cow::Owned(dense)
             }
         }
     }
@@ -172,6 +277,7 @@ impl<'a> Row<'a> {
             Row::F32(v) => crate::format::bytes_of(v),
             Row::F16(v) => crate::format::bytes_of(v),
             Row::Bit { bits, .. } => bits,
+            Row::Sparse(words) => crate::format::bytes_of(words),
         }
     }
 
@@ -180,14 +286,20 @@ impl<'a> Row<'a> {
     ///
     /// # Panics
     /// On bytes not aligned for the element type, or not of the shape's
-    /// size: the callers' layouts guarantee both, so this is a bug, never
-    /// bad input.
+    /// size (of a sparse row: not the size its header gives): the callers'
+    /// layouts guarantee both, so this is a bug, never bad input.
     pub fn from_bytes(shape: Shape, bytes: &'a [u8]) -> Row<'a> {
+        if shape.element == Element::Sparse {
+            let words = cast::<u32>(bytes);
+            assert_eq!(words.len(), SPARSE_HEADER_WORDS + 2 * words[1] as usize, "a stored sparse row");
+            return Row::Sparse(words);
+        }
         assert_eq!(bytes.len(), shape.bytes(), "a stored row of {shape:?}");
         match shape.element {
             Element::F32 => Row::F32(cast(bytes)),
             Element::F16 => Row::F16(cast(bytes)),
             Element::Bit => Row::Bit { bits: bytes, len: shape.dims },
+            Element::Sparse => unreachable!("read above"),
         }
     }
 
@@ -242,11 +354,11 @@ pub fn pack_bits(bits: &[bool]) -> Vec<u8> {
         .collect()
 }
 
-/// Views `bytes` as elements in place (f32 or f16: aligned and whole, as
-/// pages and mapped files hold them).
+/// Views `bytes` as elements in place (f32, f16 or the u32 words of sparse
+/// rows: aligned and whole, as pages and mapped files hold them).
 #[inline]
 pub(crate) fn cast<T: Copy>(bytes: &[u8]) -> &[T] {
-    // SAFETY: T is f32 or f16, for which every bit pattern is a value; the
+    // SAFETY: T is f32, f16 or u32, for which every bit pattern is a value; the
     // host is little-endian like the formats (a compile-time requirement).
     let (head, mid, tail) = unsafe { bytes.align_to::<T>() };
     assert!(head.is_empty() && tail.is_empty(), "stored vectors are aligned and whole");
@@ -261,6 +373,31 @@ pub enum Vectors<'a> {
     F32(Cow<'a, [f32]>),
     F16(Cow<'a, [f16]>),
     Bit(Cow<'a, [u8]>),
+    Sparse(SparseRows<'a>),
+}
+
+/// Sparse rows one after the other: row `i` is
+/// `words[starts[i]..starts[i + 1]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SparseRows<'a> {
+    /// One more than the rows, from 0.
+    pub starts: Cow<'a, [u64]>,
+    pub words: Cow<'a, [u32]>,
+}
+
+impl SparseRows<'_> {
+    pub fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn row(&self, i: usize) -> &[u32] {
+        &self.words[self.starts[i] as usize..self.starts[i + 1] as usize]
+    }
 }
 
 impl<'a> Vectors<'a> {
@@ -270,6 +407,9 @@ impl<'a> Vectors<'a> {
             Element::F32 => Vectors::F32(Cow::Owned(Vec::new())),
             Element::F16 => Vectors::F16(Cow::Owned(Vec::new())),
             Element::Bit => Vectors::Bit(Cow::Owned(Vec::new())),
+            Element::Sparse => {
+                Vectors::Sparse(SparseRows { starts: Cow::Owned(vec![0]), words: Cow::Owned(Vec::new()) })
+            }
         }
     }
 
@@ -279,6 +419,10 @@ impl<'a> Vectors<'a> {
             Row::F32(v) => Vectors::F32(Cow::Owned(v.to_vec())),
             Row::F16(v) => Vectors::F16(Cow::Owned(v.to_vec())),
             Row::Bit { bits, .. } => Vectors::Bit(Cow::Owned(bits.to_vec())),
+            Row::Sparse(words) => {
+                let starts = Cow::Owned(vec![0, words.len() as u64]);
+                Vectors::Sparse(SparseRows { starts, words: Cow::Owned(words.to_vec()) })
+            }
         }
     }
 
@@ -287,25 +431,41 @@ impl<'a> Vectors<'a> {
             Vectors::F32(_) => Element::F32,
             Vectors::F16(_) => Element::F16,
             Vectors::Bit(_) => Element::Bit,
+            Vectors::Sparse(_) => Element::Sparse,
         }
     }
 
-    /// The stored bytes of every row.
+    /// The stored bytes of every row (of sparse rows, their words; the
+    /// row starts are [`SparseRows::starts`]).
     pub fn bytes(&self) -> &[u8] {
         match self {
             Vectors::F32(v) => crate::format::bytes_of(v),
             Vectors::F16(v) => crate::format::bytes_of(v),
             Vectors::Bit(v) => v,
+            Vectors::Sparse(v) => crate::format::bytes_of(&v.words),
+        }
+    }
+
+    /// Rows of `dims` elements held.
+    pub fn rows(&self, dims: usize) -> usize {
+        match self {
+            Vectors::Sparse(v) => v.len(),
+            other => other.bytes().len() / other.element().bytes(dims).max(1),
         }
     }
 
     /// Every element as one row: the rows one after the other (of bits,
-    /// each padded to whole bytes).
+    /// each padded to whole bytes; a query's one row).
+    ///
+    /// # Panics
+    /// On sparse rows but one, which are no one row together.
     pub fn all(&self) -> Row<'_> {
         match self {
             Vectors::F32(v) => Row::F32(v),
             Vectors::F16(v) => Row::F16(v),
             Vectors::Bit(v) => Row::Bit { bits: v, len: 8 * v.len() },
+            Vectors::Sparse(v) if v.len() == 1 => Row::Sparse(v.row(0)),
+            Vectors::Sparse(_) => panic!("sparse rows are no one row together"),
         }
     }
 
@@ -319,6 +479,7 @@ impl<'a> Vectors<'a> {
                 let stride = Element::Bit.bytes(dims);
                 Row::Bit { bits: &v[i * stride..(i + 1) * stride], len: dims }
             }
+            Vectors::Sparse(v) => Row::Sparse(v.row(i)),
         }
     }
 
@@ -331,6 +492,10 @@ impl<'a> Vectors<'a> {
             (Vectors::F32(v), Row::F32(r)) => v.to_mut().extend_from_slice(r),
             (Vectors::F16(v), Row::F16(r)) => v.to_mut().extend_from_slice(r),
             (Vectors::Bit(v), Row::Bit { bits, .. }) => v.to_mut().extend_from_slice(bits),
+            (Vectors::Sparse(v), Row::Sparse(words)) => {
+                v.words.to_mut().extend_from_slice(words);
+                v.starts.to_mut().push(v.words.len() as u64);
+            }
             (v, r) => panic!("a {:?} row pushed to {:?} vectors", r.element(), v.element()),
         }
     }
@@ -341,11 +506,16 @@ impl<'a> Vectors<'a> {
             Vectors::F32(v) => v.to_mut().clear(),
             Vectors::F16(v) => v.to_mut().clear(),
             Vectors::Bit(v) => v.to_mut().clear(),
+            Vectors::Sparse(v) => {
+                v.words.to_mut().clear();
+                *v.starts.to_mut() = vec![0];
+            }
         }
     }
 
-    /// Reads stored bytes as vectors of `element`: borrowed when aligned,
-    /// copied otherwise.
+    /// Reads stored bytes as vectors of a fixed-width `element`: borrowed
+    /// when aligned, copied otherwise (sparse rows are read with their
+    /// starts: [`Vectors::from_sparse_bytes`]).
     pub fn from_bytes(element: Element, bytes: &'a [u8]) -> Vectors<'a> {
         use crate::format::column;
         match element {
@@ -354,7 +524,19 @@ impl<'a> Vectors<'a> {
                 Vectors::F16(column(bytes, |c| f16::from_bits(u16::from_le_bytes(c.try_into().expect("chunk of 2")))))
             }
             Element::Bit => Vectors::Bit(Cow::Borrowed(bytes)),
+            Element::Sparse => panic!("sparse rows are read with their starts"),
         }
+    }
+
+    /// Reads stored sparse rows: their starts (u64 a row and one more) and
+    /// their words, borrowed when aligned. The caller has checked that the
+    /// starts ascend from 0 to the words' count.
+    pub fn from_sparse_bytes(starts: &'a [u8], words: &'a [u8]) -> Vectors<'a> {
+        use crate::format::column;
+        Vectors::Sparse(SparseRows {
+            starts: column(starts, |c| u64::from_le_bytes(c.try_into().expect("chunk of 8"))),
+            words: column(words, |c| u32::from_le_bytes(c.try_into().expect("chunk of 4"))),
+        })
     }
 
     /// The elements of float rows as f32: borrowed for f32, widened for f16
@@ -364,7 +546,7 @@ impl<'a> Vectors<'a> {
         match self {
             Vectors::F32(v) => Some(Cow::Borrowed(v)),
             Vectors::F16(v) => Some(Cow::Owned(v.iter().map(|h| h.to_f32()).collect())),
-            Vectors::Bit(_) => None,
+            Vectors::Bit(_) | Vectors::Sparse(_) => None,
         }
     }
 
@@ -373,12 +555,21 @@ impl<'a> Vectors<'a> {
             Vectors::F32(v) => Vectors::F32(Cow::Owned(v.into_owned())),
             Vectors::F16(v) => Vectors::F16(Cow::Owned(v.into_owned())),
             Vectors::Bit(v) => Vectors::Bit(Cow::Owned(v.into_owned())),
+            Vectors::Sparse(v) => Vectors::Sparse(SparseRows {
+                starts: Cow::Owned(v.starts.into_owned()),
+                words: Cow::Owned(v.words.into_owned()),
+            }),
         }
     }
 
     /// Whether the elements borrow their input (no copy was made).
     pub fn is_borrowed(&self) -> bool {
-        matches!(self, Vectors::F32(Cow::Borrowed(_)) | Vectors::F16(Cow::Borrowed(_)) | Vectors::Bit(Cow::Borrowed(_)))
+        match self {
+            Vectors::F32(v) => matches!(v, Cow::Borrowed(_)),
+            Vectors::F16(v) => matches!(v, Cow::Borrowed(_)),
+            Vectors::Bit(v) => matches!(v, Cow::Borrowed(_)),
+            Vectors::Sparse(v) => matches!((&v.starts, &v.words), (Cow::Borrowed(_), Cow::Borrowed(_))),
+        }
     }
 }
 
@@ -392,7 +583,8 @@ mod tests {
             assert_eq!(Element::from_code(e.code()), Some(e));
         }
         assert_eq!(Element::F32.code(), 0, "pages and files older than halfvec have 0 here");
-        assert_eq!(Element::from_code(3), None);
+        assert_eq!(Element::from_code(3), Some(Element::Sparse));
+        assert_eq!(Element::from_code(4), None);
         assert_eq!((Shape::new(3, Element::F16).bytes(), Shape::f32(3).bytes()), (6, 12));
         assert_eq!((Shape::new(9, Element::Bit).bytes(), Element::Bit.dims_in(2)), (2, 16));
     }
@@ -424,6 +616,28 @@ mod tests {
         assert_eq!(column.row(1, 10), Row::Bit { bits: &[0xff, 0xc0], len: 10 });
         assert_eq!(Vectors::from_bytes(Element::Bit, column.bytes()), column);
         assert_eq!(column.to_f32(), None, "a bit graph is built on the bits");
+    }
+
+    #[test]
+    fn sparse_rows_are_words_in_pgvectors_layout_and_vary_in_width() {
+        let v = crate::sparse::SparseVec { dim: 10, indices: vec![1, 7], values: vec![0.5, -2.0] };
+        let words = sparse_words(v.view());
+        assert_eq!(words, vec![10, 2, 0, 1, 7, 0.5f32.to_bits(), (-2.0f32).to_bits()]);
+        let row = Row::from_bytes(Shape::new(10, Element::Sparse), crate::format::bytes_of(&words));
+        assert_eq!((row.len(), row.element(), row.sparse().indices), (10, Element::Sparse, &[1, 7][..]));
+        assert_eq!(row.to_f32().as_ref(), &[0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, -2.0, 0.0, 0.0]);
+        let empty = sparse_words(crate::sparse::SparseVec { dim: 3, ..Default::default() }.view());
+        let mut column = Vectors::new(Element::Sparse);
+        column.push(row);
+        column.push(Row::Sparse(&empty));
+        assert_eq!((column.rows(10), column.row(0, 10), column.row(1, 10)), (2, row, Row::Sparse(&empty)));
+        let Vectors::Sparse(rows) = &column else { unreachable!() };
+        let back = Vectors::from_sparse_bytes(crate::format::bytes_of(&rows.starts), column.bytes());
+        assert_eq!(back, column);
+        assert_eq!(sparse_row(&words).map(|s| s.values.to_vec()), Some(vec![0.5, -2.0]));
+        for bad in [&words[..6], &[10, 2, 0, 7, 1, 1, 1][..], &[10, 2, 0, 1, 10, 1, 1], &[10, 1, 0, 1, 0]] {
+            assert!(sparse_row(bad).is_none(), "{bad:?}");
+        }
     }
 
     #[test]

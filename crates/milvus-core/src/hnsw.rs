@@ -237,6 +237,10 @@ fn with_pair_distance<R>(binlog: &InsertBinlog<'_>, f: impl FnOnce(PairDistance<
             let stride = Element::Bit.bytes(dims);
             f(&|a, b| finite(metric.distance_bits(&v[at(a, stride)], &v[at(b, stride)])))
         }
+        Vectors::Sparse(v) => {
+            use crate::element::Row;
+            f(&|a, b| finite(metric.between(Row::Sparse(v.row(a as usize)), Row::Sparse(v.row(b as usize)))))
+        }
     }
 }
 

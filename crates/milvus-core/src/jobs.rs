@@ -23,7 +23,7 @@ use bytes::Bytes;
 
 use crate::cache::{CacheError, ObjectBytes, SegmentCache};
 use crate::distance::Metric;
-use crate::element::{Row, Vectors};
+use crate::element::Vectors;
 use crate::error::{SqlError, SqlState};
 use crate::format::delta::{self, DeltaBinlog};
 use crate::format::index::IndexFile;
@@ -33,6 +33,7 @@ use crate::format::ranges;
 use crate::format::{Check, FormatError};
 use crate::graph::build::{self, Seed};
 use crate::hnsw::{HnswParams, IndexError, SegmentIndex};
+use crate::inverted::Inverted;
 use crate::search::{BRUTE_FORCE_MAX_ROWS, LoadedSegment, OpenError, RowsFrom};
 use crate::segment::SegmentId;
 use crate::storage::{ObjectKey, ObjectKind, Storage, StorageError, new_nonce};
@@ -222,8 +223,8 @@ pub struct NewSegment<'a> {
     pub metric: Metric,
     pub dims: usize,
     pub keys: &'a [u64],
-    /// `keys.len() * dims` elements, row after row.
-    pub vectors: Row<'a>,
+    /// A row for each key.
+    pub vectors: Vectors<'a>,
     pub params: HnswParams,
     /// Up to this many rows, no graph: searched by brute force (never less
     /// than [`BRUTE_FORCE_MAX_ROWS`]; see [`FLUSH_GRAPH_MIN_ROWS`]).
@@ -236,12 +237,19 @@ pub struct NewSegment<'a> {
 /// `graph_min_rows` rows, its HNSW index file (built on this thread,
 /// cancellable between chunks), and puts both into the local
 /// cache, so the first search maps them instead of downloading them.
+/// Sparse rows get an inverted index file whatever their number
+/// (`crate::inverted`: it answers exactly, and costs one pass to build).
 pub fn flush(to: Target, rows: &NewSegment, control: &JobControl) -> Result<Flushed, JobError> {
-    let NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, ref seed } = *rows;
-    let binlog_bytes = insert::encode(segment, metric, dims, keys, vectors);
+    let NewSegment { segment, metric, dims, keys, ref vectors, params, graph_min_rows, ref seed } = *rows;
+    let binlog_bytes = insert::encode_vectors(segment, metric, dims, keys, vectors);
     let binlog = InsertBinlog::decode("new insert binlog", &binlog_bytes)?;
     // Build before uploading anything: a cancelled build then leaves nothing.
-    let index_bytes = if binlog.len() > graph_min_rows.max(BRUTE_FORCE_MAX_ROWS) {
+    let index_bytes = if let Vectors::Sparse(rows) = binlog.vectors() {
+        control.set_phase(Phase::Building);
+        crate::pause::reach(crate::pause::Point::Build, control.cancel_flag());
+        let index = Inverted::build(metric, (0..rows.len()).map(|i| crate::element::sparse_view(rows.row(i))));
+        Some(crate::format::inverted::encode(segment, &index))
+    } else if binlog.len() > graph_min_rows.max(BRUTE_FORCE_MAX_ROWS) {
         control.set_phase(Phase::Building);
         crate::pause::reach(crate::pause::Point::Build, control.cancel_flag());
         Some(SegmentIndex::build_seeded(&binlog, params, seed.as_ref(), control.cancel_flag())?.to_index_file())
@@ -416,7 +424,8 @@ fn map_index(
     metric: Metric,
 ) -> Result<(String, ObjectBytes), JobError> {
     let bytes = cache.map(storage, object)?;
-    if !matches!(IndexFile::decode(&object.key, &bytes, Check::Header)?, IndexFile::HnswDump { .. }) {
+    let inverted = bytes.starts_with(crate::format::inverted::MAGIC);
+    if inverted || !matches!(IndexFile::decode(&object.key, &bytes, Check::Header)?, IndexFile::HnswDump { .. }) {
         return Ok((object.key.clone(), bytes));
     }
     let name = converted_name(object);
@@ -549,7 +558,6 @@ pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Flushe
     let seed = kept.and_then(|i| inputs[i].graph()).map(|graph| Seed { graph, positions: &positions });
     // A merge's output is searched for long: a graph wherever one pays.
     let graph_min_rows = BRUTE_FORCE_MAX_ROWS;
-    let vectors = vectors.all();
     let rows = NewSegment { segment: output, metric, dims, keys: &keys, vectors, params, graph_min_rows, seed };
     flush(to, &rows, control)
 }

@@ -10,16 +10,13 @@
 use std::cmp::Ordering;
 use std::num::IntErrorKind;
 
+pub use crate::distance::{
+    sparse_cosine_distance as cosine_distance, sparse_inner_product as inner_product, sparse_l1 as l1,
+    sparse_l2_squared as l2_squared,
+};
+pub use crate::element::Sparse;
 pub use crate::vector::{SPARSE_MAX_DIM as MAX_DIM, SPARSE_MAX_NNZ as MAX_NNZ};
 use crate::vector::{VectorError, check_elements, check_typmod};
-
-/// A sparse vector's parts, borrowed from wherever they are stored.
-#[derive(Debug, Clone, Copy)]
-pub struct Sparse<'a> {
-    pub dim: usize,
-    pub indices: &'a [i32],
-    pub values: &'a [f32],
-}
 
 /// A sparse vector built here (parsed, received, converted, computed).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -303,63 +300,6 @@ pub fn to_dense(v: Sparse, declared: Option<usize>) -> Result<Vec<f32>, VectorEr
 /// Checks that two operands have the same dimensions.
 pub fn check_same_dims(a: Sparse, b: Sparse) -> Result<(), VectorError> {
     crate::vector::check_same_dims(a.dim, b.dim)
-}
-
-/// Walks both entry lists in index order: `both` for an index in each,
-/// `one` for an index in only one of them (with its value).
-#[inline]
-fn merge(a: Sparse, b: Sparse, mut both: impl FnMut(f32, f32), mut one: impl FnMut(f32)) {
-    let (mut i, mut j) = (0, 0);
-    while i < a.indices.len() && j < b.indices.len() {
-        match a.indices[i].cmp(&b.indices[j]) {
-            Ordering::Equal => {
-                both(a.values[i], b.values[j]);
-                i += 1;
-                j += 1;
-            }
-            Ordering::Less => {
-                one(a.values[i]);
-                i += 1;
-            }
-            Ordering::Greater => {
-                one(b.values[j]);
-                j += 1;
-            }
-        }
-    }
-    a.values[i..].iter().chain(&b.values[j..]).for_each(|&x| one(x));
-}
-
-/// Squared Euclidean distance, summed in f32 in index order.
-pub fn l2_squared(a: Sparse, b: Sparse) -> f32 {
-    let sum = std::cell::Cell::new(0.0f32);
-    merge(a, b, |x, y| sum.set(sum.get() + (x - y) * (x - y)), |x| sum.set(sum.get() + x * x));
-    sum.get()
-}
-
-/// Inner product over the indices both hold, summed in f32 in index order.
-pub fn inner_product(a: Sparse, b: Sparse) -> f32 {
-    let mut sum = 0.0f32;
-    merge(a, b, |x, y| sum += x * y, |_| {});
-    sum
-}
-
-/// Manhattan distance, summed in f32 in index order.
-pub fn l1(a: Sparse, b: Sparse) -> f32 {
-    let sum = std::cell::Cell::new(0.0f32);
-    merge(a, b, |x, y| sum.set(sum.get() + (x - y).abs()), |x| sum.set(sum.get() + x.abs()));
-    sum.get()
-}
-
-/// `1 - cos(a, b)`, pgvector's: the inner product and the squared norms in
-/// f32, their quotient in f64, clamped to [-1, 1]; NaN when a norm is 0.
-pub fn cosine_distance(a: Sparse, b: Sparse) -> f64 {
-    let squares = |v: &[f32]| v.iter().fold(0.0f32, |s, x| s + x * x);
-    let similarity = inner_product(a, b) as f64 / (squares(a.values) as f64 * squares(b.values) as f64).sqrt();
-    if similarity.is_nan() {
-        return f64::NAN;
-    }
-    1.0 - similarity.clamp(-1.0, 1.0)
 }
 
 /// The Euclidean norm, summed in f64.

@@ -15,7 +15,7 @@ pub use crate::element::MAX_DIM;
 use crate::error::{SqlError, SqlState};
 
 /// The most dimensions a sparsevec has (pgvector's `SPARSEVEC_MAX_DIM`).
-pub const SPARSE_MAX_DIM: usize = 1_000_000_000;
+pub use crate::element::SPARSE_MAX_DIM;
 /// The most non-zero entries a sparsevec holds (`SPARSEVEC_MAX_NNZ`).
 pub const SPARSE_MAX_NNZ: usize = 16_000;
 
@@ -73,6 +73,10 @@ pub enum VectorError {
     DuplicateIndex,
     #[error("binary representation of sparsevec cannot contain zero values")]
     ZeroInBinary,
+    /// A row an index takes whole into one page
+    /// ([`crate::element::SPARSE_MAX_NNZ`]; pgvector's HNSW has the same).
+    #[error("sparsevec cannot have more than {} non-zero elements for milvus index", crate::element::SPARSE_MAX_NNZ)]
+    TooManyNonZeroForIndex,
 }
 
 impl SqlError for VectorError {
@@ -94,7 +98,8 @@ impl SqlError for VectorError {
             | VectorError::IndexOutOfBounds
             | VectorError::IndicesNotAscending
             | VectorError::DuplicateIndex
-            | VectorError::ZeroInBinary => message,
+            | VectorError::ZeroInBinary
+            | VectorError::TooManyNonZeroForIndex => message,
             _ => message.replacen("vector", type_name, 1),
         }
     }
@@ -114,6 +119,7 @@ impl SqlError for VectorError {
             | VectorError::TooManyDimensions(_)
             | VectorError::SparseTooManyDimensions
             | VectorError::TooManyNonZero
+            | VectorError::TooManyNonZeroForIndex
             | VectorError::MoreElementsThanDimensions => SqlState::ProgramLimitExceeded,
             VectorError::NegativeNonZero
             | VectorError::IndexOutOfBounds
@@ -221,6 +227,18 @@ pub fn encode_half_binary(values: &[f16]) -> Vec<u8> {
 
 /// Checks a vector against the dimensions a column declares (`vector(n)`);
 /// `None` means the column declared none.
+/// Checks a row an index is to store: its dimensions against the index's,
+/// and a sparse row's entries against what one page holds.
+pub fn check_row(dims: usize, row: crate::element::Row<'_>) -> Result<(), VectorError> {
+    check_typmod(Some(dims), row.len())?;
+    match row {
+        crate::element::Row::Sparse(words) if words[1] as usize > crate::element::SPARSE_MAX_NNZ => {
+            Err(VectorError::TooManyNonZeroForIndex)
+        }
+        _ => Ok(()),
+    }
+}
+
 pub fn check_typmod(declared: Option<usize>, actual: usize) -> Result<(), VectorError> {
     match declared {
         Some(expected) if expected != actual => Err(VectorError::TypmodMismatch { expected, actual }),

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use milvus_core::Metric;
 use milvus_core::cache::SegmentCache;
+use milvus_core::element::Vectors;
 use milvus_core::format::manifest::Manifest;
 use milvus_core::format::page::PageHits;
 use milvus_core::hnsw::HnswParams;
@@ -107,7 +108,7 @@ fn lifecycle(url: &str) {
         let id = m.add_growing(100);
         m.seal(id, ROWS_PER_SEGMENT as u64, SealReason::Rows { rows: 10_000, max_rows: 10_000 }, 101).unwrap();
         let keys: Vec<u64> = (s * ROWS_PER_SEGMENT..(s + 1) * ROWS_PER_SEGMENT).map(|k| k as u64).collect();
-        let vectors = data[s * ROWS_PER_SEGMENT * DIMS..(s + 1) * ROWS_PER_SEGMENT * DIMS].into();
+        let vectors = Vectors::F32(data[s * ROWS_PER_SEGMENT * DIMS..(s + 1) * ROWS_PER_SEGMENT * DIMS].into());
         let rows = NewSegment {
             segment: id,
             metric: Metric::L2,
@@ -245,7 +246,7 @@ fn one_segment_at(url: &str) -> OneSegment {
         metric: Metric::L2,
         dims: DIMS,
         keys: &keys,
-        vectors: (&data).into(),
+        vectors: Vectors::F32(data[..].into()),
         params: HnswParams::default(),
         graph_min_rows: 0,
         seed: None,
@@ -519,4 +520,124 @@ fn rows_read_by_range_answer_as_cached_rows_on_memory_store() {
 fn rows_read_by_range_answer_as_cached_rows_on_file_store() {
     let dir = tempfile::tempdir().unwrap();
     rows_read_by_range(&format!("file://{}", dir.path().join("objects").display()));
+}
+
+/// Sparse rows through the lifecycle: flushed as an inverted segment,
+/// loaded from the store, searched beside rows in pages, tombstoned and
+/// merged; every answer the exact one a brute-force scan gives.
+#[test]
+fn sparse_segments_answer_exactly_through_flush_tombstones_and_merge() {
+    use milvus_core::element::{Element, Row, Shape, sparse_words};
+    use milvus_core::format::page::{RowPage, row_pages};
+    const VOCAB: usize = 3000;
+    let docs = milvus_core::synthetic::splade_like(3000, VOCAB, 40, 11);
+    let queries = milvus_core::synthetic::splade_like(20, VOCAB, 8, 12);
+    let words: Vec<Vec<u32>> = docs.iter().map(|d| sparse_words(d.view())).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let storage = Arc::new(Storage::open(&url, &S3Options::default(), RetryPolicy::default()).unwrap());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = SegmentCache::new(cache_dir.path(), 1 << 30).unwrap();
+    let to = Target { storage: &storage, cache: &cache, index: ID };
+    let control = JobControl::default();
+    let dead = |key: u64| key % 7 == 3;
+
+    for metric in [Metric::InnerProduct, Metric::L2, Metric::Cosine] {
+        let mut m = Manifest::new(VOCAB as u32, metric, None);
+        // Three segments of 800 rows flushed, the last 600 rows in pages.
+        for s in 0..3usize {
+            let id = m.add_growing(100);
+            m.seal(id, 800, SealReason::Manual, 101).unwrap();
+            let keys: Vec<u64> = (s as u64 * 800..(s as u64 + 1) * 800).collect();
+            let mut vectors = Vectors::new(Element::Sparse);
+            keys.iter().for_each(|k| vectors.push(Row::Sparse(&words[*k as usize])));
+            let rows = NewSegment {
+                segment: id,
+                metric,
+                dims: VOCAB,
+                keys: &keys,
+                vectors,
+                params: HnswParams::default(),
+                graph_min_rows: 0,
+                seed: None,
+            };
+            let flushed = jobs::flush(to, &rows, &control).unwrap();
+            assert!(flushed.index_file.is_some(), "an inverted index for every sparse segment");
+            m.publish_flush(flushed, 102).unwrap();
+        }
+        let shape = Shape::new(VOCAB, Element::Sparse);
+        let mut growing = Vectors::new(Element::Sparse);
+        (2400..3000).for_each(|k| growing.push(Row::Sparse(&words[k])));
+        let pages = row_pages(shape, &growing);
+
+        let search = |segments: &[Arc<LoadedSegment>], deleted: &dyn Fn(u64) -> bool| {
+            for q in &queries {
+                let query = sparse_words(q.view());
+                let mut exact: Vec<(f32, u64)> = (0..3000u64)
+                    .filter(|k| !deleted(*k))
+                    .map(|k| (metric.between(Row::Sparse(&query), Row::Sparse(&words[k as usize])), k))
+                    .collect();
+                exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                let mut hits = PageHits::default();
+                for p in &pages {
+                    let page = RowPage::new(p.bytes(), shape).unwrap();
+                    page.distances(metric, Row::Sparse(&query), &mut hits).unwrap();
+                }
+                // Page keys are row positions in `growing`: make them the rows' keys.
+                let mut in_pages = PageHits::default();
+                hits.iter().filter(|(k, _)| !deleted(k + 2400)).for_each(|(k, d)| in_pages.push(k + 2400, d));
+                let got: Vec<(f32, u64)> = Search::new(
+                    Vectors::of(Row::Sparse(&query)),
+                    in_pages,
+                    segments.to_vec(),
+                    SearchOptions::default(),
+                )
+                .take(10)
+                .map(|h| h.map(|h| (h.distance, h.key)).expect("rows read"))
+                .collect();
+                let want: Vec<f32> = exact.iter().take(10).map(|e| e.0).collect();
+                assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), want, "{metric:?}: the exact distances");
+                for (d, key) in &got {
+                    assert!(!deleted(*key), "a dead row was returned");
+                    let truth = metric.between(Row::Sparse(&query), Row::Sparse(&words[*key as usize]));
+                    assert_eq!(*d, truth, "{metric:?}: row {key}'s own distance");
+                }
+            }
+        };
+        let entries: Vec<_> = m.live_segments().cloned().collect();
+        let loaded: Vec<Arc<LoadedSegment>> = jobs::load_all(&storage, &cache, &entries, metric, 2, false)
+            .into_iter()
+            .map(|l| Arc::new(l.expect("a sparse segment loads")))
+            .collect();
+        assert!(loaded.iter().all(|s| s.inverted().is_some() && s.graph().is_none()));
+        search(&loaded, &|_| false);
+
+        // Tombstones, then a merge of the three that leaves them out.
+        for (s, entry) in entries.iter().enumerate() {
+            let rows: Vec<u32> = (0..800u32).filter(|r| dead(s as u64 * 800 + *r as u64)).collect();
+            let delta = jobs::write_tombstones(&storage, ID, entry.meta.id, &rows).unwrap();
+            m.add_tombstones(entry.meta.id, delta, rows.len() as u64).unwrap();
+        }
+        let entries: Vec<_> = m.live_segments().cloned().collect();
+        let tombstoned: Vec<Arc<LoadedSegment>> = jobs::load_all(&storage, &cache, &entries, metric, 2, false)
+            .into_iter()
+            .map(|l| Arc::new(l.unwrap()))
+            .collect();
+        search(&tombstoned, &dead);
+        let inputs: Vec<&LoadedSegment> = tombstoned.iter().map(|s| &**s).collect();
+        let out = m.allocate_segment_id();
+        let merge = Merge { inputs: &inputs, output: out, metric, dims: VOCAB, params: HnswParams::default() };
+        let flushed = jobs::compact(to, &merge, &control).unwrap();
+        let live = (0..2400u64).filter(|k| !dead(*k)).count() as u64;
+        assert_eq!(flushed.rows, live, "dead rows are not carried over");
+        let ids: Vec<_> = entries.iter().map(|e| e.meta.id).collect();
+        m.publish_compaction(&ids, flushed, 200).unwrap();
+        let merged: Vec<Arc<LoadedSegment>> =
+            jobs::load_all(&storage, &cache, &m.live_segments().cloned().collect::<Vec<_>>(), metric, 1, false)
+                .into_iter()
+                .map(|l| Arc::new(l.unwrap()))
+                .collect();
+        assert_eq!((merged.len(), merged[0].deleted_rows(), merged[0].rows() as u64), (1, 0, live));
+        search(&merged, &dead);
+    }
 }

@@ -71,12 +71,23 @@ pub const MANIFEST_PAGE_ID: u16 = 0x4d4d;
 
 const _: () = assert!(std::mem::size_of::<ChainOpaque>() == SPECIAL_SIZE);
 
-/// Bytes of one row item.
+/// Bytes of one row item (of a sparse row: of an empty one).
 pub fn row_item_size(shape: Shape) -> usize {
     8 + shape.bytes()
 }
 
-/// Rows one page holds: every row of an index has the same size.
+/// Whether an item of `len` bytes may be a row of `shape`: of the row size,
+/// or for sparse rows, words after the key (their header then says how
+/// many: [`RowPage::row`]).
+fn fits_row(shape: Shape, len: usize) -> bool {
+    match shape.element {
+        Element::Sparse => len >= row_item_size(shape) && (len - 8).is_multiple_of(4),
+        _ => len == row_item_size(shape),
+    }
+}
+
+/// Rows one page holds when every row of an index has the same size (of
+/// sparse rows: the empty ones; they vary).
 pub fn rows_per_page(shape: Shape) -> usize {
     (PAGE_SIZE - HEADER_SIZE - SPECIAL_SIZE) / (maxalign(row_item_size(shape)) + LINE_POINTER_SIZE)
 }
@@ -146,11 +157,13 @@ pub struct Chunks {
 }
 
 impl Chunks {
-    /// `None` when a row of `shape` fits one item, and for bits: an index
+    /// `None` when a row of `shape` fits one item, and for sparse rows
+    /// (at most [`crate::element::SPARSE_MAX_NNZ`] entries) and bits: an index
     /// of bits takes at most the 65,088 one page holds ([`Element::max_dims`]: CREATE INDEX
     /// refuses more; pgvector's HNSW takes 64,000).
     pub fn of(shape: Shape) -> Option<Chunks> {
-        if shape.dims <= max_dims_per_page(shape.element) || shape.element == Element::Bit {
+        let floats = matches!(shape.element, Element::F32 | Element::F16);
+        if !floats || shape.dims <= max_dims_per_page(shape.element) {
             return None;
         }
         let most = shape.element.dims_in(item_room() - CHUNK_HEADER);
@@ -293,8 +306,8 @@ impl<'a> RowPage<'a> {
     /// live row; an error if the pointer leads outside the page or to an
     /// item of another size.
     pub fn row(&self, offset: usize) -> Result<Option<(u64, Row<'a>)>, PageError> {
-        let Some(item) = self.item(offset, "item", |len| len == row_item_size(self.shape))? else { return Ok(None) };
-        Ok(Some((item_key(item), self.elements(&item[8..]))))
+        let Some(item) = self.item(offset, "item", |len| fits_row(self.shape, len))? else { return Ok(None) };
+        Ok(Some((item_key(item), self.elements(offset, &item[8..])?)))
     }
 
     /// The chunk at line pointer `offset` (1-based) of a page of rows cut
@@ -350,10 +363,12 @@ impl<'a> RowPage<'a> {
             Row::F32(q) => self.for_each_item(|key, v| push(key, metric.distance(q, cast(v)))),
             Row::F16(q) => self.for_each_item(|key, v| push(key, metric.distance_f16(q, cast(v)))),
             Row::Bit { bits, .. } => self.for_each_item(|key, v| push(key, metric.distance_bits(bits, v))),
+            Row::Sparse(_) => self.for_each_row(|_, key, vector| push(key, metric.between(query, vector))),
         }
     }
 
-    /// Calls `f(key, elements)` for every live row, its elements as stored.
+    /// Calls `f(key, elements)` for every live row of a fixed width, its
+    /// elements as stored.
     #[inline]
     fn for_each_item(&self, mut f: impl FnMut(u64, &'a [u8])) -> Result<(), PageError> {
         let size = row_item_size(self.shape);
@@ -368,9 +383,18 @@ impl<'a> RowPage<'a> {
     /// The elements that fill the rest of a row's item, from an 8-byte
     /// boundary: the page is 4-byte aligned (checked in `RowPage::new`) and
     /// an item starts 8-byte aligned within it, its elements after an 8- or
-    /// 16-byte header, so they are aligned.
-    fn elements(&self, bytes: &'a [u8]) -> Row<'a> {
-        Row::from_bytes(self.shape, bytes)
+    /// 16-byte header, so they are aligned. A sparse row's words are
+    /// checked to be one ([`crate::element::sparse_row`]).
+    fn elements(&self, offset: usize, bytes: &'a [u8]) -> Result<Row<'a>, PageError> {
+        if self.shape.element == Element::Sparse {
+            let words = cast::<u32>(bytes);
+            if crate::element::sparse_row(words).is_none_or(|v| v.dim != self.shape.dims) {
+                let what = format!("item {offset}: not a sparse row of {} dimensions", self.shape.dims);
+                return Err(PageError { dims: self.shape.dims, what });
+            }
+            return Ok(Row::Sparse(words));
+        }
+        Ok(Row::from_bytes(self.shape, bytes))
     }
 }
 
@@ -687,7 +711,7 @@ impl RowPageBuilder {
 /// growing segment a bench scans.
 pub fn row_pages(shape: Shape, vectors: &Vectors<'_>) -> Vec<RowPageBuilder> {
     let mut pages = vec![RowPageBuilder::new(shape, [0; SPECIAL_SIZE])];
-    for key in 0..vectors.bytes().len() / shape.bytes() {
+    for key in 0..vectors.rows(shape.dims) {
         let v = vectors.row(key, shape.dims);
         if !pages.last_mut().expect("a page").add(key as u64, v) {
             pages.push(RowPageBuilder::new(shape, [0; SPECIAL_SIZE]));
@@ -716,7 +740,49 @@ mod tests {
                     floats.chunks(shape.dims).flat_map(|r| crate::element::pack_bits(&set(r))).collect();
                 Vectors::Bit(bytes.into())
             }
+            Element::Sparse => {
+                let mut rows = Vectors::new(Element::Sparse);
+                for r in floats.chunks(shape.dims) {
+                    let (indices, values) =
+                        r.iter().enumerate().filter(|(_, x)| x.abs() > 0.9).map(|(i, x)| (i as i32, *x)).unzip();
+                    let v = crate::sparse::SparseVec { dim: shape.dims, indices, values };
+                    rows.push(Row::Sparse(&crate::element::sparse_words(v.view())));
+                }
+                rows
+            }
         }
+    }
+
+    #[test]
+    fn sparse_rows_of_any_width_share_pages_and_read_back() {
+        let shape = Shape::new(600, Element::Sparse);
+        let vectors = random_rows(shape, 40, 3);
+        let pages = row_pages(shape, &vectors);
+        assert!(pages.len() > 1, "rows of {} words fill more than a page", vectors.bytes().len() / 4);
+        let mut read = Vectors::new(Element::Sparse);
+        let mut keys = Vec::new();
+        for p in &pages {
+            RowPage::new(p.bytes(), shape)
+                .unwrap()
+                .for_each_row(|_, k, v| {
+                    keys.push(k);
+                    read.push(v);
+                })
+                .unwrap();
+        }
+        assert_eq!((keys, &read), ((0..40).collect::<Vec<u64>>(), &vectors));
+        let query = vectors.row(7, 600);
+        let mut hits = PageHits::default();
+        for p in &pages {
+            RowPage::new(p.bytes(), shape).unwrap().distances(Metric::InnerProduct, query, &mut hits).unwrap();
+        }
+        let expected: Vec<(u64, f32)> =
+            (0..40).map(|k| (k, Metric::InnerProduct.between(query, vectors.row(k as usize, 600)))).collect();
+        assert_eq!(hits.iter().collect::<Vec<_>>(), expected);
+        // An item whose words are not one row of these dimensions is damage.
+        let other = Shape::new(601, Element::Sparse);
+        let e = RowPage::new(pages[0].bytes(), other).unwrap().for_each_row(|_, _, _| {}).unwrap_err();
+        assert_eq!(e.what, "item 1: not a sparse row of 601 dimensions");
     }
 
     fn owned(row: Row<'_>) -> Vectors<'static> {

@@ -11,24 +11,32 @@
 //! across the row write is what makes a seal a barrier: a seal takes it
 //! exclusively, so no insert is half in the old growing segment.
 
-use crate::element::{Row, Shape};
+use crate::element::{Element, Row, Shape};
 use crate::format::manifest::Manifest;
 use crate::format::page::{Chunks, row_item, rows_per_page};
 use crate::policy::seal::SealPolicy;
 use crate::segment::{SealReason, SegmentId};
-use crate::vector::{VectorError, check_typmod};
+use crate::vector::{VectorError, check_row};
 
 use super::{Lock, LockedBuffer, META_BLOCK, Meta, MetaGuard, PageStore, Record, chain, manifest_chain, new_page};
 
 /// The size rule of a growing segment of `shape`: `max_rows`, in whole
-/// pages (the workers add the time rules).
+/// pages (the workers add the time rules). Sparse rows vary in width, so
+/// pages of them count as [`SPARSE_GROWING_PAGES`]-ths of `max_rows`: an
+/// insert seals at that many pages, the workers at `max_rows` rows counted.
 pub fn size_rule(max_rows: u64, shape: Shape) -> SealPolicy {
     let (rows_per_page, pages_per_row) = match Chunks::of(shape) {
         Some(chunks) => (1, chunks.count as u64),
+        None if shape.element == Element::Sparse => ((max_rows / SPARSE_GROWING_PAGES).max(1), 1),
         None => (rows_per_page(shape) as u64, 1),
     };
     SealPolicy { max_rows, rows_per_page, pages_per_row, max_bytes: u64::MAX, idle_secs: None, lifetime_secs: None }
 }
+
+/// Pages of a growing segment of sparse rows at which an insert seals it:
+/// 1 MiB of pages, the bytes dense rows seal at by default
+/// ([`crate::policy::seal::GROWING_BYTES`]).
+pub const SPARSE_GROWING_PAGES: u64 = crate::policy::seal::GROWING_BYTES / crate::format::page::PAGE_SIZE as u64;
 
 /// What the caller of [`insert_row`] did with a growing segment found full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +70,7 @@ pub fn insert_row<S: PageStore>(
     };
     loop {
         let meta = MetaGuard::lock(store, Lock::Share);
-        check_typmod(Some(meta.dims()), row.len())?;
+        check_row(meta.dims(), row)?;
         if let Some(chunks) = Chunks::of(meta.shape()) {
             drop(meta);
             match insert_chunks(store, key, row, &chunks, max_rows, seal_at_limit) {

@@ -117,6 +117,12 @@ impl PageRows {
         self.vectors.push(vector);
     }
 
+    /// Bytes the rows take: keys, vectors, and sparse rows' starts.
+    pub fn bytes(&self) -> usize {
+        let starts = if self.vectors.element().is_fixed() { 0 } else { 8 * self.keys.len() };
+        8 * self.keys.len() + self.vectors.bytes().len() + starts
+    }
+
     /// The rows' distances to `query`: what a search needs of them.
     pub fn hits(&self, metric: Metric, query: Row<'_>) -> PageHits {
         let mut hits = PageHits::default();

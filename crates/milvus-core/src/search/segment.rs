@@ -1,6 +1,8 @@
 //! A flushed segment as a search reads it: its rows and graph mapped in
 //! place from the cache's files (or its rows read by range from storage:
-//! [`super::ranged`]), its tombstones a bit a row.
+//! [`super::ranged`]), its tombstones a bit a row. A segment of sparse rows
+//! has an inverted index instead of a graph (`crate::inverted`), whose
+//! answers are exact.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use crate::format::ranges::RowRanges;
 use crate::format::{Check, FormatError};
 use crate::graph::FlatGraph;
 use crate::hnsw::SegmentIndex;
+use crate::inverted::Inverted;
 use crate::quant::Codes;
 use crate::segment::SegmentId;
 use crate::storage::Storage;
@@ -45,6 +48,7 @@ pub struct LoadedSegment {
     rows: SegmentRows,
     graph: Option<FlatGraph<'static>>,
     codes: Option<Codes<'static>>,
+    inverted: Option<Inverted<'static>>,
     tombstones: RowBits,
     files: Vec<ObjectBytes>,
 }
@@ -93,7 +97,8 @@ impl SqlError for OpenError {
 
 impl LoadedSegment {
     /// A segment over its rows (an insert binlog, or its read index) and
-    /// its index file (version 2, or none), decoded in place as `check`
+    /// its index file (version 2, an inverted index of sparse rows, or
+    /// none), decoded in place as `check`
     /// says (`Check::Header` for files of the cache, verified when they
     /// entered it). `tombstones` may be unsorted and repeated (the union
     /// of delta binlogs); positions past the segment's rows are ignored.
@@ -122,6 +127,23 @@ impl LoadedSegment {
         let (id, metric, len, dims) = rows.describe();
         let mut files = vec![rows_file];
         let (graph, codes) = match index {
+            Some((name, bytes)) if bytes.starts_with(crate::format::inverted::MAGIC) => {
+                let (segment, inverted) = crate::format::inverted::decode(&name, extend(&bytes), check)?;
+                if (segment, inverted.metric(), inverted.rows()) != (id, metric, len) {
+                    return Err(OpenError::Mismatch {
+                        object: name,
+                        message: format!(
+                            "segment {segment}, {:?}, {} rows against the binlog's segment {id}, {metric:?}, {len} rows",
+                            inverted.metric(),
+                            inverted.rows(),
+                        ),
+                    });
+                }
+                files.push(bytes);
+                let mut segment = Self::with_parts(rows, None, None, tombstones, files);
+                segment.inverted = Some(inverted);
+                return Ok(segment);
+            }
             Some((name, bytes)) => {
                 let mismatch = |message: String| OpenError::Mismatch { object: name.clone(), message };
                 let IndexFile::Flat { segment, metric: index_metric, graph, codes } =
@@ -158,6 +180,13 @@ impl LoadedSegment {
         Self::with_parts(SegmentRows::Binlog(binlog), graph, codes, tombstones, Vec::new())
     }
 
+    /// A segment of sparse rows held in memory, with its inverted index.
+    pub fn sparse(binlog: InsertBinlog<'static>, inverted: Inverted<'static>, tombstones: Vec<u32>) -> Self {
+        let mut segment = Self::with_parts(SegmentRows::Binlog(binlog), None, None, tombstones, Vec::new());
+        segment.inverted = Some(inverted);
+        segment
+    }
+
     fn with_parts(
         rows: SegmentRows,
         graph: Option<FlatGraph<'static>>,
@@ -170,7 +199,7 @@ impl LoadedSegment {
         for row in tombstones.into_iter().filter(|r| (*r as usize) < len) {
             set.insert(row);
         }
-        LoadedSegment { id, rows, graph, codes, tombstones: set, files }
+        LoadedSegment { id, rows, graph, codes, inverted: None, tombstones: set, files }
     }
 
     /// Whether rows and graph are read in place from mapped files (or the
@@ -239,6 +268,11 @@ impl LoadedSegment {
         self.graph.as_ref()
     }
 
+    /// The segment's inverted index, if its rows are sparse and it has one.
+    pub fn inverted(&self) -> Option<&Inverted<'_>> {
+        self.inverted.as_ref()
+    }
+
     /// Rows tombstoned.
     pub fn deleted_rows(&self) -> usize {
         self.tombstones.len()
@@ -275,6 +309,10 @@ impl LoadedSegment {
             (Row::Bit { bits, .. }, Vectors::Bit(v)) => {
                 let stride = Element::Bit.bytes(dims);
                 rows.for_each(|r| f(r, metric.distance_bits(bits, &v[at(r, stride)])))
+            }
+            (Row::Sparse(_), Vectors::Sparse(v)) => {
+                let q = query.sparse();
+                rows.for_each(|r| f(r, metric.sparse(q, crate::element::sparse_view(v.row(r as usize)))))
             }
             _ => rows.for_each(|r| f(r, metric.between(query, binlog.vector(r as usize)))),
         }
@@ -324,6 +362,18 @@ impl LoadedSegment {
         let mut reads = SegmentReads::default();
         let (source, keys) = (Source::Segment(self.id), self.keys());
         let graph = self.graph.as_ref().filter(|_| self.by_graph());
+        if let Some(inverted) = &self.inverted {
+            // Exact: the inverted walk finds the k nearest, and their
+            // distances are computed again by the kernel the pages and the
+            // exact tail use, so that a row has one distance wherever it is.
+            let (found, _) = inverted.search(query.sparse(), k, excluded);
+            let mut hits = Vec::with_capacity(found.len());
+            self.distances(query, found.iter().map(|h| h.row), |row, distance| {
+                hits.push(Hit { source, row, key: keys[row as usize], distance })
+            })?;
+            hits.sort_by(|a, b| a.distance.total_cmp(&b.distance).then(a.row.cmp(&b.row)));
+            return Ok((hits, reads));
+        }
         let found = match (graph, &self.codes, &self.rows) {
             (Some(graph), Some(codes), _) => {
                 let prepared = codes.prepare(query);
