@@ -1,7 +1,7 @@
 # pg_milvus: every entry point. `make demo` and `make test` work on a fresh
 # machine: each starts with scripts/setup.sh, which installs what is missing.
 
-.PHONY: demo test lint stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-768 bench-768-half bench-768-large bench-ip bench-core bench-hnsw bench-quantized bench-inverted fuzz clean
+.PHONY: demo test lint stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-768 bench-768-half bench-768-large bench-ip bench-core bench-hnsw bench-quantized bench-inverted bench-sparse fuzz clean
 
 demo:
 	bash scripts/demo.sh
@@ -64,6 +64,11 @@ bench-768-large:
 # 64, 768 and 1,536 dimensions: bench-results/ip-*.
 bench-ip:
 	bash scripts/bench.sh --ip
+
+# 100k sparse rows beside pgvector's HNSW on sparsevec (some 10 minutes):
+# bench-results/sparse.
+bench-sparse:
+	bash scripts/bench.sh --sparse
 
 # Criterion benches of the core: distance kernels, the growing scan over row pages, binlog formats, merge,
 # brute force against HNSW per segment size.

@@ -41,6 +41,15 @@ fn main() {
         "seed-3",
         &insert::encode(SegmentId(7), Metric::Hamming, 3, &keys, Row::Bit { bits: &bits, len: 32 }),
     );
+    let mut sparse_rows = Vectors::new(milvus_core::element::Element::Sparse);
+    for row in milvus_core::synthetic::splade_like(4, 64, 5, 2) {
+        sparse_rows.push(Row::Sparse(&milvus_core::element::sparse_words(row.view())));
+    }
+    write(
+        "insert_binlog",
+        "sparse-0",
+        &insert::encode_vectors(SegmentId(7), Metric::InnerProduct, 64, &keys, &sparse_rows),
+    );
     let binlog = insert::encode(SegmentId(7), Metric::L2, 3, &keys, &vectors);
     write("read_index", "seed-0", &ranges::encode("seed", &binlog).expect("a whole binlog"));
     write("read_index", "binlog-0", &binlog);
@@ -49,7 +58,8 @@ fn main() {
     let graph = FlatGraph::from_nodes(&nodes, 2);
     write("index_file", "seed-0", &index::encode(SegmentId(7), Metric::L2, &graph, None));
     write("index_file", "seed-1", &index::encode_hnsw_dump(SegmentId(7), 3, b"graph", b"data"));
-    let codes = Codes::encode(Metric::Cosine, 3, &Vectors::F32(vectors[..9].to_vec().into())).expect("cosine has codes");
+    let codes =
+        Codes::encode(Metric::Cosine, 3, &Vectors::F32(vectors[..9].to_vec().into())).expect("cosine has codes");
     write("index_file", "seed-2", &index::encode(SegmentId(7), Metric::Cosine, &graph, Some(&codes)));
     let sparse_rows = milvus_core::synthetic::splade_like(20, 64, 6, 1);
     let inverted = milvus_core::inverted::Inverted::build(Metric::L2, sparse_rows.iter().map(|r| r.view()));

@@ -18,6 +18,12 @@
 #                      normalised) and normalised, at 64, 768 and 1,536
 #                      dimensions, ef_search 40, 200 and 1,000:
 #                      bench-results/ip-{gaussian,normalised}-DIM
+#   bench.sh --sparse  100k SPLADE-like sparsevec rows (120 of 30,000
+#                      dimensions) under inner product, queries of 20:
+#                      load, CREATE INDEX, INSERT, time to indexed, recall
+#                      and QPS at ef_search 40, 100, 200 beside pgvector's
+#                      HNSW (some 10 minutes, most of them pgvector's
+#                      build): bench-results/sparse
 # Extra arguments go to the driver (see benches/workload/main.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +51,9 @@ elif [ "${1:-}" = --768-large ]; then
         --ef 20,40,100,200 --out bench-results/768-cosine-500k)
   build_memory=4GB
   cache_mb=4096
+elif [ "${1:-}" = --sparse ]; then
+  shift
+  args=(--sparse --n 100000 --queries 300 --repeats 2 --ef 40,100,200 --out bench-results/sparse)
 elif [ "${1:-}" = --768-half ]; then
   shift
   args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --type halfvec

@@ -19,7 +19,8 @@
 //! then 64 and 100 connections searching for 10 s while one session streams
 //! rows in (QPS, latency, errors, memory per backend).
 //! With `--recall-only`, only the load, the text output, CREATE INDEX on the
-//! loaded table and recall and QPS at each `--ef` (`make bench-ip`).
+//! loaded table and recall and QPS at each `--ef` (`make bench-ip`). With
+//! `--sparse`, the sparse workload instead (`sparse.rs`, `make bench-sparse`).
 //!
 //! `milvus-workload --help` lists its options (host and port of the
 //! cluster, rows, dimensions, dataset, metric, clients, repeats, HNSW
@@ -28,6 +29,8 @@
 //! Writes `report.json` (every figure and the machine), `report.md` and
 //! `recall_qps.svg` into `--out`. `scripts/bench.sh` starts a cluster and
 //! runs it (`make bench`, `make bench-quick`).
+
+mod sparse;
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -146,6 +149,20 @@ struct Args {
     /// f32 rows).
     #[arg(long = "type", value_enum, default_value_t = ColumnType::Vector)]
     column_type: ColumnType,
+    /// The sparse workload instead: SPLADE-like `sparsevec` rows under
+    /// inner product (`sparse.rs`); `--n`, `--queries`, `--ef`, `--repeats`
+    /// and `--seed` apply.
+    #[arg(long, conflicts_with_all = ["recall_only", "stream_only", "file"])]
+    sparse: bool,
+    /// Sparse rows: dimensions of the vocabulary.
+    #[arg(long, default_value_t = 30_000)]
+    vocab: usize,
+    /// Sparse rows: non-zero entries of a row.
+    #[arg(long, default_value_t = 120)]
+    sparse_nnz: usize,
+    /// Sparse rows: non-zero entries of a query.
+    #[arg(long, default_value_t = 20)]
+    sparse_query_nnz: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -664,7 +681,7 @@ impl Bench<'_> {
     }
 
     fn conninfo(&self) -> String {
-        format!("host={} port={} user=postgres dbname={DB}", self.a.host, self.a.port)
+        conninfo(self.a)
     }
 
     fn create_table(&self, c: &mut Client, kind: Kind) {
@@ -1828,9 +1845,51 @@ fn draw(out: &mut String, series: &[Series], x_min: f64, y_max: f64) -> Result<(
     Ok(())
 }
 
+/// The bench database's connection string.
+fn conninfo(a: &Args) -> String {
+    format!("host={} port={} user=postgres dbname={DB}", a.host, a.port)
+}
+
+/// A fresh bench database with pg_milvus, and pgvector in a schema of its
+/// own (`pgv`) when installed (or why not): a connection to it.
+fn fresh_database(a: &Args) -> (Client, Result<(), String>) {
+    let admin = format!("host={} port={} user=postgres dbname=postgres", a.host, a.port);
+    let mut c = Client::connect(&admin, NoTls).unwrap_or_else(|e| die(&format!("cannot connect ({admin}): {e}")));
+    c.batch_execute(&format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)")).unwrap();
+    c.batch_execute(&format!("CREATE DATABASE {DB}")).unwrap();
+    let mut c = Client::connect(&conninfo(a), NoTls).unwrap_or_else(|e| die(&format!("cannot connect: {e}")));
+    c.batch_execute("CREATE EXTENSION pg_milvus").unwrap();
+    let pgvector = c
+        .batch_execute("CREATE SCHEMA pgv; CREATE EXTENSION vector SCHEMA pgv")
+        .map_err(|e| e.as_db_error().map(|d| d.message().to_owned()).unwrap_or_else(|| e.to_string()))
+        .and_then(|()| {
+            // The tests' stand-in for pgvector's type has no `hnsw`.
+            let version: String =
+                c.query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[]).unwrap().get(0);
+            if version == "standin" {
+                c.batch_execute("DROP EXTENSION vector").unwrap();
+                return Err("the extension named vector is the tests' stand-in, not pgvector".to_owned());
+            }
+            Ok(())
+        });
+    (c, pgvector)
+}
+
 fn main() {
     let a = Args::parse();
     std::fs::create_dir_all(&a.out).unwrap_or_else(|e| die(&format!("{}: {e}", a.out.display())));
+    let write = |name: &str, body: String| {
+        let p = a.out.join(name);
+        std::fs::write(&p, body).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));
+        eprintln!("wrote {}", p.display());
+    };
+    if a.sparse {
+        let (mut c, pgvector) = fresh_database(&a);
+        let report = sparse::run(&a, machine(&mut c), pgvector);
+        write("report.json", serde_json::to_string_pretty(&report).unwrap());
+        write("report.md", sparse::markdown(&report));
+        return;
+    }
     eprintln!("data");
     let d = dataset(&a);
     step(&format!("exact top-{K} of {} queries over {} rows", d.query_count(), d.rows()));
@@ -1855,27 +1914,8 @@ fn main() {
     };
     done("done");
 
-    // A fresh database, with pgvector in a schema of its own when installed.
-    let admin = format!("host={} port={} user=postgres dbname=postgres", a.host, a.port);
-    let mut c = Client::connect(&admin, NoTls).unwrap_or_else(|e| die(&format!("cannot connect ({admin}): {e}")));
-    c.batch_execute(&format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)")).unwrap();
-    c.batch_execute(&format!("CREATE DATABASE {DB}")).unwrap();
     let bench = Bench { a: &a, d: &d, truth, filtered_truth };
-    let mut c = bench.connect();
-    c.batch_execute("CREATE EXTENSION pg_milvus").unwrap();
-    let pgvector = c
-        .batch_execute("CREATE SCHEMA pgv; CREATE EXTENSION vector SCHEMA pgv")
-        .map_err(|e| e.as_db_error().map(|d| d.message().to_owned()).unwrap_or_else(|| e.to_string()))
-        .and_then(|()| {
-            // The tests' stand-in for pgvector's type has no `hnsw`.
-            let version: String =
-                c.query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[]).unwrap().get(0);
-            if version == "standin" {
-                c.batch_execute("DROP EXTENSION vector").unwrap();
-                return Err("the extension named vector is the tests' stand-in, not pgvector".to_owned());
-            }
-            Ok(())
-        });
+    let (mut c, pgvector) = fresh_database(&a);
     let machine = machine(&mut c);
 
     let mut targets = Vec::new();
@@ -1925,11 +1965,6 @@ fn main() {
         repeats: a.repeats,
         merges: merge_report(),
         targets,
-    };
-    let write = |name: &str, body: String| {
-        let p = a.out.join(name);
-        std::fs::write(&p, body).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));
-        eprintln!("wrote {}", p.display());
     };
     write("report.json", serde_json::to_string_pretty(&report).unwrap());
     write("report.md", markdown(&report));

@@ -15,7 +15,8 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(v) = sparse::parse(text, None) {
         let entries: Vec<String> = v.indices.iter().zip(&v.values).map(|(i, x)| format!("{}:{x}", i + 1)).collect();
-        let again = sparse::parse(&format!("{{{}}}/{}", entries.join(","), v.dim), None).expect("formatted text parses");
+        let again =
+            sparse::parse(&format!("{{{}}}/{}", entries.join(","), v.dim), None).expect("formatted text parses");
         assert_eq!((again.dim, &again.indices, bits(&again.values)), (v.dim, &v.indices, bits(&v.values)));
     }
 });

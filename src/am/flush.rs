@@ -205,7 +205,7 @@ pub fn write_segment(
         move |control| {
             let store = store?;
             let target = Target { storage: &store, cache: &cache, index: id };
-            let (keys, vectors) = (&rows.keys, rows.vectors.clone());
+            let (keys, vectors) = (&rows.keys, rows.vectors.view());
             let new = NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, seed: None };
             jobs::flush(target, &new, control)
         },

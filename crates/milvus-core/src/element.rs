@@ -550,6 +550,18 @@ impl<'a> Vectors<'a> {
         }
     }
 
+    /// The same rows, borrowed.
+    pub fn view(&self) -> Vectors<'_> {
+        match self {
+            Vectors::F32(v) => Vectors::F32(Cow::Borrowed(v)),
+            Vectors::F16(v) => Vectors::F16(Cow::Borrowed(v)),
+            Vectors::Bit(v) => Vectors::Bit(Cow::Borrowed(v)),
+            Vectors::Sparse(v) => {
+                Vectors::Sparse(SparseRows { starts: Cow::Borrowed(&v.starts), words: Cow::Borrowed(&v.words) })
+            }
+        }
+    }
+
     pub fn into_owned(self) -> Vectors<'static> {
         match self {
             Vectors::F32(v) => Vectors::F32(Cow::Owned(v.into_owned())),

@@ -33,7 +33,7 @@
 //! [`RowPageBuilder`] fills pages for the tests and benches of the scan.
 
 use crate::distance::Metric;
-use crate::element::{Element, Row, Shape, Vectors, cast};
+use crate::element::{Element, Row, SPARSE_HEADER_WORDS, Shape, Vectors, cast};
 use crate::format::meta::{Block, INVALID_BLOCK, META_OFFSET, MetaPage};
 
 /// Postgres' block size (`BLCKSZ`), which this build of pg_milvus assumes.
@@ -384,11 +384,15 @@ impl<'a> RowPage<'a> {
     /// boundary: the page is 4-byte aligned (checked in `RowPage::new`) and
     /// an item starts 8-byte aligned within it, its elements after an 8- or
     /// 16-byte header, so they are aligned. A sparse row's words are
-    /// checked to be one ([`crate::element::sparse_row`]).
+    /// checked to be as many as its header says, of the index's dimensions
+    /// (what every read of it relies on; the entries themselves were
+    /// checked when the row was inserted, and the page is WAL-logged).
     fn elements(&self, offset: usize, bytes: &'a [u8]) -> Result<Row<'a>, PageError> {
         if self.shape.element == Element::Sparse {
             let words = cast::<u32>(bytes);
-            if crate::element::sparse_row(words).is_none_or(|v| v.dim != self.shape.dims) {
+            let whole =
+                words.len() >= SPARSE_HEADER_WORDS && words.len() == SPARSE_HEADER_WORDS + 2 * words[1] as usize;
+            if !whole || words[0] as usize != self.shape.dims {
                 let what = format!("item {offset}: not a sparse row of {} dimensions", self.shape.dims);
                 return Err(PageError { dims: self.shape.dims, what });
             }

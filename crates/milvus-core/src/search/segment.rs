@@ -180,13 +180,6 @@ impl LoadedSegment {
         Self::with_parts(SegmentRows::Binlog(binlog), graph, codes, tombstones, Vec::new())
     }
 
-    /// A segment of sparse rows held in memory, with its inverted index.
-    pub fn sparse(binlog: InsertBinlog<'static>, inverted: Inverted<'static>, tombstones: Vec<u32>) -> Self {
-        let mut segment = Self::with_parts(SegmentRows::Binlog(binlog), None, None, tombstones, Vec::new());
-        segment.inverted = Some(inverted);
-        segment
-    }
-
     fn with_parts(
         rows: SegmentRows,
         graph: Option<FlatGraph<'static>>,
