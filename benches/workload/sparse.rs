@@ -340,7 +340,7 @@ pub fn markdown(r: &SparseReport) -> String {
     )
     .unwrap();
     s.push_str("| target | COPY rows/s | CREATE INDEX s | INSERT rows/s | to indexed s | index MB |\n|---|---:|---:|---:|---:|---:|\n");
-    let opt = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_default();
+    let opt = super::opt;
     for t in &r.targets {
         writeln!(
             s,

@@ -1,22 +1,22 @@
 //! What an index stores of each vector: 4-byte floats (`vector`), 2-byte
 //! floats (`halfvec`, half the bytes in pages, segment files and the cache),
-//! or bits (Postgres' `bit(n)`, the type of pgvector's binary quantization:
-//! one bit a dimension, most significant first, the last byte zero-padded).
+//! bits (Postgres' `bit(n)`, the type of pgvector's binary quantization:
+//! one bit a dimension, most significant first, the last byte zero-padded),
+//! or sparse rows (`sparsevec`).
 //!
 //! An index has one [`Element`], fixed at CREATE INDEX by its opclass; its
 //! rows are read in place as a [`Row`] (a borrowed vector) from pages and
-//! binlogs, and a [`Vectors`] column holds many, row-major.
-//!
-//! Sparse rows (`sparsevec`) are the one element of variable width: a row
-//! is its entries as 4-byte words in pgvector's datum layout, less the
-//! varlena header ([`sparse_words`]), so an insert and a query borrow the
-//! datum as it is. Their segments are inverted indexes, not graphs
-//! (`crate::inverted`). Distances
+//! binlogs, and a [`Vectors`] column holds many, row-major. Distances
 //! between two rows of one element type use that type's kernel
 //! ([`crate::Metric::between`]): simsimd's f16 kernels widen as they go and
 //! sum in f32, as pgvector's halfvec functions do, so a half index never
 //! widens a row it reads. (Building a graph widens the segment once: the
 //! builder works in f32.)
+//!
+//! Sparse rows are the one element of variable width: a row is its entries
+//! as 4-byte words in pgvector's datum layout, less the varlena header
+//! ([`sparse_words`]), so an insert and a query borrow the datum as it is.
+//! Their segments are inverted indexes, not graphs (`crate::inverted`).
 
 use std::borrow::Cow;
 
