@@ -161,9 +161,9 @@ pub enum Walk {
 /// prunes little and pays its row-by-row merge for every row. Under L2 the
 /// per-row term -|x|² leaves it nothing to prune, so L2 always accumulates.
 /// Measured on 100k SPLADE-like rows (docs/benchmarks.md, "Sparse rows"):
-/// MaxScore is 1.3-1.6x faster up to 1.8 postings a row, the two are
-/// within noise at 2.3, accumulating is 1.5x faster at 2.9 and 2.4x at
-/// 5.4.
+/// MaxScore is 1.5x faster at 1.0 postings a row, the two are within
+/// noise at 1.8, accumulating is 1.3x faster at 2.3, 1.8x at 2.9 and 3.3x
+/// at 5.4.
 pub const ACCUMULATE_ABOVE: usize = 2;
 
 /// A bound widened past the rounding of a sum of a few dozen f32 terms,
