@@ -126,14 +126,7 @@ impl Metric {
             Metric::InnerProduct => -sparse_inner_product(a, b),
             Metric::Cosine => sparse_cosine_distance(a, b) as f32,
             Metric::L1 => sparse_l1(a, b),
-            Metric::Hamming | Metric::Jaccard => {
-                let dense = |v: Sparse<'_>| {
-                    let mut d = vec![0.0; v.dim];
-                    v.indices.iter().zip(v.values).for_each(|(i, x)| d[*i as usize] = *x);
-                    d
-                };
-                self.distance(&dense(a), &dense(b))
-            }
+            Metric::Hamming | Metric::Jaccard => self.distance(&a.to_dense(), &b.to_dense()),
         }
     }
 

@@ -49,6 +49,15 @@ pub struct Sparse<'a> {
     pub values: &'a [f32],
 }
 
+impl Sparse<'_> {
+    /// Every dimension's value, 0 where it has no entry.
+    pub fn to_dense(self) -> Vec<f32> {
+        let mut dense = vec![0.0; self.dim];
+        self.indices.iter().zip(self.values).for_each(|(i, x)| dense[*i as usize] = *x);
+        dense
+    }
+}
+
 impl Element {
     /// Bytes of a vector of `dims` elements; of a sparse row, its fixed
     /// part (an empty row): each entry adds 8 bytes.
@@ -171,15 +180,26 @@ pub fn sparse_words(v: Sparse<'_>) -> Vec<u32> {
     words
 }
 
+/// Whether `words` are as many as a sparse row's header says.
+fn is_whole_sparse_row(words: &[u32]) -> bool {
+    words.len() >= SPARSE_HEADER_WORDS && words.len() == SPARSE_HEADER_WORDS + 2 * words[1] as usize
+}
+
+/// Whether stored `words` are a sparse row of `dims` dimensions as far as
+/// every read of it relies on: as many words as its header says. Its
+/// entries are checked by [`sparse_row`], where a whole file is verified.
+pub fn is_sparse_row_of(words: &[u32], dims: usize) -> bool {
+    is_whole_sparse_row(words) && words[0] as usize == dims
+}
+
 /// The words of a sparse row in `words`, if they are one: `None` when the
 /// header does not give their length, or an index or value breaks the
 /// rules of `sparsevec` (what a damaged page or file would show).
 pub fn sparse_row(words: &[u32]) -> Option<Sparse<'_>> {
-    let (&dim, &nnz) = (words.first()?, words.get(1)?);
-    let nnz = nnz as usize;
-    if words.len() != SPARSE_HEADER_WORDS + 2 * nnz || nnz > dim as usize || dim as usize > SPARSE_MAX_DIM {
+    if !is_whole_sparse_row(words) || words[1] > words[0] || words[0] as usize > SPARSE_MAX_DIM {
         return None;
     }
+    let dim = words[0];
     let v = sparse_view(words);
     let ascending = v.indices.windows(2).all(|w| w[0] < w[1]);
     let in_range = v.indices.iter().all(|i| *i >= 0 && (*i as i64) < dim as i64);
@@ -262,12 +282,7 @@ impl<'a> Row<'a> {
             Row::Bit { bits, len } => {
                 Cow::Owned((0..len).map(|i| f32::from((bits[i / 8] >> (7 - i % 8)) & 1)).collect())
             }
-            Row::Sparse(words) => {
-                let v = sparse_view(words);
-                let mut dense = vec![0.0; v.dim];
-                v.indices.iter().zip(v.values).for_each(|(i, x)| dense[*i as usize] = *x);
-                Cow::Owned(dense)
-            }
+            Row::Sparse(words) => Cow::Owned(sparse_view(words).to_dense()),
         }
     }
 
@@ -291,7 +306,7 @@ impl<'a> Row<'a> {
     pub fn from_bytes(shape: Shape, bytes: &'a [u8]) -> Row<'a> {
         if shape.element == Element::Sparse {
             let words = cast::<u32>(bytes);
-            assert_eq!(words.len(), SPARSE_HEADER_WORDS + 2 * words[1] as usize, "a stored sparse row");
+            assert!(is_whole_sparse_row(words), "a stored sparse row");
             return Row::Sparse(words);
         }
         assert_eq!(bytes.len(), shape.bytes(), "a stored row of {shape:?}");

@@ -289,10 +289,7 @@ pub fn from_dense(values: &[f32], declared: Option<usize>) -> Result<SparseVec, 
 pub fn to_dense(v: Sparse, declared: Option<usize>) -> Result<Vec<f32>, VectorError> {
     crate::vector::check_dims(v.dim)?;
     check_typmod(declared, v.dim)?;
-    let mut dense = vec![0.0f32; v.dim];
-    for (&i, &x) in v.indices.iter().zip(v.values) {
-        dense[i as usize] = x;
-    }
+    let dense = v.to_dense();
     check_elements(&dense)?;
     Ok(dense)
 }

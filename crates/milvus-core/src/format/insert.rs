@@ -190,9 +190,10 @@ fn invalid(object: &str, message: String) -> FormatError {
 }
 
 /// Checks the starts of sparse rows (from 0, ascending, to the words'
-/// count) and that each row's words are as long as its header says, so no
-/// read of a row goes out of bounds; under [`Check::Full`], every row
-/// entirely ([`crate::element::sparse_row`]), of `dims` dimensions.
+/// count) and that each row is as long as its header says and of `dims`
+/// dimensions ([`crate::element::is_sparse_row_of`]), so no read of a row
+/// goes out of bounds; under [`Check::Full`], every row entirely
+/// ([`crate::element::sparse_row`]).
 fn check_sparse_rows(vectors: &Vectors, dims: usize, check: Check) -> Result<(), String> {
     let Vectors::Sparse(rows) = vectors else { unreachable!("sparse rows") };
     let (starts, words) = (&rows.starts, rows.words.len() as u64);
@@ -201,9 +202,9 @@ fn check_sparse_rows(vectors: &Vectors, dims: usize, check: Check) -> Result<(),
     }
     for i in 0..rows.len() {
         let row = rows.row(i);
-        let whole = row.len() >= crate::element::SPARSE_HEADER_WORDS
-            && row.len() == crate::element::SPARSE_HEADER_WORDS + 2 * row[1] as usize;
-        if !whole || (check == Check::Full && crate::element::sparse_row(row).is_none_or(|v| v.dim != dims)) {
+        if !crate::element::is_sparse_row_of(row, dims)
+            || (check == Check::Full && crate::element::sparse_row(row).is_none())
+        {
             return Err(format!("row {i} is not a sparse row of {dims} dimensions"));
         }
     }

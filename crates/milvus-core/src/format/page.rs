@@ -33,7 +33,7 @@
 //! [`RowPageBuilder`] fills pages for the tests and benches of the scan.
 
 use crate::distance::Metric;
-use crate::element::{Element, Row, SPARSE_HEADER_WORDS, Shape, Vectors, cast};
+use crate::element::{Element, Row, Shape, Vectors, cast};
 use crate::format::meta::{Block, INVALID_BLOCK, META_OFFSET, MetaPage};
 
 /// Postgres' block size (`BLCKSZ`), which this build of pg_milvus assumes.
@@ -390,9 +390,7 @@ impl<'a> RowPage<'a> {
     fn elements(&self, offset: usize, bytes: &'a [u8]) -> Result<Row<'a>, PageError> {
         if self.shape.element == Element::Sparse {
             let words = cast::<u32>(bytes);
-            let whole =
-                words.len() >= SPARSE_HEADER_WORDS && words.len() == SPARSE_HEADER_WORDS + 2 * words[1] as usize;
-            if !whole || words[0] as usize != self.shape.dims {
+            if !crate::element::is_sparse_row_of(words, self.shape.dims) {
                 let what = format!("item {offset}: not a sparse row of {} dimensions", self.shape.dims);
                 return Err(PageError { dims: self.shape.dims, what });
             }
