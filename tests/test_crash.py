@@ -57,11 +57,13 @@ def report():
         sums = [sum(r[i] for r in results) for i in range(3)]
         print(f"{point:<26}{len(results):>6}" + "".join(f"{n:>6}" for n in sums))
 
-def writers(cluster, dbname, stop, committed, count=3):
-    """Sessions inserting batches of 20 rows, recording the ids whose COMMIT
-    returned; a batch cut by the crash may or may not have committed."""
+def writers(cluster, dbname, stop, committed, count=3, insert="INSERT INTO items VALUES (%s, 0, %s)",
+            batch=lambda w, n: clustered(20, seed=w)):
+    """Sessions inserting batches of 20 rows (`batch(writer, rows written
+    so far)`, by `insert` with each row's id first), recording the ids
+    whose COMMIT returned; a batch cut by the crash may or may not have
+    committed."""
     def run(w):
-        data = clustered(20, seed=w)
         n = 0
         try:
             with cluster.connect(dbname) as c:
@@ -69,7 +71,7 @@ def writers(cluster, dbname, stop, committed, count=3):
                 while not stop.is_set():
                     ids = [1_000_000 * (w + 1) + n + i for i in range(20)]
                     with c.transaction(), c.cursor() as cur:
-                        cur.executemany("INSERT INTO items VALUES (%s, 0, %s)", list(zip(ids, data)))
+                        cur.executemany(insert, list(zip(ids, batch(w, n))))
                     committed.update(ids)
                     n += 20
         except psycopg.Error:

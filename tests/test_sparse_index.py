@@ -13,6 +13,9 @@ import pytest
 from pgvector import SparseVector
 from pgvector.psycopg import register_vector
 
+from test_crash import writers
+from test_halfvec_index import live_segments
+
 VOCAB = 3000
 METRICS = {"l2_ops": "<->", "ip_ops": "<#>", "cosine_ops": "<=>"}
 ZIPF = 1.0 / np.arange(1, VOCAB + 1)
@@ -52,11 +55,6 @@ def assert_exact(conn, op, queries):
         assert [d for _, d in idx] == pytest.approx([d for _, d in seq], rel=1e-6, abs=1e-6), (op, q)
         tie = seq[-1][1]
         assert {i for i, d in idx if d != tie} == {i for i, d in seq if d != tie}, (op, q)
-
-
-def live_segments(conn, index):
-    return conn.execute(
-        f"SELECT state, rows FROM milvus_segments('{index}') WHERE state <> 'dropped' ORDER BY segment_id").fetchall()
 
 
 @pytest.fixture
@@ -193,21 +191,7 @@ def test_kill_9_mid_insert_loses_no_committed_row(cluster, data):
     dbname = conn.info.dbname
     conn.execute("CREATE INDEX s_idx ON s USING milvus (terms sparsevec_l2_ops)")
     stop, committed = threading.Event(), set()
-
-    def write(w):
-        rng, n = np.random.default_rng(100 + w), 0
-        try:
-            with cluster.connect(dbname) as c:
-                register_vector(c)
-                while not stop.is_set():
-                    ids = [1_000_000 * (w + 1) + n + i for i in range(20)]
-                    batch = sparse_rows(rng, 20, 1 + n % 200)
-                    with c.transaction(), c.cursor() as cur:
-                        cur.executemany("INSERT INTO s VALUES (%s, %s)", list(zip(ids, batch)))
-                    committed.update(ids)
-                    n += 20
-        except psycopg.Error:
-            pass  # the crash
+    rngs = [np.random.default_rng(100 + w) for w in range(3)]
 
     def hold():
         try:
@@ -220,9 +204,10 @@ def test_kill_9_mid_insert_loses_no_committed_row(cluster, data):
         except psycopg.Error:
             pass
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(3)] + [threading.Thread(target=hold)]
-    for t in threads:
-        t.start()
+    held = threading.Thread(target=hold)
+    held.start()
+    threads = writers(cluster, dbname, stop, committed, insert="INSERT INTO s VALUES (%s, %s)",
+                      batch=lambda w, n: sparse_rows(rngs[w], 20, 1 + n % 200)) + [held]
     deadline = time.time() + 60
     while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'").fetchone()[0] != 1:
         assert time.time() < deadline, "the held insert never got to its pause"

@@ -1083,27 +1083,10 @@ impl Bench<'_> {
         }
     }
 
-    /// Polls until no row waits in the growing or a sealed segment.
+    /// Polls until no row of the measured table waits in the growing or a
+    /// sealed segment ([`wait_indexed`]).
     fn wait_indexed(&self, c: &mut Client) {
-        let index = format!("{}_embedding_idx", Kind::Milvus.table());
-        c.query(&format!("SELECT * FROM milvus_flush('{index}')"), &[]).unwrap();
-        loop {
-            let pending: i64 = c
-                .query_one(
-                    &format!(
-                        "SELECT count(*) FROM milvus_segments('{index}') WHERE (state IN ('growing', 'sealed', \
-                        'flushing') AND rows > 0) OR (state = 'flushed' AND rows > {} AND index_state <> 'ready')",
-                        milvus_core::jobs::FLUSH_GRAPH_MIN_ROWS
-                    ),
-                    &[],
-                )
-                .unwrap()
-                .get(0);
-            if pending == 0 {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_indexed(c, &format!("{}_embedding_idx", Kind::Milvus.table()));
     }
 
     /// Polls until the workers have nothing left to merge or purge and no
@@ -1843,6 +1826,29 @@ fn draw(out: &mut String, series: &[Series], x_min: f64, y_max: f64) -> Result<(
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+/// Flushes the milvus index `index`, then polls until no row waits in the
+/// growing or a sealed segment and every segment due a graph has it.
+fn wait_indexed(c: &mut Client, index: &str) {
+    c.query(&format!("SELECT * FROM milvus_flush('{index}')"), &[]).unwrap();
+    loop {
+        let pending: i64 = c
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM milvus_segments('{index}') WHERE (state IN ('growing', 'sealed', \
+                    'flushing') AND rows > 0) OR (state = 'flushed' AND rows > {} AND index_state <> 'ready')",
+                    milvus_core::jobs::FLUSH_GRAPH_MIN_ROWS
+                ),
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if pending == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The bench database's connection string.

@@ -5,7 +5,7 @@
 //! segments, exact) beside pgvector's HNSW on the same rows, when
 //! installed. Phases: COPY all rows but the last 5%; CREATE INDEX on them;
 //! INSERT the rest in statements of 1,000 rows with the index present;
-//! time from the last insert until every row is in a flushed segment
+//! time from the last insert until every row is in an indexed segment
 //! (pgvector indexes each row as it goes: 0); then one client's QPS,
 //! latency and recall@10 of `--queries` queries of `--sparse-query-nnz`
 //! dimensions at each `--ef` (pgvector's `hnsw.ef_search`; pg_milvus
@@ -27,7 +27,7 @@ use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::{Args, BATCH, K, Machine, counting, die, done, percentile, seconds, step};
+use super::{Args, BATCH, K, Machine, QueryRun, counting, die, done, percentile, seconds, step, wait_indexed};
 
 /// Rows inserted with the index present, after CREATE INDEX on the rest.
 const INSERTED_SHARE: f64 = 0.05;
@@ -51,23 +51,11 @@ struct SparseTarget {
     create_index_s: Option<f64>,
     insert_rows: usize,
     insert_batch_rows_per_s: Option<f64>,
-    /// From the last insert until every row is in a flushed segment.
+    /// From the last insert until every row is in an indexed segment.
     time_to_indexed_s: Option<f64>,
     index_bytes: Option<i64>,
-    queries: Vec<SparseQueries>,
+    queries: Vec<QueryRun>,
     notes: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct SparseQueries {
-    ef_search: usize,
-    recall_at_10: f64,
-    /// Median over the repeats, with the range.
-    qps: f64,
-    qps_min: f64,
-    qps_max: f64,
-    p50_ms: f64,
-    p99_ms: f64,
 }
 
 /// A `sparsevec` parameter in the binary form `sparsevec_recv` reads
@@ -190,8 +178,8 @@ impl Workload<'_> {
         r.insert_batch_rows_per_s = Some(r.insert_rows as f64 / start.elapsed().as_secs_f64());
         done(&format!("{:.0} rows/s", r.insert_batch_rows_per_s.unwrap()));
         r.time_to_indexed_s = if t.name == MILVUS.name {
-            seconds("pg_milvus: last insert until every row is flushed", || {
-                wait_flushed(&mut c, &format!("{table}_idx"))
+            seconds("pg_milvus: last insert until every row is indexed", || {
+                wait_indexed(&mut c, &format!("{table}_idx"))
             })
         } else {
             Some(0.0)
@@ -218,7 +206,7 @@ impl Workload<'_> {
         r
     }
 
-    fn queries(&self, c: &mut Client, t: &Target, ef: usize) -> SparseQueries {
+    fn queries(&self, c: &mut Client, t: &Target, ef: usize) -> QueryRun {
         let setting = if t.name == MILVUS.name { "milvus.ef_search" } else { "hnsw.ef_search" };
         c.batch_execute(&format!("SET {setting} = {ef}")).unwrap();
         let sql = format!(
@@ -251,8 +239,10 @@ impl Workload<'_> {
         }
         qps.sort_by(f64::total_cmp);
         latencies.sort_by(f64::total_cmp);
-        SparseQueries {
+        QueryRun {
+            label: t.name.into(),
             ef_search: ef,
+            clients: 1,
             recall_at_10: found as f64 / (K * self.queries.len()) as f64,
             qps: qps[qps.len() / 2],
             qps_min: qps[0],
@@ -260,28 +250,6 @@ impl Workload<'_> {
             p50_ms: percentile(&latencies, 0.5),
             p99_ms: percentile(&latencies, 0.99),
         }
-    }
-}
-
-/// Flushes, then polls until no row waits in the growing or a sealed
-/// segment.
-fn wait_flushed(c: &mut Client, index: &str) {
-    c.query(&format!("SELECT * FROM milvus_flush('{index}')"), &[]).unwrap();
-    loop {
-        let pending: i64 = c
-            .query_one(
-                &format!(
-                    "SELECT count(*) FROM milvus_segments('{index}') WHERE state IN ('growing', 'sealed', 'flushing') \
-                     AND rows > 0"
-                ),
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        if pending == 0 {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
 
