@@ -388,13 +388,9 @@ impl<'a> RowPage<'a> {
     /// (what every read of it relies on; the entries themselves were
     /// checked when the row was inserted, and the page is WAL-logged).
     fn elements(&self, offset: usize, bytes: &'a [u8]) -> Result<Row<'a>, PageError> {
-        if self.shape.element == Element::Sparse {
-            let words = cast::<u32>(bytes);
-            if !crate::element::is_sparse_row_of(words, self.shape.dims) {
-                let what = format!("item {offset}: not a sparse row of {} dimensions", self.shape.dims);
-                return Err(PageError { dims: self.shape.dims, what });
-            }
-            return Ok(Row::Sparse(words));
+        if self.shape.element == Element::Sparse && !crate::element::is_sparse_row_of(cast(bytes), self.shape.dims) {
+            let what = format!("item {offset}: not a sparse row of {} dimensions", self.shape.dims);
+            return Err(PageError { dims: self.shape.dims, what });
         }
         Ok(Row::from_bytes(self.shape, bytes))
     }
