@@ -5,7 +5,7 @@ use milvus_core::element::{Row, Vectors, f16};
 use milvus_core::format::manifest::Manifest;
 use milvus_core::format::{delta, index, insert, ranges};
 use milvus_core::graph::FlatGraph;
-use milvus_core::quant::Codes;
+use milvus_core::quant::{Codes, Quantization};
 use milvus_core::segment::SegmentId;
 
 fn write(target: &str, name: &str, bytes: &[u8]) {
@@ -58,9 +58,11 @@ fn main() {
     let graph = FlatGraph::from_nodes(&nodes, 2);
     write("index_file", "seed-0", &index::encode(SegmentId(7), Metric::L2, &graph, None));
     write("index_file", "seed-1", &index::encode_hnsw_dump(SegmentId(7), 3, b"graph", b"data"));
-    let codes =
-        Codes::encode(Metric::Cosine, 3, &Vectors::F32(vectors[..9].to_vec().into())).expect("cosine has codes");
+    let rows = Vectors::F32(vectors[..9].to_vec().into());
+    let codes = Codes::encode(Quantization::Sq8, Metric::Cosine, 3, &rows).expect("cosine has codes");
     write("index_file", "seed-2", &index::encode(SegmentId(7), Metric::Cosine, &graph, Some(&codes)));
+    let codes = Codes::encode(Quantization::RaBitQ, Metric::Cosine, 3, &rows).expect("cosine has codes");
+    write("index_file", "rabitq-0", &index::encode(SegmentId(7), Metric::Cosine, &graph, Some(&codes)));
     let sparse_rows = milvus_core::synthetic::splade_like(20, 64, 6, 1);
     let inverted = milvus_core::inverted::Inverted::build(Metric::L2, sparse_rows.iter().map(|r| r.view()));
     write("index_file", "inverted-0", &milvus_core::format::inverted::encode(SegmentId(7), &inverted));

@@ -58,3 +58,59 @@ def test_codes_find_what_the_rows_find(conn, opclass):
     assert milvus_scan(conn, op, q)["reranked"] == "0", "no codes: the graph is walked on the rows"
     plain = recall(conn, op, queries)
     assert coded >= plain - 0.02, f"recall {coded} with codes, {plain} without"
+
+
+@pytest.mark.parametrize("opclass", METRICS)
+def test_rabitq_codes_find_what_the_rows_find(conn, opclass):
+    """`quantization = rabitq` at 256 dimensions, where RaBitQ's estimates
+    are tight (their error shrinks as 1 / sqrt(dims); at 64 they cost
+    recall, docs/benchmarks.md): rows in exact order, twice `ef_search`
+    rows re-ranked, the recall of a walk on the rows, halfvec rows too."""
+    op = METRICS[opclass]
+    dims, n = 256, 6000
+    rng = np.random.default_rng(3)
+    centres = rng.uniform(-1, 1, (40, dims))
+    rows = (centres[rng.integers(0, 40, n)] + 0.1 * rng.standard_normal((n, dims))).astype(np.float32)
+    conn.execute(f"DROP TABLE items; CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({dims}))")
+    with conn.cursor() as cur, cur.copy("COPY items (id, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(["int8", "vector"])
+        for i, v in enumerate(rows):
+            copy.write_row((i, v))
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding {opclass}) WITH (quantization = rabitq)")
+    queries = near(rows, 30)
+    conn.execute("SET milvus.ef_search = 40")
+    for q in queries[:5]:
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            got = conn.execute(f"SELECT id, embedding {op} %s FROM items ORDER BY embedding {op} %s LIMIT 10",
+                               (q, q)).fetchall()
+        distances = [d for _, d in got]
+        assert distances == sorted(distances), distances
+        exact = dict(conn.execute(f"SELECT id, embedding {op} %s FROM items WHERE id = ANY(%s)",
+                                  (q, [i for i, _ in got])).fetchall())
+        assert all(exact[i] == d for i, d in got), "exact distances, not estimates"
+    assert int(milvus_scan(conn, op, queries[0])["reranked"]) == 80, "twice ef_search re-ranked"
+    coded = recall(conn, op, queries)
+
+    conn.execute("ALTER INDEX items_idx SET (quantization = none)")
+    conn.execute("REINDEX INDEX items_idx")
+    assert milvus_scan(conn, op, queries[0])["reranked"] == "0"
+    plain = recall(conn, op, queries)
+    assert coded >= plain - 0.02, f"recall {coded} with RaBitQ codes, {plain} without"
+
+    # halfvec rows code as their floats do.
+    conn.execute("DROP INDEX items_idx")
+    half_opclass = opclass.replace("vector_", "halfvec_")
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus ((embedding::halfvec({dims})) {half_opclass}) "
+                 "WITH (quantization = rabitq)")
+    for q in queries[:3]:
+        literal_q = f"'{literal(q)}'::halfvec({dims})"
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            by_index = [r[0] for r in conn.execute(
+                f"SELECT id FROM items ORDER BY embedding::halfvec({dims}) {op} {literal_q} LIMIT 10")]
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_indexscan = off")
+            exact = [r[0] for r in conn.execute(
+                f"SELECT id FROM items ORDER BY embedding::halfvec({dims}) {op} {literal_q} LIMIT 10")]
+        assert len(set(by_index) & set(exact)) >= 8, (by_index, exact)

@@ -6,7 +6,8 @@
 //!
 //! `quantization` says what a segment's index file keeps beside its graph:
 //! `sq8` (the default) 8-bit codes of its rows, which searches walk the
-//! graph by (`milvus_core::quant`), `none` nothing. Like `m`, it applies to
+//! graph by (`milvus_core::quant`), `rabitq` RaBitQ codes of 4 bits a
+//! dimension, `none` nothing. Like `m`, it applies to
 //! segments flushed or compacted from then on.
 //!
 //! `growing_max_rows` is where the growing segment seals (the rows every
@@ -57,6 +58,7 @@ pub const DEFAULT_GROWING_MAX_ROWS: i32 = 0;
 /// The values of `quantization`, as Postgres stores an enum option.
 const QUANTIZATION_SQ8: i32 = 0;
 const QUANTIZATION_NONE: i32 = 1;
+const QUANTIZATION_RABITQ: i32 = 2;
 
 static mut RELOPT_KIND: pg_sys::relopt_kind::Type = 0;
 
@@ -107,16 +109,17 @@ pub fn init() {
         // Postgres keeps the members for the life of the process.
         let members = Box::leak(Box::new([
             pg_sys::relopt_enum_elt_def { string_val: c"sq8".as_ptr(), symbol_val: QUANTIZATION_SQ8 },
+            pg_sys::relopt_enum_elt_def { string_val: c"rabitq".as_ptr(), symbol_val: QUANTIZATION_RABITQ },
             pg_sys::relopt_enum_elt_def { string_val: c"none".as_ptr(), symbol_val: QUANTIZATION_NONE },
             pg_sys::relopt_enum_elt_def { string_val: std::ptr::null(), symbol_val: 0 },
         ]));
         pg_sys::add_enum_reloption(
             RELOPT_KIND,
             c"quantization".as_ptr(),
-            c"Codes kept beside each segment's graph, which searches walk it by: sq8 (8-bit codes) or none".as_ptr(),
+            c"Codes kept beside each segment's graph, which searches walk it by: sq8 (8-bit codes), rabitq (RaBitQ, 4-bit) or none".as_ptr(),
             members.as_mut_ptr(),
             QUANTIZATION_SQ8,
-            c"Valid values are \"sq8\" and \"none\".".as_ptr(),
+            c"Valid values are \"sq8\", \"rabitq\" and \"none\".".as_ptr(),
             lock,
         );
         pg_sys::add_string_reloption(
@@ -214,6 +217,7 @@ impl Options {
     pub fn hnsw_params(&self) -> HnswParams {
         let quantization = match self.quantization {
             QUANTIZATION_NONE => Quantization::None,
+            QUANTIZATION_RABITQ => Quantization::RaBitQ,
             _ => Quantization::Sq8,
         };
         HnswParams { m: self.m as usize, ef_construction: self.ef_construction as usize, quantization }

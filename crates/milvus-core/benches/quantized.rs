@@ -1,7 +1,8 @@
-//! One segment searched by its rows and by its 8-bit codes (`quantization =
-//! none | sq8`), the same graph under both: recall@10 against exact search
-//! beside single-thread QPS and the rows each query re-ranks, per `ef_search`;
-//! and what the codes cost: encoding time and bytes beside the rows'.
+//! One segment searched by its rows, by its 8-bit codes and by its RaBitQ
+//! codes (`quantization = none | sq8 | rabitq`), the same graph under all:
+//! recall@10 against exact search beside single-thread QPS and the rows
+//! each query re-ranks, per `ef_search`; and what the codes cost: encoding
+//! time and bytes beside the rows'.
 //! Each segment is opened as a search opens it: its index file decoded in
 //! place over the file's bytes. A plain harness: building the graph takes
 //! seconds, too long for Criterion's repeated sampling.
@@ -20,7 +21,7 @@ use milvus_core::format::Check;
 use milvus_core::format::index;
 use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
-use milvus_core::quant::Codes;
+use milvus_core::quant::{Codes, Quantization};
 use milvus_core::search::{LoadedSegment, RowsFrom};
 use milvus_core::segment::SegmentId;
 use milvus_core::synthetic::gaussian_mixture;
@@ -42,29 +43,33 @@ fn main() {
     let binlog = InsertBinlog::decode("bench", &binlog_bytes).unwrap();
 
     let t = Instant::now();
-    let index = SegmentIndex::build(&binlog, HnswParams::default(), &AtomicBool::new(false)).unwrap();
+    let params = HnswParams { quantization: Quantization::None, ..HnswParams::default() };
+    let index = SegmentIndex::build(&binlog, params, &AtomicBool::new(false)).unwrap();
     let build = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let codes = Codes::encode(metric, dims, binlog.vectors()).unwrap();
-    let encode = t.elapsed().as_secs_f64();
-    let with_codes = index.to_index_file();
     let without = index::encode(SegmentId(1), metric, &index.to_flat(), None);
-    println!("{rows} x {dims} {metric:?}: graph built in {build:.2} s, codes encoded in {encode:.3} s");
-    println!(
-        "bytes: rows {}, graph {}, codes {} ({:.2} of the rows)",
-        rows * dims * 4,
-        without.len(),
-        codes.bytes(),
-        codes.bytes() as f64 / (rows * dims * 4) as f64
-    );
+    println!("{rows} x {dims} {metric:?}: graph built in {build:.2} s");
+    let row_bytes = rows * dims * 4;
+    println!("bytes: rows {row_bytes}, graph {}", without.len());
+    let mut files = vec![("rows", without.clone())];
+    for (name, quantization) in [("sq8 codes", Quantization::Sq8), ("rabitq codes", Quantization::RaBitQ)] {
+        let t = Instant::now();
+        let codes = Codes::encode(quantization, metric, dims, binlog.vectors()).unwrap();
+        let encode = t.elapsed().as_secs_f64();
+        println!(
+            "{name}: encoded in {encode:.2} s, {} bytes ({:.3} of the rows; graph and codes {:.3})",
+            codes.bytes(),
+            codes.bytes() as f64 / row_bytes as f64,
+            (codes.bytes() + without.len()) as f64 / row_bytes as f64
+        );
+        files.push((name, index::encode(SegmentId(1), metric, &index.to_flat(), Some(&codes))));
+    }
 
     let open = |file: &[u8]| {
         let binlog = RowsFrom::Binlog("binlog", ObjectBytes::Memory(binlog_bytes.clone()));
         LoadedSegment::open(binlog, Some(("index".into(), ObjectBytes::Memory(file.to_vec()))), vec![], Check::Full)
             .unwrap()
     };
-    let (coded, plain) = (open(&with_codes), open(&without));
-    assert!(coded.codes().is_some() && plain.codes().is_none());
+    let segments: Vec<(&str, LoadedSegment)> = files.iter().map(|(name, file)| (*name, open(file))).collect();
 
     let truth: Vec<HashSet<u64>> = held_out
         .chunks(dims)
@@ -78,7 +83,7 @@ fn main() {
     println!("| ef_search | walk | recall@10 | QPS | rows re-ranked per query |");
     println!("|---:|---|---:|---:|---:|");
     for ef in [10, 20, 40, 100, 200] {
-        for (name, segment) in [("rows", &plain), ("sq8 codes", &coded)] {
+        for (name, segment) in &segments {
             let (mut hits, mut read) = (0, 0);
             let t = Instant::now();
             for (q, want) in held_out.chunks(dims).zip(&truth) {

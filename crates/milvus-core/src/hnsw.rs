@@ -158,10 +158,7 @@ impl SegmentIndex {
             }
             Ok(builder.finish())
         })?;
-        let codes = match params.quantization {
-            Quantization::Sq8 => Codes::encode(metric, binlog.dims, binlog.vectors()),
-            Quantization::None => None,
-        };
+        let codes = Codes::encode(params.quantization, metric, binlog.dims, binlog.vectors());
         Ok(SegmentIndex { segment: binlog.segment, metric, graph, codes })
     }
 

@@ -6,7 +6,9 @@
 //! parse, no per-node allocation, one copy per server in the OS page cache
 //! whatever the number of backends searching it; then, for an index with
 //! `quantization = sq8`, the rows' 8-bit codes, which the search walks the
-//! graph by ([`crate::quant`]). The vectors are not repeated here: the
+//! graph by ([`crate::quant`]), or with `quantization = rabitq` (the
+//! default from 256 dimensions) their RaBitQ codes. The vectors are not
+//! repeated here: the
 //! search reads them in place from the segment's insert binlog
 //! ([`super::insert`]), mapped the same way, to re-rank what it found.
 //!
@@ -26,7 +28,7 @@
 //!     34    2  m: neighbour slots per node on each upper layer
 //!     36    8  upper slots (u32 entries of the upper-layer array)
 //!     44    4  CRC-32C of the body
-//!     48    1  codes: 0 none, 1 scalar 8-bit (sq8)
+//!     48    1  codes: 0 none, 1 scalar 8-bit (sq8), 2 RaBitQ
 //!     49    3  reserved, 0
 //!     52    4  code dimensions d (0 without codes)
 //!     56    4  reserved, 0
@@ -37,12 +39,18 @@
 //!              upper_start  u32 x rows       (u32::MAX: layer 0 only)
 //!              upper        u32 x upper slots (node i's layer l >= 1 list
 //!                                              at upper_start[i] + (l-1) * m)
-//!              with codes:
+//!              with sq8 codes:
 //!              low          f32 x d          (each dimension's least value)
 //!              step         f32 x d          (and the step of a level)
 //!              records      rows x (d rounded up to a multiple of 4, + 4):
 //!                           row i's code, a byte a dimension, zeros to the
 //!                           multiple of 4, then |decoded row|² as an f32
+//!              with RaBitQ codes (p: d rounded up to a multiple of 64):
+//!              seed         u64              (of the rotation)
+//!              centroid     f32 x d          (the rows' mean)
+//!              records      rows x (p / 2 + 12): row i's code, 4 bits a
+//!                           dimension in the kernel's layout, then three
+//!                           f32 factors (crate::quant::rabitq)
 //! ```
 //!
 //! **Version 2** (0.2 before codes) is version 3 with bytes 48..60 zero and
@@ -81,7 +89,7 @@ use super::{
 };
 use crate::distance::Metric;
 use crate::graph::{FlatGraph, GraphParts};
-use crate::quant::{self, Codes};
+use crate::quant::{Codes, RaBitQ, Sq8, rabitq, sq8};
 use crate::segment::SegmentId;
 
 pub const MAGIC: &[u8; 8] = b"PGMVHNS\0";
@@ -90,6 +98,8 @@ pub const VERSION: u16 = 3;
 pub const VERSION_FLAT: u16 = 2;
 /// Codes kind: scalar 8-bit.
 const CODES_SQ8: u8 = 1;
+/// Codes kind: RaBitQ.
+const CODES_RABITQ: u8 = 2;
 pub const HEADER_LEN: usize = 64;
 /// Header flag: a merge may keep the graph (see the layout).
 const FLAG_REUSABLE: u8 = 1;
@@ -130,10 +140,18 @@ pub fn encode_version(
     out.extend_from_slice(bytes_of(&p.layer0));
     out.extend_from_slice(bytes_of(&p.upper_start));
     out.extend_from_slice(bytes_of(&p.upper));
-    if let Some(codes) = codes {
-        out.extend_from_slice(bytes_of(codes.low()));
-        out.extend_from_slice(bytes_of(codes.step()));
-        out.extend_from_slice(codes.records());
+    match codes {
+        Some(Codes::Sq8(codes)) => {
+            out.extend_from_slice(bytes_of(codes.low()));
+            out.extend_from_slice(bytes_of(codes.step()));
+            out.extend_from_slice(codes.records());
+        }
+        Some(Codes::RaBitQ(codes)) => {
+            out.extend_from_slice(&codes.seed().to_le_bytes());
+            out.extend_from_slice(bytes_of(codes.centroid()));
+            out.extend_from_slice(codes.records());
+        }
+        None => {}
     }
     let mut w = Writer(Vec::with_capacity(HEADER_LEN));
     w.bytes(MAGIC)
@@ -144,10 +162,12 @@ pub fn encode_version(
         .u64(p.rows as u64)
         .u32(p.entry);
     w.u16(p.m0 as u16).u16(p.m as u16).u64(p.upper.len() as u64).u32(crc32c::crc32c(&out[HEADER_LEN..]));
-    match codes {
-        Some(codes) => w.u8(CODES_SQ8).bytes(&[0; 3]).u32(codes.dims() as u32),
-        None => w.u8(0).bytes(&[0; 3]).u32(0),
+    let (kind, dims) = match codes {
+        Some(Codes::Sq8(c)) => (CODES_SQ8, c.dims()),
+        Some(Codes::RaBitQ(c)) => (CODES_RABITQ, c.dims()),
+        None => (0, 0),
     };
+    w.u8(kind).bytes(&[0; 3]).u32(dims as u32);
     out[..HEADER_LEN].copy_from_slice(&finish_header(w, HEADER_LEN));
     out
 }
@@ -196,7 +216,7 @@ impl<'a> IndexFile<'a> {
         let metric =
             Metric::from_code(metric_code).ok_or_else(|| invalid(format!("unknown metric code {metric_code}")))?;
         match (version, codes_kind) {
-            (VERSION_FLAT, 0) | (VERSION, 0 | CODES_SQ8) => {}
+            (VERSION_FLAT, 0) | (VERSION, 0 | CODES_SQ8 | CODES_RABITQ) => {}
             _ => return Err(invalid(format!("unknown codes kind {codes_kind} in version {version}"))),
         }
         if (codes_kind == 0) != (code_dims == 0) || code_dims > crate::vector::MAX_DIM as u64 {
@@ -209,11 +229,14 @@ impl<'a> IndexFile<'a> {
         let levels_len = rows.next_multiple_of(8);
         let layer0_len = rows.checked_mul(m0 as u64).and_then(|n| n.checked_mul(4)).ok_or_else(too_big)?;
         let upper_len = upper.checked_mul(4).ok_or_else(too_big)?;
-        let codes_len = match code_dims {
-            0 => 0,
-            d => rows.checked_mul(quant::record_bytes(d as usize) as u64).ok_or_else(too_big)?,
+        // The codes' parts before their records, and one record's bytes.
+        let (codes_head, record) = match codes_kind {
+            CODES_SQ8 => (8 * code_dims, sq8::record_bytes(code_dims as usize)),
+            CODES_RABITQ => (8 + 4 * code_dims, rabitq::record_bytes(code_dims as usize)),
+            _ => (0, 0),
         };
-        let body_len = [layer0_len, rows * 4, upper_len, 8 * code_dims, codes_len]
+        let codes_len = rows.checked_mul(record as u64).ok_or_else(too_big)?;
+        let body_len = [layer0_len, rows * 4, upper_len, codes_head, codes_len]
             .into_iter()
             .try_fold(levels_len, u64::checked_add)
             .ok_or_else(too_big)?;
@@ -224,14 +247,23 @@ impl<'a> IndexFile<'a> {
         let (upper_slots, rest) = rest.split_at(upper_len as usize);
         let u32s = |b: &'a [u8]| column(b, |c| u32::from_le_bytes(c.try_into().expect("chunk of 4")));
         let f32s = |b: &'a [u8]| column(b, |c| f32::from_le_bytes(c.try_into().expect("chunk of 4")));
-        let codes = (code_dims > 0)
-            .then(|| {
-                let (low, rest) = rest.split_at(4 * code_dims as usize);
-                let (step, records) = rest.split_at(4 * code_dims as usize);
-                Codes::from_parts(metric, code_dims as usize, f32s(low), f32s(step), Cow::Borrowed(records))
-            })
-            .transpose()
-            .map_err(invalid)?;
+        let d = code_dims as usize;
+        let codes = match codes_kind {
+            CODES_SQ8 => {
+                let (low, rest) = rest.split_at(4 * d);
+                let (step, records) = rest.split_at(4 * d);
+                Some(Sq8::from_parts(metric, d, f32s(low), f32s(step), Cow::Borrowed(records)).map(Codes::Sq8))
+            }
+            CODES_RABITQ => {
+                let (seed, rest) = rest.split_at(8);
+                let seed = u64::from_le_bytes(seed.try_into().expect("8 bytes"));
+                let (centroid, records) = rest.split_at(4 * d);
+                Some(RaBitQ::from_parts(metric, d, seed, f32s(centroid), Cow::Borrowed(records)).map(Codes::RaBitQ))
+            }
+            _ => None,
+        }
+        .transpose()
+        .map_err(invalid)?;
         let parts = GraphParts {
             rows: rows as usize,
             entry,
@@ -259,6 +291,7 @@ mod tests {
     use super::*;
     use crate::element::Row;
     use crate::format::testing::*;
+    use crate::quant::Quantization;
     use proptest::prelude::*;
 
     fn sample() -> FlatGraph<'static> {
@@ -268,17 +301,19 @@ mod tests {
         FlatGraph::from_nodes(&nodes, 3)
     }
 
-    /// Codes of five rows of 6 dimensions (a record padded to 8 bytes + 4).
-    fn sample_codes(metric: Metric) -> Codes<'static> {
+    /// Codes of five rows of 6 dimensions: 8-bit (a record padded to 8
+    /// bytes + 4) or RaBitQ (32 bytes + 12).
+    fn sample_codes(quantization: Quantization, metric: Metric) -> Codes<'static> {
         let rows: Vec<f32> = (0..30).map(|i| (i * 7 % 11) as f32 - 5.0).collect();
-        Codes::encode(metric, 6, &crate::element::Vectors::F32(Cow::Owned(rows))).unwrap()
+        Codes::encode(quantization, metric, 6, &crate::element::Vectors::F32(Cow::Owned(rows))).unwrap()
     }
 
     #[test]
     fn round_trip_borrows_when_aligned() {
         let graph = sample();
-        let codes = sample_codes(Metric::Cosine);
-        for with in [None, Some(&codes)] {
+        let (sq8, rabitq) =
+            (sample_codes(Quantization::Sq8, Metric::Cosine), sample_codes(Quantization::RaBitQ, Metric::Cosine));
+        for with in [None, Some(&sq8), Some(&rabitq)] {
             let bytes = encode(SegmentId(4), Metric::Cosine, &graph, with);
             let storage = Aligned::of(&bytes);
             let view = storage.bytes();
@@ -308,7 +343,18 @@ mod tests {
 
     #[test]
     fn corruption_is_refused_and_the_header_check_skips_only_the_body_checksum() {
-        let bytes = encode(SegmentId(4), Metric::L2, &sample(), Some(&sample_codes(Metric::L2)));
+        for quantization in [Quantization::Sq8, Quantization::RaBitQ] {
+            corruption_is_refused(&encode(
+                SegmentId(4),
+                Metric::L2,
+                &sample(),
+                Some(&sample_codes(quantization, Metric::L2)),
+            ));
+        }
+    }
+
+    fn corruption_is_refused(bytes: &[u8]) {
+        let bytes = bytes.to_vec();
         every_bit_flip_is_refused(&bytes, |b| IndexFile::decode("o", b, Check::Full).map(drop));
         every_truncation_is_refused(&bytes, |b| IndexFile::decode("o", b, Check::Full).map(drop));
         every_truncation_is_refused(&bytes, |b| IndexFile::decode("o", b, Check::Header).map(drop));
@@ -339,12 +385,14 @@ mod tests {
     #[test]
     fn codes_for_a_metric_without_them_are_refused() {
         // An L1 file claiming codes (its header's metric byte rewritten).
-        let mut bad = encode(SegmentId(4), Metric::L2, &sample(), Some(&sample_codes(Metric::L2)));
-        bad[10] = Metric::L1.code();
-        let crc = crc32c::crc32c(&bad[..60]);
-        bad[60..64].copy_from_slice(&crc.to_le_bytes());
-        let e = IndexFile::decode("o", &bad, Check::Full).unwrap_err();
-        assert_eq!(e.kind, FormatErrorKind::Invalid("codes for L1, which has none".into()));
+        for quantization in [Quantization::Sq8, Quantization::RaBitQ] {
+            let mut bad = encode(SegmentId(4), Metric::L2, &sample(), Some(&sample_codes(quantization, Metric::L2)));
+            bad[10] = Metric::L1.code();
+            let crc = crc32c::crc32c(&bad[..60]);
+            bad[60..64].copy_from_slice(&crc.to_le_bytes());
+            let e = IndexFile::decode("o", &bad, Check::Full).unwrap_err();
+            assert_eq!(e.kind, FormatErrorKind::Invalid("codes for L1, which has none".into()));
+        }
     }
 
     #[test]
@@ -378,12 +426,13 @@ mod tests {
         #[test]
         fn decoder_never_panics_on_valid_header_and_random_body(
             rows in 0u64..100, entry in 0u32..120, m0 in 0u16..8, m in 0u16..4, upper in 0u64..50, code_dims in 0u32..6,
+            kind in 1u8..3,
             body in prop::collection::vec(any::<u8>(), 0..400),
         ) {
             let mut w = Writer(Vec::new());
             w.bytes(MAGIC).u16(VERSION).u8(1).u8(0).u64(1).u64(rows).u32(entry);
             w.u16(m0).u16(m).u64(upper).u32(crc32c::crc32c(&body));
-            w.u8((code_dims > 0) as u8).bytes(&[0; 3]).u32(code_dims);
+            w.u8(if code_dims > 0 { kind } else { 0 }).bytes(&[0; 3]).u32(code_dims);
             let mut bytes = finish_header(w, HEADER_LEN);
             bytes.extend_from_slice(&body);
             // Whatever decodes can be searched without a panic: damage in

@@ -544,10 +544,10 @@ mod tests {
         }
     }
 
-    /// A segment walked by its 8-bit codes finds what one walked by its rows
-    /// does, at the same `ef`: recall within 0.005, every hit with its
-    /// exact distance, nearest first, tombstones held, for each metric
-    /// with codes and for `vector` and `halfvec` rows.
+    /// A segment walked by its codes (8-bit, RaBitQ) finds what one walked
+    /// by its rows does, at the same `ef`: recall within 0.005, every hit
+    /// with its exact distance, nearest first, tombstones held, for each
+    /// metric with codes and for `vector` and `halfvec` rows.
     #[test]
     fn segments_with_codes_find_what_segments_without_do() {
         use crate::element::f16;
@@ -557,7 +557,10 @@ mod tests {
         let halves: Vec<f16> = data.iter().map(|x| f16::from_f32(*x)).collect();
         let keys: Vec<u64> = (0..rows as u64).collect();
         let deleted: Vec<u32> = (0..rows as u32).step_by(7).collect();
-        for metric in [Metric::L2, Metric::InnerProduct, Metric::Cosine] {
+        for (metric, quantization) in [Metric::L2, Metric::InnerProduct, Metric::Cosine]
+            .into_iter()
+            .flat_map(|m| [(m, Quantization::Sq8), (m, Quantization::RaBitQ)])
+        {
             for vectors in [Row::F32(&data), Row::F16(&halves)] {
                 let bytes = insert::encode(SegmentId(1), metric, dims, &keys, vectors);
                 let binlog = InsertBinlog::decode("o", &bytes).unwrap().into_owned();
@@ -566,7 +569,7 @@ mod tests {
                     let index = SegmentIndex::build(&binlog, params, &AtomicBool::new(false)).unwrap();
                     LoadedSegment::new(binlog.clone(), Some(index), deleted.clone())
                 };
-                let (coded, plain) = (open(Quantization::Sq8), open(Quantization::None));
+                let (coded, plain) = (open(quantization), open(Quantization::None));
                 assert!(coded.codes().is_some() && plain.codes().is_none());
                 let (mut coded_hits, mut plain_hits) = (0, 0);
                 for q in (0..rows).step_by(53) {
@@ -597,7 +600,7 @@ mod tests {
                 let (coded, plain) = (coded_hits as f64 / queries, plain_hits as f64 / queries);
                 assert!(
                     coded >= plain - 0.005,
-                    "{metric:?} {:?}: {coded} with codes, {plain} without",
+                    "{metric:?} {quantization:?} {:?}: {coded} with codes, {plain} without",
                     vectors.element()
                 );
             }

@@ -324,8 +324,9 @@ impl LoadedSegment {
     }
 
     /// The `k` nearest live rows not skipped, by exact distance. With
-    /// codes, the graph is walked by the codes' estimates, and the `ef`
-    /// rows it keeps are re-ranked by their exact distances. Re-ranking more
+    /// codes, the graph is walked by the codes' estimates, and the rows it
+    /// keeps (`ef`, twice that with RaBitQ codes: [`Codes::rows_kept`]) are
+    /// re-ranked by their exact distances. Re-ranking more than `ef` with sq8
     /// (walking with `ef` at least 20, or adding the nearest rows the walk
     /// computed but did not keep) mends recall at `ef` 10 on one segment
     /// but cost a stream's layout, whose segments get small shares of `ef`,
@@ -371,7 +372,8 @@ impl LoadedSegment {
             (Some(graph), Some(codes), _) => {
                 let prepared = codes.prepare(query);
                 let estimate = |row: u32| codes.distance(&prepared, row);
-                let pool = graph.search_with(&estimate, &|row| codes.prefetch(row), ef_search, ef_search, &excluded);
+                let kept = codes.rows_kept(ef_search);
+                let pool = graph.search_with(&estimate, &|row| codes.prefetch(row), kept, kept, &excluded);
                 if let SegmentRows::Binlog(binlog) = &self.rows {
                     pool.iter().for_each(|(_, row)| binlog.vector(*row as usize).prefetch());
                 }

@@ -1,5 +1,4 @@
-//! Scalar 8-bit codes of a segment's rows: what a graph search traverses
-//! instead of the rows, which it then reads only to re-rank what it found.
+//! Scalar 8-bit codes (`quantization = sq8`).
 //!
 //! Each dimension `i` of a segment has its range `[low_i, low_i + 255 *
 //! step_i]` (the least and greatest value its rows hold there), and a row
@@ -14,15 +13,10 @@
 //! byte-to-float kernel ([`dot_u8`]). Inner product is `-<q, ô>`; L2
 //! is `sqrt(|q|² - 2 <q, ô> + |ô|²)`, `|ô|²` kept beside each code; cosine
 //! codes the normalised rows, so its distance is `1 - <q, ô> / |q|`.
-//!
-//! A search walks the graph by these estimates and keeps its `ef` best;
-//! their exact distances, from the rows read in place, order the answer
-//! ([`crate::search::LoadedSegment::search`]). Only L2, inner product and
-//! cosine have codes; rows of L1 (whose rank order the inner product does
-//! not give) and of bits have none.
 
 use std::borrow::Cow;
 
+use super::common::{prefetch_bytes, supports};
 use crate::distance::{Metric, inner_product, norm};
 use crate::element::{Row, Vectors};
 use crate::vector::l2_normalize;
@@ -30,26 +24,11 @@ use crate::vector::l2_normalize;
 /// Levels of a code byte.
 const LEVELS: f32 = 255.0;
 
-/// What an index keeps beside its graphs (its reloption `quantization`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Quantization {
-    /// No codes: searches walk the graph on the rows.
-    None,
-    /// Scalar 8-bit codes, for the metrics that have them ([`supports`]).
-    #[default]
-    Sq8,
-}
-
-/// Whether rows under `metric` get codes.
-pub fn supports(metric: Metric) -> bool {
-    matches!(metric, Metric::L2 | Metric::InnerProduct | Metric::Cosine)
-}
-
 /// One segment's codes: each dimension's range, and a record per row (its
 /// code, padded to 4 bytes, then `|ô|²` as a little-endian `f32`), owned
 /// when built, borrowed from an index file when read.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Codes<'a> {
+pub struct Sq8<'a> {
     metric: Metric,
     dims: usize,
     /// Per dimension, the least value and the step of a level.
@@ -64,10 +43,10 @@ pub fn record_bytes(dims: usize) -> usize {
     dims.next_multiple_of(4) + 4
 }
 
-impl<'a> Codes<'a> {
+impl<'a> Sq8<'a> {
     /// The codes of the rows of `dims` elements in `vectors` under
     /// `metric`; `None` for a metric without codes, and for bits.
-    pub fn encode(metric: Metric, dims: usize, vectors: &Vectors<'_>) -> Option<Codes<'static>> {
+    pub fn encode(metric: Metric, dims: usize, vectors: &Vectors<'_>) -> Option<Sq8<'static>> {
         if !supports(metric) || matches!(vectors, Vectors::Bit(_)) || dims == 0 {
             return None;
         }
@@ -104,7 +83,7 @@ impl<'a> Codes<'a> {
             }
             record[stride - 4..].copy_from_slice(&decoded_sq.to_le_bytes());
         }
-        Some(Codes { metric, dims, low: Cow::Owned(low), step: Cow::Owned(step), records: Cow::Owned(records) })
+        Some(Sq8 { metric, dims, low: Cow::Owned(low), step: Cow::Owned(step), records: Cow::Owned(records) })
     }
 
     /// Codes over arrays read from an index file.
@@ -124,7 +103,7 @@ impl<'a> Codes<'a> {
         if !records.len().is_multiple_of(record_bytes(dims)) {
             return Err(format!("{} bytes of codes are not whole records of {}", records.len(), record_bytes(dims)));
         }
-        Ok(Codes { metric, dims, low, step, records })
+        Ok(Sq8 { metric, dims, low, step, records })
     }
 
     pub fn dims(&self) -> usize {
@@ -157,14 +136,14 @@ impl<'a> Codes<'a> {
     }
 
     /// The query's side of the estimates.
-    pub fn prepare(&self, query: Row<'_>) -> PreparedQuery {
+    pub fn prepare(&self, query: Row<'_>) -> Prepared {
         let mut q = query.to_f32().into_owned();
         q.resize(self.dims, 0.0);
         let norm = norm(&q);
         if self.metric == Metric::Cosine {
             q = l2_normalize(&q);
         }
-        PreparedQuery {
+        Prepared {
             scaled: q.iter().zip(self.step.iter()).map(|(x, s)| x * s).collect(),
             base: inner_product(&q, &self.low),
             norm_sq: inner_product(&q, &q),
@@ -179,7 +158,7 @@ impl<'a> Codes<'a> {
 
     /// The distance from the query to `row`'s code, under the metric.
     #[inline]
-    pub fn distance(&self, query: &PreparedQuery, row: u32) -> f32 {
+    pub fn distance(&self, query: &Prepared, row: u32) -> f32 {
         let record = self.record(row);
         let inner = query.base + dot_u8(&query.scaled, &record[..self.dims]);
         match self.metric {
@@ -198,17 +177,13 @@ impl<'a> Codes<'a> {
     /// whole of it, a quarter of a row's lines.
     #[inline]
     pub fn prefetch(&self, row: u32) {
-        #[cfg(target_arch = "x86_64")]
-        for line in self.record(row).chunks(64) {
-            // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) }
-        }
+        prefetch_bytes(self.record(row));
     }
 }
 
-/// The query's side of a segment's estimates ([`Codes::prepare`]).
+/// The query's side of a segment's estimates ([`Sq8::prepare`]).
 #[derive(Debug, Clone)]
-pub struct PreparedQuery {
+pub struct Prepared {
     /// `q_i * step_i` (of the normalised query under cosine).
     scaled: Vec<f32>,
     /// `<q, low>`.
@@ -297,7 +272,7 @@ mod tests {
     fn worst_error(metric: Metric, dims: usize) -> f32 {
         let rows = 2000;
         let data = gaussian_mixture(rows, dims, 20, 0.3, 5);
-        let codes = Codes::encode(metric, dims, &Vectors::F32(Cow::Borrowed(&data))).unwrap();
+        let codes = Sq8::encode(metric, dims, &Vectors::F32(Cow::Borrowed(&data))).unwrap();
         assert_eq!(codes.rows(), rows);
         let mut rng = Rng::new(11);
         let mut worst = 0.0f32;
@@ -330,8 +305,8 @@ mod tests {
         let data = gaussian_mixture(300, 32, 5, 0.3, 2);
         let halves: Vec<crate::element::f16> = data.iter().map(|x| crate::element::f16::from_f32(*x)).collect();
         let widened: Vec<f32> = halves.iter().map(|h| h.to_f32()).collect();
-        let from_halves = Codes::encode(Metric::L2, 32, &Vectors::F16(Cow::Borrowed(&halves))).unwrap();
-        let from_floats = Codes::encode(Metric::L2, 32, &Vectors::F32(Cow::Borrowed(&widened))).unwrap();
+        let from_halves = Sq8::encode(Metric::L2, 32, &Vectors::F16(Cow::Borrowed(&halves))).unwrap();
+        let from_floats = Sq8::encode(Metric::L2, 32, &Vectors::F32(Cow::Borrowed(&widened))).unwrap();
         assert_eq!(from_halves, from_floats);
     }
 
@@ -340,30 +315,21 @@ mod tests {
         // Dimension 0 holds one value; row 0 is all zeros (cosine: NaN).
         let data = [1.0, 0.0, 1.0, 0.5, 1.0, -2.0];
         let data_zero = [0.0, 0.0, 1.0, 0.5, 1.0, -2.0];
-        let codes = Codes::encode(Metric::L2, 2, &Vectors::F32(Cow::Borrowed(&data))).unwrap();
+        let codes = Sq8::encode(Metric::L2, 2, &Vectors::F32(Cow::Borrowed(&data))).unwrap();
         let prepared = codes.prepare(Row::F32(&[1.0, 0.5]));
         assert!(codes.distance(&prepared, 1).abs() < 1e-6);
         assert!((codes.distance(&prepared, 2) - 2.5).abs() < 0.02);
-        let cosine = Codes::encode(Metric::Cosine, 2, &Vectors::F32(Cow::Borrowed(&data_zero))).unwrap();
+        let cosine = Sq8::encode(Metric::Cosine, 2, &Vectors::F32(Cow::Borrowed(&data_zero))).unwrap();
         assert!(cosine.distance(&cosine.prepare(Row::F32(&[0.0, 0.0])), 1).is_nan(), "a zero query");
         assert!(cosine.distance(&cosine.prepare(Row::F32(&[1.0, 0.0])), 1).is_finite());
     }
 
     #[test]
-    fn metrics_without_codes_get_none() {
-        let data = [1.0f32; 8];
-        for metric in [Metric::L1, Metric::Hamming, Metric::Jaccard] {
-            assert!(Codes::encode(metric, 4, &Vectors::F32(Cow::Borrowed(&data))).is_none());
-        }
-        assert!(Codes::encode(Metric::L2, 8, &Vectors::Bit(Cow::Borrowed(&[1u8]))).is_none());
-    }
-
-    #[test]
     fn parts_that_do_not_add_up_are_refused() {
         let data = gaussian_mixture(10, 8, 2, 0.3, 2);
-        let codes = Codes::encode(Metric::L2, 8, &Vectors::F32(Cow::Borrowed(&data))).unwrap();
+        let codes = Sq8::encode(Metric::L2, 8, &Vectors::F32(Cow::Borrowed(&data))).unwrap();
         let part = |low: &[f32], records: &[u8]| {
-            Codes::from_parts(
+            Sq8::from_parts(
                 Metric::L2,
                 8,
                 Cow::Owned(low.to_vec()),
@@ -374,8 +340,6 @@ mod tests {
         assert_eq!(part(&codes.low, &codes.records).unwrap(), codes);
         assert!(part(&codes.low[..7], &codes.records).is_err());
         assert!(part(&codes.low, &codes.records[1..]).is_err());
-        assert!(
-            Codes::from_parts(Metric::L1, 8, codes.low.clone(), codes.step.clone(), codes.records.clone()).is_err()
-        );
+        assert!(Sq8::from_parts(Metric::L1, 8, codes.low.clone(), codes.step.clone(), codes.records.clone()).is_err());
     }
 }

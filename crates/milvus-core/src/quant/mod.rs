@@ -1,0 +1,172 @@
+//! Codes of a segment's rows: what a graph search traverses instead of the
+//! rows, which it then reads only to re-rank what it found.
+//!
+//! Two kinds, chosen by the index's reloption `quantization`:
+//! - [`sq8`] (the default): scalar 8-bit codes, one byte a dimension over
+//!   the segment's per-dimension range. 0.25 of a `vector` row's bytes.
+//! - [`rabitq`]: extended RaBitQ, 4 bits a dimension of the rotated,
+//!   centred row plus three factors, with an error bound on each estimate.
+//!   0.13 of a `vector` row's bytes at 768 dimensions.
+//!
+//! A search walks the graph by the estimates and keeps its `ef` best;
+//! their exact distances, from the rows read in place, order the answer
+//! ([`crate::search::LoadedSegment::search`]). Only L2, inner product and
+//! cosine have codes; rows of L1 (whose rank order the inner product does
+//! not give) and of bits have none.
+
+mod common;
+pub mod rabitq;
+pub mod sq8;
+
+use crate::distance::Metric;
+use crate::element::{Row, Vectors};
+pub use common::supports;
+pub use rabitq::RaBitQ;
+pub use sq8::Sq8;
+
+/// How many times `ef` rows a walk by RaBitQ codes keeps and re-ranks.
+pub const RABITQ_KEPT: usize = 2;
+
+/// What an index keeps beside its graphs (its reloption `quantization`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Quantization {
+    /// No codes: searches walk the graph on the rows.
+    None,
+    /// Scalar 8-bit codes ([`sq8`]).
+    #[default]
+    Sq8,
+    /// Extended RaBitQ codes ([`rabitq`]).
+    RaBitQ,
+}
+
+/// One segment's codes, owned when built, borrowed from an index file when
+/// read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Codes<'a> {
+    Sq8(Sq8<'a>),
+    RaBitQ(RaBitQ<'a>),
+}
+
+/// The query's side of a segment's estimates ([`Codes::prepare`]).
+#[derive(Debug, Clone)]
+pub enum PreparedQuery {
+    Sq8(sq8::Prepared),
+    RaBitQ(rabitq::Prepared),
+}
+
+impl Codes<'_> {
+    /// The codes of the rows of `dims` elements in `vectors` under
+    /// `metric`, of the kind `quantization` names; `None` without codes:
+    /// `quantization = none`, a metric without codes, bits.
+    pub fn encode(
+        quantization: Quantization,
+        metric: Metric,
+        dims: usize,
+        vectors: &Vectors<'_>,
+    ) -> Option<Codes<'static>> {
+        if !supports(metric) || matches!(vectors, Vectors::Bit(_) | Vectors::Sparse(_)) || dims == 0 {
+            return None;
+        }
+        match quantization {
+            Quantization::Sq8 => Sq8::encode(metric, dims, vectors).map(Codes::Sq8),
+            Quantization::RaBitQ => Some(Codes::RaBitQ(RaBitQ::encode(metric, dims, vectors))),
+            Quantization::None => None,
+        }
+    }
+
+    pub fn dims(&self) -> usize {
+        match self {
+            Codes::Sq8(c) => c.dims(),
+            Codes::RaBitQ(c) => c.dims(),
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        match self {
+            Codes::Sq8(c) => c.rows(),
+            Codes::RaBitQ(c) => c.rows(),
+        }
+    }
+
+    /// Bytes the codes take (what a search keeps resident).
+    pub fn bytes(&self) -> usize {
+        match self {
+            Codes::Sq8(c) => c.bytes(),
+            Codes::RaBitQ(c) => c.bytes(),
+        }
+    }
+
+    pub fn is_borrowed(&self) -> bool {
+        match self {
+            Codes::Sq8(c) => c.is_borrowed(),
+            Codes::RaBitQ(c) => c.is_borrowed(),
+        }
+    }
+
+    /// The query's side of the estimates, computed once a search.
+    pub fn prepare(&self, query: Row<'_>) -> PreparedQuery {
+        match self {
+            Codes::Sq8(c) => PreparedQuery::Sq8(c.prepare(query)),
+            Codes::RaBitQ(c) => PreparedQuery::RaBitQ(c.prepare(query)),
+        }
+    }
+
+    /// The estimated distance from the query to `row`, under the metric.
+    #[inline]
+    pub fn distance(&self, query: &PreparedQuery, row: u32) -> f32 {
+        match (self, query) {
+            (Codes::Sq8(c), PreparedQuery::Sq8(q)) => c.distance(q, row),
+            (Codes::RaBitQ(c), PreparedQuery::RaBitQ(q)) => c.distance(q, row),
+            _ => unreachable!("a query prepared by other codes"),
+        }
+    }
+
+    /// How many rows a walk by these codes keeps, to re-rank them exactly,
+    /// for a search at `ef`: `ef` with 8-bit codes; with RaBitQ codes,
+    /// whose estimates are noisier, [`RABITQ_KEPT`] times it, so that the
+    /// answer's recall at `ef` is what a walk on the rows gives (on the
+    /// curve of QPS against recall this moves `ef`, not the curve:
+    /// docs/benchmarks.md).
+    pub fn rows_kept(&self, ef: usize) -> usize {
+        match self {
+            Codes::Sq8(_) => ef,
+            Codes::RaBitQ(_) => RABITQ_KEPT * ef,
+        }
+    }
+
+    /// Asks the CPU for `row`'s record, for a distance computed soon.
+    #[inline]
+    pub fn prefetch(&self, row: u32) {
+        match self {
+            Codes::Sq8(c) => c.prefetch(row),
+            Codes::RaBitQ(c) => c.prefetch(row),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::*;
+
+    #[test]
+    fn each_kind_encodes_its_codes() {
+        let rows = vec![0.5f32; 3 * 300];
+        let codes = |q| Codes::encode(q, Metric::L2, 300, &Vectors::F32(Cow::Borrowed(&rows)));
+        assert!(matches!(codes(Quantization::default()), Some(Codes::Sq8(_))), "sq8 by default");
+        assert!(matches!(codes(Quantization::RaBitQ), Some(Codes::RaBitQ(_))));
+        assert!(codes(Quantization::None).is_none());
+    }
+
+    #[test]
+    fn metrics_without_codes_get_none() {
+        let data = [1.0f32; 8];
+        for quantization in [Quantization::Sq8, Quantization::RaBitQ] {
+            for metric in [Metric::L1, Metric::Hamming, Metric::Jaccard] {
+                assert!(Codes::encode(quantization, metric, 4, &Vectors::F32(Cow::Borrowed(&data))).is_none());
+            }
+            assert!(Codes::encode(quantization, Metric::L2, 8, &Vectors::Bit(Cow::Borrowed(&[1u8]))).is_none());
+        }
+    }
+}
