@@ -138,8 +138,8 @@ struct Args {
     /// HNSW ef_construction (both indexes).
     #[arg(long, default_value_t = 64)]
     ef_construction: usize,
-    /// The milvus index's `quantization` option: `sq8` (its default) or
-    /// `none` (graphs walked on the rows).
+    /// The milvus index's `quantization` option: `sq8` (its default),
+    /// `rabitq` or `none` (graphs walked on the rows).
     #[arg(long, default_value = "sq8")]
     quantization: String,
     #[arg(long, value_enum, default_value_t = MetricArg::L2)]
