@@ -32,6 +32,19 @@ def recall(conn, op, queries):
         f"SELECT id FROM items ORDER BY embedding {op} '{literal(q)}' LIMIT 10",)).fetchone()[0] for q in queries])
 
 
+def in_exact_order(conn, op, q):
+    """The index's top 10 for `q` as (id, distance), checked to come
+    nearest first by their exact distances (re-ranked), not by the codes'
+    estimates."""
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        got = conn.execute(f"SELECT id, embedding {op} %s FROM items ORDER BY embedding {op} %s LIMIT 10",
+                           (q, q)).fetchall()
+    distances = [d for _, d in got]
+    assert distances == sorted(distances), distances
+    return got
+
+
 @pytest.mark.parametrize("opclass", METRICS)
 def test_codes_find_what_the_rows_find(conn, opclass):
     op = METRICS[opclass]
@@ -40,14 +53,8 @@ def test_codes_find_what_the_rows_find(conn, opclass):
     queries = near(rows, 30)
     conn.execute("SET milvus.ef_search = 20")
 
-    # The index orders its rows by their exact distances (re-ranked), not
-    # by the codes' estimates.
     for q in queries[:5]:
-        with conn.transaction():
-            conn.execute("SET LOCAL enable_seqscan = off")
-            distances = [r[0] for r in conn.execute(
-                f"SELECT embedding {op} %s FROM items ORDER BY embedding {op} %s LIMIT 10", (q, q))]
-        assert distances == sorted(distances), distances
+        in_exact_order(conn, op, q)
     q = queries[0]
     assert int(milvus_scan(conn, op, q)["reranked"]) == 20, "ef_search rows re-ranked on the rows"
     coded = recall(conn, op, queries)
@@ -80,12 +87,7 @@ def test_rabitq_codes_find_what_the_rows_find(conn, opclass):
     queries = near(rows, 30)
     conn.execute("SET milvus.ef_search = 40")
     for q in queries[:5]:
-        with conn.transaction():
-            conn.execute("SET LOCAL enable_seqscan = off")
-            got = conn.execute(f"SELECT id, embedding {op} %s FROM items ORDER BY embedding {op} %s LIMIT 10",
-                               (q, q)).fetchall()
-        distances = [d for _, d in got]
-        assert distances == sorted(distances), distances
+        got = in_exact_order(conn, op, q)
         exact = dict(conn.execute(f"SELECT id, embedding {op} %s FROM items WHERE id = ANY(%s)",
                                   (q, [i for i, _ in got])).fetchall())
         assert all(exact[i] == d for i, d in got), "exact distances, not estimates"

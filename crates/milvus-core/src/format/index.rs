@@ -6,8 +6,8 @@
 //! parse, no per-node allocation, one copy per server in the OS page cache
 //! whatever the number of backends searching it; then, for an index with
 //! `quantization = sq8`, the rows' 8-bit codes, which the search walks the
-//! graph by ([`crate::quant`]), or with `quantization = rabitq` (the
-//! default from 256 dimensions) their RaBitQ codes. The vectors are not
+//! graph by ([`crate::quant`]), or with `quantization = rabitq` their
+//! RaBitQ codes. The vectors are not
 //! repeated here: the
 //! search reads them in place from the segment's insert binlog
 //! ([`super::insert`]), mapped the same way, to re-rank what it found.
