@@ -1,5 +1,7 @@
 //! Writes a seed corpus of valid encodings into `seeds/<target>/`, so the
 //! fuzzer starts past the headers and checksums.
+use std::sync::atomic::AtomicBool;
+
 use milvus_core::Metric;
 use milvus_core::element::{Row, Vectors, f16};
 use milvus_core::format::manifest::Manifest;
@@ -59,9 +61,10 @@ fn main() {
     write("index_file", "seed-0", &index::encode(SegmentId(7), Metric::L2, &graph, None));
     write("index_file", "seed-1", &index::encode_hnsw_dump(SegmentId(7), 3, b"graph", b"data"));
     let rows = Vectors::F32(vectors[..9].to_vec().into());
-    let codes = Codes::encode(Quantization::Sq8, Metric::Cosine, 3, &rows).expect("cosine has codes");
+    let never = AtomicBool::new(false);
+    let codes = Codes::encode(Quantization::Sq8, Metric::Cosine, 3, &rows, &never).unwrap().expect("cosine has codes");
     write("index_file", "seed-2", &index::encode(SegmentId(7), Metric::Cosine, &graph, Some(&codes)));
-    let codes = Codes::encode(Quantization::RaBitQ, Metric::Cosine, 3, &rows).expect("cosine has codes");
+    let codes = Codes::encode(Quantization::RaBitQ, Metric::Cosine, 3, &rows, &never).unwrap().expect("cosine has codes");
     write("index_file", "rabitq-0", &index::encode(SegmentId(7), Metric::Cosine, &graph, Some(&codes)));
     let sparse_rows = milvus_core::synthetic::splade_like(20, 64, 6, 1);
     let inverted = milvus_core::inverted::Inverted::build(Metric::L2, sparse_rows.iter().map(|r| r.view()));

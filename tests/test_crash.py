@@ -14,8 +14,10 @@ Points (milvus.debug_pause / debug_pause_at hold a job exactly there):
   emptied;
 - compaction_before_commit: a compaction uploaded, not swapped in;
 - gc_mid_delete: garbage collection after its first deletion.
-PG_MILVUS_CRASH_RUNS repetitions per point (3 by default, 20 for the full
-run); the matrix is printed at the end."""
+The index keeps 8-bit codes (its default at these 64 dimensions); the
+points that write or swap an index file run again with RaBitQ codes (the
+default from 256 dimensions). PG_MILVUS_CRASH_RUNS repetitions per case (3
+by default, 20 for the full run); the matrix is printed at the end."""
 
 import os
 import threading
@@ -44,6 +46,10 @@ POINTS = {
     "compaction_before_commit": ("commit", COMPACT, "sleeping"),
     "gc_mid_delete": ("gc", GC, "deleted"),
 }
+# (point, quantization): every point with the default codes, and again
+# with RaBitQ's where an index file is written or swapped in.
+CASES = [(point, "sq8") for point in POINTS] + [
+    (point, "rabitq") for point in ("flush_mid_upload", "flush_before_commit", "compaction_before_commit")]
 MATRIX = {}
 
 
@@ -52,10 +58,10 @@ def report():
     """Prints the matrix once every point ran: runs, lost, duplicated,
     dead returned."""
     yield
-    print(f"\n{'crash point':<26}{'runs':>6}{'lost':>6}{'dup':>6}{'dead':>6}")
-    for point, results in MATRIX.items():
+    print(f"\n{'crash point (codes)':<35}{'runs':>6}{'lost':>6}{'dup':>6}{'dead':>6}")
+    for case, results in MATRIX.items():
         sums = [sum(r[i] for r in results) for i in range(3)]
-        print(f"{point:<26}{len(results):>6}" + "".join(f"{n:>6}" for n in sums))
+        print(f"{case:<35}{len(results):>6}" + "".join(f"{n:>6}" for n in sums))
 
 def writers(cluster, dbname, stop, committed, count=3, insert="INSERT INTO items VALUES (%s, 0, %s)",
             batch=lambda w, n: clustered(20, seed=w)):
@@ -115,17 +121,17 @@ def pages(conn):
     return dict(conn.execute("SELECT kind, pages FROM milvus_index_pages('items_idx')").fetchall())
 
 
-@pytest.mark.parametrize("point", POINTS)
-def test_crash_matrix(cluster, conn, point):
+@pytest.mark.parametrize("point,quantization", CASES)
+def test_crash_matrix(cluster, conn, point, quantization):
     dbname = conn.info.dbname
     # Large segments: the writers' inserts never seal one themselves (a seal
     # of theirs would also finish the page release flush_after_commit holds
     # back: any session's commit does).
     conn.execute(
         "CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
-        "WITH (segment_max_rows = 1000000, growing_max_rows = 1000000)")
+        f"WITH (segment_max_rows = 1000000, growing_max_rows = 1000000, quantization = {quantization})")
     objects = objects_of(cluster, conn)
-    results = MATRIX[point] = []  # filled run by run, printed even if a run fails
+    results = MATRIX[f"{point} ({quantization})"] = []  # filled run by run, printed even if a run fails
     for run in range(RUNS):
         # Known rows: two flushed segments with tombstones (a compaction
         # plan), and rows still growing; enough of them for a flush to build

@@ -1,8 +1,9 @@
-"""The rows' 8-bit codes on a real cluster (`quantization`, sq8 by default):
-a scan walks each flushed segment's graph by the codes and re-ranks what it
-keeps on the rows, so its answers carry exact distances and the recall of a
-walk on the rows; `quantization = none` keeps no codes; ALTER INDEX takes
-effect at the next REINDEX or compaction."""
+"""The rows' codes on a real cluster (`quantization`: unset, 8-bit codes
+below 256 dimensions and RaBitQ's from 256): a scan walks each flushed
+segment's graph by the codes and re-ranks what it keeps on the rows, so its
+answers carry exact distances and the recall of a walk on the rows;
+`quantization = none` keeps no codes; ALTER INDEX takes effect at the next
+REINDEX or compaction."""
 
 import numpy as np
 import pytest
@@ -69,10 +70,11 @@ def test_codes_find_what_the_rows_find(conn, opclass):
 
 @pytest.mark.parametrize("opclass", METRICS)
 def test_rabitq_codes_find_what_the_rows_find(conn, opclass):
-    """`quantization = rabitq` at 256 dimensions, where RaBitQ's estimates
-    are tight (their error shrinks as 1 / sqrt(dims); at 64 they cost
-    recall, docs/benchmarks.md): rows in exact order, twice `ef_search`
-    rows re-ranked, the recall of a walk on the rows, halfvec rows too."""
+    """RaBitQ codes, an index's default from 256 dimensions, where their
+    estimates are tight (their error shrinks as 1 / sqrt(dims); at 64 they
+    cost recall, docs/benchmarks.md): rows in exact order, twice
+    `ef_search` rows re-ranked, the recall of a walk on the rows, halfvec
+    rows too; `quantization = rabitq` chooses them, RESET the default."""
     op = METRICS[opclass]
     dims, n = 256, 6000
     rng = np.random.default_rng(3)
@@ -83,7 +85,7 @@ def test_rabitq_codes_find_what_the_rows_find(conn, opclass):
         copy.set_types(["int8", "vector"])
         for i, v in enumerate(rows):
             copy.write_row((i, v))
-    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding {opclass}) WITH (quantization = rabitq)")
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus (embedding {opclass})")
     queries = near(rows, 30)
     conn.execute("SET milvus.ef_search = 40")
     for q in queries[:5]:
@@ -99,12 +101,20 @@ def test_rabitq_codes_find_what_the_rows_find(conn, opclass):
     assert milvus_scan(conn, op, queries[0])["reranked"] == "0"
     plain = recall(conn, op, queries)
     assert coded >= plain - 0.02, f"recall {coded} with RaBitQ codes, {plain} without"
+    conn.execute("ALTER INDEX items_idx SET (quantization = rabitq)")
+    conn.execute("REINDEX INDEX items_idx")
+    assert int(milvus_scan(conn, op, queries[0])["reranked"]) == 80, "rabitq by name"
+    conn.execute("ALTER INDEX items_idx SET (quantization = sq8)")
+    conn.execute("REINDEX INDEX items_idx")
+    assert int(milvus_scan(conn, op, queries[0])["reranked"]) == 40, "sq8 by name"
+    conn.execute("ALTER INDEX items_idx RESET (quantization)")
+    conn.execute("REINDEX INDEX items_idx")
+    assert int(milvus_scan(conn, op, queries[0])["reranked"]) == 80, "the default again"
 
     # halfvec rows code as their floats do.
     conn.execute("DROP INDEX items_idx")
     half_opclass = opclass.replace("vector_", "halfvec_")
-    conn.execute(f"CREATE INDEX items_idx ON items USING milvus ((embedding::halfvec({dims})) {half_opclass}) "
-                 "WITH (quantization = rabitq)")
+    conn.execute(f"CREATE INDEX items_idx ON items USING milvus ((embedding::halfvec({dims})) {half_opclass})")
     for q in queries[:3]:
         literal_q = f"'{literal(q)}'::halfvec({dims})"
         with conn.transaction():

@@ -17,6 +17,7 @@ from pgvector.psycopg import register_vector
 
 from conftest import CLUSTER, Cluster
 from test_index import all_index_ids, index_ids, load, near
+from test_quantization import milvus_scan
 
 
 def replayed(primary, standby):
@@ -40,7 +41,10 @@ def test_standby_replays_reads_the_same_storage_and_takes_over():
             p.execute("CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector(64))")
             p.execute(f"SET milvus.storage_url = 'file://{store}'")
             rows = load(p, 5000)
-            p.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")  # flushed to the store
+            # Flushed to the store, with RaBitQ codes (the default from 256
+            # dimensions) in its index file.
+            p.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
+                      "WITH (quantization = rabitq)")
             standby = Cluster.standby_of("standby", primary)
             rows = np.concatenate([rows, load(p, 300, seed=2, start_id=5000)])  # growing, in WAL only
             queries = near(rows, 10)
@@ -55,6 +59,7 @@ def test_standby_replays_reads_the_same_storage_and_takes_over():
                 assert s.execute(segs).fetchall() == p.execute(segs).fetchall() == [(1, "flushed", 5000), (2, "growing", 300)]
                 for q in queries:
                     assert index_ids(s, "<->", q, 10) == index_ids(p, "<->", q, 10)
+                assert milvus_scan(s, "<->", queries[0])["reranked"] == "80", "walked by its codes, 2 x ef re-ranked"
                 assert sorted(all_index_ids(s)) == list(range(5300))
                 # Rows wider than a page (in chunks, a WAL record each), halfvec
                 # rows, bits and sparse rows of any width replay like any row.

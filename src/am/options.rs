@@ -1,13 +1,14 @@
 //! Index options: `CREATE INDEX ... USING milvus (...) WITH (m = 16,
 //! ef_construction = 64, segment_max_rows = 100000, growing_max_rows =
-//! 2048, quantization = sq8, storage_url = 's3://bucket/prefix')`,
+//! 2048, quantization = rabitq, storage_url = 's3://bucket/prefix')`,
 //! validated by Postgres' reloptions machinery with the ranges below (and
 //! the URL by its form).
 //!
 //! `quantization` says what a segment's index file keeps beside its graph:
-//! `sq8` (the default) 8-bit codes of its rows, which searches walk the
-//! graph by (`milvus_core::quant`), `rabitq` RaBitQ codes of 4 bits a
-//! dimension, `none` nothing. Like `m`, it applies to
+//! `sq8` 8-bit codes of its rows, which searches walk the graph by
+//! (`milvus_core::quant`), `rabitq` RaBitQ codes of 4 bits a dimension,
+//! `none` nothing. Unset, it is `rabitq` from 256 dimensions and `sq8`
+//! below (`milvus_core::quant::RABITQ_FROM_DIMS`). Like `m`, it applies to
 //! segments flushed or compacted from then on.
 //!
 //! `growing_max_rows` is where the growing segment seals (the rows every
@@ -55,10 +56,12 @@ pub const DEFAULT_SEGMENT_MAX_ROWS: i32 = 100_000;
 /// dimensions, 341 of 768), so the rows every query reads from pages stay
 /// few in bytes, whatever their width.
 pub const DEFAULT_GROWING_MAX_ROWS: i32 = 0;
-/// The values of `quantization`, as Postgres stores an enum option.
+/// The values of `quantization`, as Postgres stores an enum option; unset,
+/// its default, which no name spells: chosen by the rows' dimensions.
 const QUANTIZATION_SQ8: i32 = 0;
 const QUANTIZATION_NONE: i32 = 1;
 const QUANTIZATION_RABITQ: i32 = 2;
+const QUANTIZATION_UNSET: i32 = -1;
 
 static mut RELOPT_KIND: pg_sys::relopt_kind::Type = 0;
 
@@ -116,9 +119,11 @@ pub fn init() {
         pg_sys::add_enum_reloption(
             RELOPT_KIND,
             c"quantization".as_ptr(),
-            c"Codes kept beside each segment's graph, which searches walk it by: sq8 (8-bit codes), rabitq (RaBitQ, 4-bit) or none".as_ptr(),
+            c"Codes kept beside each segment's graph, which searches walk it by: sq8 (8-bit codes), rabitq (RaBitQ, 4-bit) \
+                or none (unset: rabitq from 256 dimensions, sq8 below)"
+                .as_ptr(),
             members.as_mut_ptr(),
-            QUANTIZATION_SQ8,
+            QUANTIZATION_UNSET,
             c"Valid values are \"sq8\", \"rabitq\" and \"none\".".as_ptr(),
             lock,
         );
@@ -204,7 +209,7 @@ pub fn of(index: Index) -> Options {
                 segment_max_rows: DEFAULT_SEGMENT_MAX_ROWS,
                 growing_max_rows: DEFAULT_GROWING_MAX_ROWS,
                 storage_url_offset: 0,
-                quantization: QUANTIZATION_SQ8,
+                quantization: QUANTIZATION_UNSET,
             }
         } else {
             *raw
@@ -216,9 +221,10 @@ impl Options {
     /// The graph's parameters and the codes kept beside it.
     pub fn hnsw_params(&self) -> HnswParams {
         let quantization = match self.quantization {
+            QUANTIZATION_SQ8 => Quantization::Sq8,
             QUANTIZATION_NONE => Quantization::None,
             QUANTIZATION_RABITQ => Quantization::RaBitQ,
-            _ => Quantization::Sq8,
+            _ => Quantization::Auto,
         };
         HnswParams { m: self.m as usize, ef_construction: self.ef_construction as usize, quantization }
     }

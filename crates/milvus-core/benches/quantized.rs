@@ -53,7 +53,8 @@ fn main() {
     let mut files = vec![("rows", without.clone())];
     for (name, quantization) in [("sq8 codes", Quantization::Sq8), ("rabitq codes", Quantization::RaBitQ)] {
         let t = Instant::now();
-        let codes = Codes::encode(quantization, metric, dims, binlog.vectors()).unwrap();
+        let codes =
+            Codes::encode(quantization, metric, dims, binlog.vectors(), &AtomicBool::new(false)).unwrap().unwrap();
         let encode = t.elapsed().as_secs_f64();
         println!(
             "{name}: encoded in {encode:.2} s, {} bytes ({:.3} of the rows; graph and codes {:.3})",

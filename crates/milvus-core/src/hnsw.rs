@@ -158,7 +158,8 @@ impl SegmentIndex {
             }
             Ok(builder.finish())
         })?;
-        let codes = Codes::encode(params.quantization, metric, binlog.dims, binlog.vectors());
+        let codes = Codes::encode(params.quantization, metric, binlog.dims, binlog.vectors(), cancel)
+            .map_err(|_| IndexError::Cancelled)?;
         Ok(SegmentIndex { segment: binlog.segment, metric, graph, codes })
     }
 

@@ -293,6 +293,7 @@ mod tests {
     use crate::format::testing::*;
     use crate::quant::Quantization;
     use proptest::prelude::*;
+    use std::sync::atomic::AtomicBool;
 
     fn sample() -> FlatGraph<'static> {
         // 0 - 1 - 2 - 3 on layer 0, 1 and 3 on layer 1, 3 the entry.
@@ -305,7 +306,10 @@ mod tests {
     /// bytes + 4) or RaBitQ (32 bytes + 12).
     fn sample_codes(quantization: Quantization, metric: Metric) -> Codes<'static> {
         let rows: Vec<f32> = (0..30).map(|i| (i * 7 % 11) as f32 - 5.0).collect();
-        Codes::encode(quantization, metric, 6, &crate::element::Vectors::F32(Cow::Owned(rows))).unwrap()
+        let rows = crate::element::Vectors::F32(Cow::Owned(rows));
+        Codes::encode(quantization, metric, 6, &rows, &AtomicBool::new(false))
+            .unwrap()
+            .expect("L2 and cosine have codes")
     }
 
     #[test]

@@ -1,7 +1,23 @@
-//! What both kinds of codes use: which metrics have codes, and the
-//! prefetch of a record.
+//! What both kinds of codes use: which metrics have codes, the cancel
+//! flag's checks, and the prefetch of a record.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::distance::Metric;
+
+/// Rows encoded between two looks at the cancel flag.
+const CHECK_ROWS: usize = 1024;
+
+/// An encoding stopped by its cancel flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled;
+
+/// Before encoding row `row`: stops every [`CHECK_ROWS`] rows once
+/// `cancel` is set.
+#[inline]
+pub(super) fn check(cancel: &AtomicBool, row: usize) -> Result<(), Cancelled> {
+    if row.is_multiple_of(CHECK_ROWS) && cancel.load(Ordering::Relaxed) { Err(Cancelled) } else { Ok(()) }
+}
 
 /// Whether rows under `metric` get codes.
 pub fn supports(metric: Metric) -> bool {

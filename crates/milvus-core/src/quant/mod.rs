@@ -2,11 +2,16 @@
 //! rows, which it then reads only to re-rank what it found.
 //!
 //! Two kinds, chosen by the index's reloption `quantization`:
-//! - [`sq8`] (the default): scalar 8-bit codes, one byte a dimension over
-//!   the segment's per-dimension range. 0.25 of a `vector` row's bytes.
+//! - [`sq8`]: scalar 8-bit codes, one byte a dimension over the segment's
+//!   per-dimension range. 0.25 of a `vector` row's bytes.
 //! - [`rabitq`]: extended RaBitQ, 4 bits a dimension of the rotated,
 //!   centred row plus three factors, with an error bound on each estimate.
 //!   0.13 of a `vector` row's bytes at 768 dimensions.
+//!
+//! Unset, it is RaBitQ from [`RABITQ_FROM_DIMS`] dimensions and sq8 below:
+//! RaBitQ's error shrinks as dimensions grow (its bound goes as one over
+//! their square root), and below some hundreds of them it costs recall
+//! that sq8's does not (docs/benchmarks.md).
 //!
 //! A search walks the graph by the estimates and keeps its `ef` best;
 //! their exact distances, from the rows read in place, order the answer
@@ -18,25 +23,45 @@ mod common;
 pub mod rabitq;
 pub mod sq8;
 
+use std::sync::atomic::AtomicBool;
+
 use crate::distance::Metric;
 use crate::element::{Row, Vectors};
-pub use common::supports;
+pub use common::{Cancelled, supports};
 pub use rabitq::RaBitQ;
 pub use sq8::Sq8;
 
 /// How many times `ef` rows a walk by RaBitQ codes keeps and re-ranks.
 pub const RABITQ_KEPT: usize = 2;
 
+/// Dimensions from which an index without a `quantization` option keeps
+/// RaBitQ codes rather than sq8 ones.
+pub const RABITQ_FROM_DIMS: usize = 256;
+
 /// What an index keeps beside its graphs (its reloption `quantization`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Quantization {
+    /// The option unset: RaBitQ codes from [`RABITQ_FROM_DIMS`]
+    /// dimensions, sq8 codes below.
+    #[default]
+    Auto,
     /// No codes: searches walk the graph on the rows.
     None,
     /// Scalar 8-bit codes ([`sq8`]).
-    #[default]
     Sq8,
     /// Extended RaBitQ codes ([`rabitq`]).
     RaBitQ,
+}
+
+impl Quantization {
+    /// The kind of codes rows of `dims` dimensions get: `Auto` resolved.
+    pub fn resolve(self, dims: usize) -> Quantization {
+        match self {
+            Quantization::Auto if dims >= RABITQ_FROM_DIMS => Quantization::RaBitQ,
+            Quantization::Auto => Quantization::Sq8,
+            chosen => chosen,
+        }
+    }
 }
 
 /// One segment's codes, owned when built, borrowed from an index file when
@@ -57,21 +82,24 @@ pub enum PreparedQuery {
 impl Codes<'_> {
     /// The codes of the rows of `dims` elements in `vectors` under
     /// `metric`, of the kind `quantization` names; `None` without codes:
-    /// `quantization = none`, a metric without codes, bits.
+    /// `quantization = none`, a metric without codes, bits, sparse rows.
+    /// `Cancelled` once `cancel` is set (it is looked at every thousand
+    /// rows or so).
     pub fn encode(
         quantization: Quantization,
         metric: Metric,
         dims: usize,
         vectors: &Vectors<'_>,
-    ) -> Option<Codes<'static>> {
+        cancel: &AtomicBool,
+    ) -> Result<Option<Codes<'static>>, Cancelled> {
         if !supports(metric) || matches!(vectors, Vectors::Bit(_) | Vectors::Sparse(_)) || dims == 0 {
-            return None;
+            return Ok(None);
         }
-        match quantization {
-            Quantization::Sq8 => Sq8::encode(metric, dims, vectors).map(Codes::Sq8),
-            Quantization::RaBitQ => Some(Codes::RaBitQ(RaBitQ::encode(metric, dims, vectors))),
-            Quantization::None => None,
-        }
+        Ok(match quantization.resolve(dims) {
+            Quantization::Sq8 => Some(Codes::Sq8(Sq8::encode(metric, dims, vectors, cancel)?)),
+            Quantization::RaBitQ => Some(Codes::RaBitQ(RaBitQ::encode(metric, dims, vectors, cancel)?)),
+            Quantization::None | Quantization::Auto => None,
+        })
     }
 
     pub fn dims(&self) -> usize {
@@ -150,23 +178,49 @@ mod tests {
 
     use super::*;
 
+    fn encode(
+        quantization: Quantization,
+        metric: Metric,
+        dims: usize,
+        vectors: &Vectors<'_>,
+    ) -> Option<Codes<'static>> {
+        Codes::encode(quantization, metric, dims, vectors, &AtomicBool::new(false)).expect("not cancelled")
+    }
+
     #[test]
     fn each_kind_encodes_its_codes() {
-        let rows = vec![0.5f32; 3 * 300];
-        let codes = |q| Codes::encode(q, Metric::L2, 300, &Vectors::F32(Cow::Borrowed(&rows)));
-        assert!(matches!(codes(Quantization::default()), Some(Codes::Sq8(_))), "sq8 by default");
-        assert!(matches!(codes(Quantization::RaBitQ), Some(Codes::RaBitQ(_))));
-        assert!(codes(Quantization::None).is_none());
+        for dims in [RABITQ_FROM_DIMS - 1, RABITQ_FROM_DIMS] {
+            let rows = vec![0.5f32; 3 * dims];
+            let codes = |q| encode(q, Metric::L2, dims, &Vectors::F32(Cow::Borrowed(&rows)));
+            assert!(matches!(codes(Quantization::Sq8), Some(Codes::Sq8(_))));
+            assert!(matches!(codes(Quantization::RaBitQ), Some(Codes::RaBitQ(_))));
+            assert!(codes(Quantization::None).is_none());
+            match codes(Quantization::default()) {
+                Some(Codes::RaBitQ(_)) => assert_eq!(dims, RABITQ_FROM_DIMS, "RaBitQ by default from 256 dimensions"),
+                Some(Codes::Sq8(_)) => assert!(dims < RABITQ_FROM_DIMS, "sq8 by default below"),
+                None => panic!("no codes by default"),
+            }
+        }
     }
 
     #[test]
     fn metrics_without_codes_get_none() {
         let data = [1.0f32; 8];
-        for quantization in [Quantization::Sq8, Quantization::RaBitQ] {
+        for quantization in [Quantization::Auto, Quantization::Sq8, Quantization::RaBitQ] {
             for metric in [Metric::L1, Metric::Hamming, Metric::Jaccard] {
-                assert!(Codes::encode(quantization, metric, 4, &Vectors::F32(Cow::Borrowed(&data))).is_none());
+                assert!(encode(quantization, metric, 4, &Vectors::F32(Cow::Borrowed(&data))).is_none());
             }
-            assert!(Codes::encode(quantization, Metric::L2, 8, &Vectors::Bit(Cow::Borrowed(&[1u8]))).is_none());
+            assert!(encode(quantization, Metric::L2, 8, &Vectors::Bit(Cow::Borrowed(&[1u8]))).is_none());
+        }
+    }
+
+    #[test]
+    fn a_cancelled_encoding_stops() {
+        let rows = vec![0.5f32; 2000 * 300];
+        let cancel = AtomicBool::new(true);
+        for quantization in [Quantization::Sq8, Quantization::RaBitQ] {
+            let codes = Codes::encode(quantization, Metric::L2, 300, &Vectors::F32(Cow::Borrowed(&rows)), &cancel);
+            assert_eq!(codes.err(), Some(Cancelled), "{quantization:?}");
         }
     }
 }

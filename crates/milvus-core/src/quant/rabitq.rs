@@ -39,8 +39,9 @@
 //! row's 3,072.
 
 use std::borrow::Cow;
+use std::sync::atomic::AtomicBool;
 
-use super::common::{prefetch_bytes, supports};
+use super::common::{Cancelled, check, prefetch_bytes, supports};
 use crate::distance::{Metric, inner_product, norm};
 use crate::element::{Row, Vectors};
 use crate::vector::l2_normalize;
@@ -84,9 +85,15 @@ pub struct RaBitQ<'a> {
 }
 
 impl<'a> RaBitQ<'a> {
-    /// The codes of the rows of `dims` elements in `vectors` under
-    /// `metric`, a metric with codes ([`supports`]).
-    pub fn encode(metric: Metric, dims: usize, vectors: &Vectors<'_>) -> RaBitQ<'static> {
+    /// The codes of the rows of `dims` elements (floats or halves) in
+    /// `vectors` under `metric`, a metric with codes ([`supports`]);
+    /// `Cancelled` once `cancel` is set.
+    pub fn encode(
+        metric: Metric,
+        dims: usize,
+        vectors: &Vectors<'_>,
+        cancel: &AtomicBool,
+    ) -> Result<RaBitQ<'static>, Cancelled> {
         debug_assert!(supports(metric));
         let rows = vectors.rows(dims);
         let row = |r: usize| -> Vec<f32> {
@@ -105,6 +112,7 @@ impl<'a> RaBitQ<'a> {
         let mut records = vec![0u8; rows * stride];
         let (mut rotated, mut code) = (vec![0f32; padded(dims)], vec![0u8; padded(dims)]);
         for (r, record) in records.chunks_exact_mut(stride).enumerate() {
+            check(cancel, r)?;
             rotated.fill(0.0);
             for ((y, x), c) in rotated.iter_mut().zip(row(r)).zip(&centroid) {
                 *y = x - c;
@@ -116,7 +124,7 @@ impl<'a> RaBitQ<'a> {
                 out.copy_from_slice(&f.to_le_bytes());
             }
         }
-        RaBitQ { metric, dims, seed: SEED, centroid: Cow::Owned(centroid), records: Cow::Owned(records), rotation }
+        Ok(RaBitQ { metric, dims, seed: SEED, centroid: Cow::Owned(centroid), records: Cow::Owned(records), rotation })
     }
 
     /// Codes over arrays read from an index file.
@@ -274,42 +282,60 @@ fn quantize(r: &[f32], code: &mut [u8]) -> [f32; 3] {
         code.fill(8);
         return [0.0; 3];
     }
-    let level = |t: f32, x: f32| (t * x).floor().clamp(-8.0, 7.0) + 0.5;
-    // Cosine between x(t) and r, times |r|.
-    let fit = |t: f32| {
-        let (mut xr, mut xx) = (0f64, 0f64);
-        for x in r {
-            let l = level(t, *x) as f64;
-            xr += l * *x as f64;
-            xx += l * l;
-        }
-        xr / xx.sqrt()
-    };
     // At t = 8 / largest the largest element takes the top level; the best
     // t clips a few outliers, so the grid reaches past it.
     let top = 8.0 / largest;
     let coarse = |k: usize| top * (0.25 + 1.75 * k as f32 / 23.0);
-    let mut best = (0..24).map(coarse).map(|t| (fit(t), t)).max_by(|a, b| a.0.total_cmp(&b.0)).expect("24 scales");
+    let mut best = (0..24).map(coarse).map(|t| (fit(r, t), t)).max_by(|a, b| a.0.total_cmp(&b.0)).expect("24 scales");
     let width = top * 1.75 / 23.0;
     for k in 0..16 {
         let t = best.1 - width + 2.0 * width * k as f32 / 15.0;
-        let f = fit(t);
+        let f = fit(r, t);
         if f > best.0 {
             best = (f, t);
         }
     }
-    let (fit, t) = best;
-    let r_norm = norm_sq.sqrt();
-    let cos = fit / r_norm;
-    let mut xr = 0f64;
+    let t = best.1;
+    let (mut xr, mut xx) = (0f64, 0f64);
     for (c, x) in code.iter_mut().zip(r) {
         let l = level(t, *x);
         xr += l as f64 * *x as f64;
+        xx += l as f64 * l as f64;
         *c = (l + 7.5) as u8;
     }
+    let r_norm = norm_sq.sqrt();
     let x_dot_u = xr / r_norm;
+    let cos = x_dot_u / xx.sqrt();
     let error = r_norm * (1.0 - cos * cos).max(0.0).sqrt() / cos / ((r.len() - 1) as f64).sqrt();
     [norm_sq as f32, (r_norm / x_dot_u) as f32, error as f32]
+}
+
+/// The grid's level of `x` at scale `t`: `t x` rounded to the nearest of
+/// `-7.5, -6.5, ..., 7.5`. Rounded by adding and taking away 1.5 x 2^23
+/// (past 2^23 an `f32` holds only integers), which compiles to vector
+/// instructions where `f32::floor` or a cast would not.
+#[inline]
+fn level(t: f32, x: f32) -> f32 {
+    const ROUND: f32 = 12_582_912.0;
+    let k = (t * x + 7.5).clamp(0.0, 15.0);
+    (k + ROUND) - ROUND - 7.5
+}
+
+/// `<x(t), r> / |x(t)|` for the grid code `x(t)` at scale `t`: the cosine
+/// between the code and `r`, times `|r|`, which the scale search
+/// maximises. Summed in eight lanes (`r` is whole kernel blocks), so that
+/// it vectorises.
+fn fit(r: &[f32], t: f32) -> f32 {
+    const LANES: usize = 8;
+    let (mut xr, mut xx) = ([0f32; LANES], [0f32; LANES]);
+    for chunk in r.chunks_exact(LANES) {
+        for ((x, xr), xx) in chunk.iter().zip(&mut xr).zip(&mut xx) {
+            let l = level(t, *x);
+            *xr += l * x;
+            *xx += l * l;
+        }
+    }
+    xr.iter().sum::<f32>() / xx.iter().sum::<f32>().sqrt()
 }
 
 /// Packs nibbles (`code`, one a dimension) into the kernel's layout.
@@ -448,6 +474,10 @@ mod tests {
     use super::*;
     use crate::synthetic::{Rng, gaussian_mixture};
 
+    fn encode(metric: Metric, dims: usize, vectors: &Vectors<'_>) -> RaBitQ<'static> {
+        RaBitQ::encode(metric, dims, vectors, &AtomicBool::new(false)).expect("not cancelled")
+    }
+
     #[test]
     fn the_kernel_agrees_with_the_loop() {
         let mut rng = Rng::new(3);
@@ -511,7 +541,7 @@ mod tests {
     fn estimates(metric: Metric, dims: usize) -> Vec<(f32, f32, f32)> {
         let rows = 1000;
         let data = gaussian_mixture(rows, dims, 10, 0.3, 7);
-        let codes = RaBitQ::encode(metric, dims, &Vectors::F32(Cow::Borrowed(&data)));
+        let codes = encode(metric, dims, &Vectors::F32(Cow::Borrowed(&data)));
         assert_eq!(codes.rows(), rows);
         let mut rng = Rng::new(13);
         let mut out = Vec::new();
@@ -578,8 +608,8 @@ mod tests {
         let data = gaussian_mixture(300, 96, 5, 0.3, 2);
         let halves: Vec<crate::element::f16> = data.iter().map(|x| crate::element::f16::from_f32(*x)).collect();
         let widened: Vec<f32> = halves.iter().map(|h| h.to_f32()).collect();
-        let from_halves = RaBitQ::encode(Metric::L2, 96, &Vectors::F16(Cow::Borrowed(&halves)));
-        let from_floats = RaBitQ::encode(Metric::L2, 96, &Vectors::F32(Cow::Borrowed(&widened)));
+        let from_halves = encode(Metric::L2, 96, &Vectors::F16(Cow::Borrowed(&halves)));
+        let from_floats = encode(Metric::L2, 96, &Vectors::F32(Cow::Borrowed(&widened)));
         assert_eq!(from_halves, from_floats);
     }
 
@@ -587,11 +617,11 @@ mod tests {
     fn rows_at_the_centroid_and_zero_queries() {
         // Every row equal: each is the centroid, its distance exact.
         let data = [1.0f32, 2.0, 1.0, 2.0];
-        let codes = RaBitQ::encode(Metric::L2, 2, &Vectors::F32(Cow::Borrowed(&data)));
+        let codes = encode(Metric::L2, 2, &Vectors::F32(Cow::Borrowed(&data)));
         let prepared = codes.prepare(Row::F32(&[4.0, 6.0]));
         assert!((codes.distance(&prepared, 0) - 5.0).abs() < 1e-5);
         assert_eq!(codes.error_scale(&prepared, 1), 0.0);
-        let cosine = RaBitQ::encode(Metric::Cosine, 2, &Vectors::F32(Cow::Borrowed(&[0.0, 0.0, 1.0, 0.5])));
+        let cosine = encode(Metric::Cosine, 2, &Vectors::F32(Cow::Borrowed(&[0.0, 0.0, 1.0, 0.5])));
         assert!(cosine.distance(&cosine.prepare(Row::F32(&[0.0, 0.0])), 1).is_nan(), "a zero query");
         assert!(cosine.distance(&cosine.prepare(Row::F32(&[1.0, 0.0])), 0).is_finite(), "a zero row");
     }
@@ -599,7 +629,7 @@ mod tests {
     #[test]
     fn parts_that_do_not_add_up_are_refused() {
         let data = gaussian_mixture(10, 8, 2, 0.3, 2);
-        let codes = RaBitQ::encode(Metric::L2, 8, &Vectors::F32(Cow::Borrowed(&data)));
+        let codes = encode(Metric::L2, 8, &Vectors::F32(Cow::Borrowed(&data)));
         let part = |metric, centroid: &[f32], records: &[u8]| {
             RaBitQ::from_parts(metric, 8, SEED, Cow::Owned(centroid.to_vec()), Cow::Owned(records.to_vec()))
         };
@@ -623,7 +653,7 @@ mod tests {
         ) {
             let mut rng = Rng::new(seed);
             let data: Vec<f32> = (0..rows * dims).map(|_| 10.0 * rng.next_gaussian()).collect();
-            let codes = RaBitQ::encode(Metric::L2, dims, &Vectors::F32(Cow::Borrowed(&data)));
+            let codes = encode(Metric::L2, dims, &Vectors::F32(Cow::Borrowed(&data)));
             let again = RaBitQ::from_parts(Metric::L2, dims, codes.seed(), codes.centroid.clone(), codes.records.clone());
             prop_assert_eq!(&again.unwrap(), &codes);
             for r in 0..rows {

@@ -15,8 +15,9 @@
 //! codes the normalised rows, so its distance is `1 - <q, ô> / |q|`.
 
 use std::borrow::Cow;
+use std::sync::atomic::AtomicBool;
 
-use super::common::{prefetch_bytes, supports};
+use super::common::{Cancelled, check, prefetch_bytes, supports};
 use crate::distance::{Metric, inner_product, norm};
 use crate::element::{Row, Vectors};
 use crate::vector::l2_normalize;
@@ -44,12 +45,16 @@ pub fn record_bytes(dims: usize) -> usize {
 }
 
 impl<'a> Sq8<'a> {
-    /// The codes of the rows of `dims` elements in `vectors` under
-    /// `metric`; `None` for a metric without codes, and for bits.
-    pub fn encode(metric: Metric, dims: usize, vectors: &Vectors<'_>) -> Option<Sq8<'static>> {
-        if !supports(metric) || matches!(vectors, Vectors::Bit(_)) || dims == 0 {
-            return None;
-        }
+    /// The codes of the rows of `dims` elements (floats or halves) in
+    /// `vectors` under `metric`, a metric with codes ([`supports`]);
+    /// `Cancelled` once `cancel` is set.
+    pub fn encode(
+        metric: Metric,
+        dims: usize,
+        vectors: &Vectors<'_>,
+        cancel: &AtomicBool,
+    ) -> Result<Sq8<'static>, Cancelled> {
+        debug_assert!(supports(metric) && dims > 0);
         let rows = vectors.bytes().len() / vectors.element().bytes(dims);
         let row = |r: usize| -> Vec<f32> {
             let v = vectors.row(r, dims).to_f32().into_owned();
@@ -74,6 +79,7 @@ impl<'a> Sq8<'a> {
         let stride = record_bytes(dims);
         let mut records = vec![0u8; rows * stride];
         for (r, record) in records.chunks_exact_mut(stride).enumerate() {
+            check(cancel, r)?;
             let mut decoded_sq = 0.0f32;
             for (i, x) in row(r).into_iter().enumerate() {
                 let level = ((x - low[i]) / step[i]).round().clamp(0.0, LEVELS);
@@ -83,7 +89,7 @@ impl<'a> Sq8<'a> {
             }
             record[stride - 4..].copy_from_slice(&decoded_sq.to_le_bytes());
         }
-        Some(Sq8 { metric, dims, low: Cow::Owned(low), step: Cow::Owned(step), records: Cow::Owned(records) })
+        Ok(Sq8 { metric, dims, low: Cow::Owned(low), step: Cow::Owned(step), records: Cow::Owned(records) })
     }
 
     /// Codes over arrays read from an index file.
@@ -256,6 +262,10 @@ mod tests {
     use super::*;
     use crate::synthetic::{Rng, gaussian_mixture};
 
+    fn encode(metric: Metric, dims: usize, vectors: &Vectors<'_>) -> Sq8<'static> {
+        Sq8::encode(metric, dims, vectors, &AtomicBool::new(false)).expect("not cancelled")
+    }
+
     #[test]
     fn the_kernel_agrees_with_the_loop() {
         let mut rng = Rng::new(1);
@@ -272,7 +282,7 @@ mod tests {
     fn worst_error(metric: Metric, dims: usize) -> f32 {
         let rows = 2000;
         let data = gaussian_mixture(rows, dims, 20, 0.3, 5);
-        let codes = Sq8::encode(metric, dims, &Vectors::F32(Cow::Borrowed(&data))).unwrap();
+        let codes = encode(metric, dims, &Vectors::F32(Cow::Borrowed(&data)));
         assert_eq!(codes.rows(), rows);
         let mut rng = Rng::new(11);
         let mut worst = 0.0f32;
@@ -305,8 +315,8 @@ mod tests {
         let data = gaussian_mixture(300, 32, 5, 0.3, 2);
         let halves: Vec<crate::element::f16> = data.iter().map(|x| crate::element::f16::from_f32(*x)).collect();
         let widened: Vec<f32> = halves.iter().map(|h| h.to_f32()).collect();
-        let from_halves = Sq8::encode(Metric::L2, 32, &Vectors::F16(Cow::Borrowed(&halves))).unwrap();
-        let from_floats = Sq8::encode(Metric::L2, 32, &Vectors::F32(Cow::Borrowed(&widened))).unwrap();
+        let from_halves = encode(Metric::L2, 32, &Vectors::F16(Cow::Borrowed(&halves)));
+        let from_floats = encode(Metric::L2, 32, &Vectors::F32(Cow::Borrowed(&widened)));
         assert_eq!(from_halves, from_floats);
     }
 
@@ -315,11 +325,11 @@ mod tests {
         // Dimension 0 holds one value; row 0 is all zeros (cosine: NaN).
         let data = [1.0, 0.0, 1.0, 0.5, 1.0, -2.0];
         let data_zero = [0.0, 0.0, 1.0, 0.5, 1.0, -2.0];
-        let codes = Sq8::encode(Metric::L2, 2, &Vectors::F32(Cow::Borrowed(&data))).unwrap();
+        let codes = encode(Metric::L2, 2, &Vectors::F32(Cow::Borrowed(&data)));
         let prepared = codes.prepare(Row::F32(&[1.0, 0.5]));
         assert!(codes.distance(&prepared, 1).abs() < 1e-6);
         assert!((codes.distance(&prepared, 2) - 2.5).abs() < 0.02);
-        let cosine = Sq8::encode(Metric::Cosine, 2, &Vectors::F32(Cow::Borrowed(&data_zero))).unwrap();
+        let cosine = encode(Metric::Cosine, 2, &Vectors::F32(Cow::Borrowed(&data_zero)));
         assert!(cosine.distance(&cosine.prepare(Row::F32(&[0.0, 0.0])), 1).is_nan(), "a zero query");
         assert!(cosine.distance(&cosine.prepare(Row::F32(&[1.0, 0.0])), 1).is_finite());
     }
@@ -327,7 +337,7 @@ mod tests {
     #[test]
     fn parts_that_do_not_add_up_are_refused() {
         let data = gaussian_mixture(10, 8, 2, 0.3, 2);
-        let codes = Sq8::encode(Metric::L2, 8, &Vectors::F32(Cow::Borrowed(&data))).unwrap();
+        let codes = encode(Metric::L2, 8, &Vectors::F32(Cow::Borrowed(&data)));
         let part = |low: &[f32], records: &[u8]| {
             Sq8::from_parts(
                 Metric::L2,
