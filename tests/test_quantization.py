@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import DIMS
-from test_index import load, near
+from test_index import load, near, objects_of
 
 METRICS = {"vector_l2_ops": "<->", "vector_ip_ops": "<#>", "vector_cosine_ops": "<=>"}
 
@@ -69,7 +69,7 @@ def test_codes_find_what_the_rows_find(conn, opclass):
 
 
 @pytest.mark.parametrize("opclass", METRICS)
-def test_rabitq_codes_find_what_the_rows_find(conn, opclass):
+def test_rabitq_codes_find_what_the_rows_find(cluster, conn, opclass):
     """RaBitQ codes, an index's default from 256 dimensions, where their
     estimates are tight (their error shrinks as 1 / sqrt(dims); at 64 they
     cost recall, docs/benchmarks.md): rows in exact order, twice
@@ -107,7 +107,25 @@ def test_rabitq_codes_find_what_the_rows_find(conn, opclass):
     conn.execute("ALTER INDEX items_idx SET (quantization = sq8)")
     conn.execute("REINDEX INDEX items_idx")
     assert int(milvus_scan(conn, op, queries[0])["reranked"]) == 40, "sq8 by name"
+    # Back to the default: the segments flushed from now on get RaBitQ
+    # codes beside the sq8 ones, and a scan walks each by its own. (A
+    # flush builds a graph past 4,096 rows: one growing segment of 5,000.)
     conn.execute("ALTER INDEX items_idx RESET (quantization)")
+    conn.execute("ALTER INDEX items_idx SET (growing_max_rows = 8000)")
+    more = (centres[rng.integers(0, 40, 5000)] + 0.1 * rng.standard_normal((5000, dims))).astype(np.float32)
+    with conn.cursor() as cur, cur.copy("COPY items (id, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(["int8", "vector"])
+        for i, v in enumerate(more):
+            copy.write_row((n + i, v))
+    objects = objects_of(cluster, conn)
+    before = set(objects.rglob("index-*"))
+    conn.execute("SELECT * FROM milvus_flush('items_idx')")
+    written = set(objects.rglob("index-*")) - before
+    assert written and all(p.read_bytes()[48] == 2 for p in written), "RaBitQ codes (kind 2 at byte 48)"
+    for q in near(more, 3):
+        got = in_exact_order(conn, op, q)
+        assert any(i >= n for i, _ in got), "the new segment's rows are found"
+    assert recall(conn, op, queries) >= plain - 0.02
     conn.execute("REINDEX INDEX items_idx")
     assert int(milvus_scan(conn, op, queries[0])["reranked"]) == 80, "the default again"
 
