@@ -39,6 +39,7 @@
 //! row's 3,072.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::sync::atomic::AtomicBool;
 
 use super::common::{Cancelled, check, prefetch_bytes, supports};
@@ -82,6 +83,22 @@ pub struct RaBitQ<'a> {
     /// Derived from the seed; boxed, so that the codes stay as small as
     /// sq8's beside the index file's other parts.
     rotation: Box<Rotation>,
+    /// `P c`, padded: what an L2 query's `P (q - c)` takes from `P q`.
+    rotated_centroid: Box<[f32]>,
+}
+
+/// The last query rotated on this thread (`P q`, normalised first under
+/// cosine), with the seed it was rotated by. The segments of an index
+/// share their seed, so a search that visits many rotates its query once,
+/// and each segment takes its own centroid's side from it.
+struct RotatedQuery {
+    seed: u64,
+    query: Vec<f32>,
+    rotated: Vec<f32>,
+}
+
+thread_local! {
+    static LAST_ROTATED: RefCell<Option<RotatedQuery>> = const { RefCell::new(None) };
 }
 
 impl<'a> RaBitQ<'a> {
@@ -124,7 +141,16 @@ impl<'a> RaBitQ<'a> {
                 out.copy_from_slice(&f.to_le_bytes());
             }
         }
-        Ok(RaBitQ { metric, dims, seed: SEED, centroid: Cow::Owned(centroid), records: Cow::Owned(records), rotation })
+        let rotated_centroid = rotate(&rotation, &centroid);
+        Ok(RaBitQ {
+            metric,
+            dims,
+            seed: SEED,
+            centroid: Cow::Owned(centroid),
+            records: Cow::Owned(records),
+            rotation,
+            rotated_centroid,
+        })
     }
 
     /// Codes over arrays read from an index file.
@@ -145,7 +171,8 @@ impl<'a> RaBitQ<'a> {
             return Err(format!("{} bytes of codes are not whole records of {}", records.len(), record_bytes(dims)));
         }
         let rotation = Box::new(Rotation::new(seed, padded(dims)));
-        Ok(RaBitQ { metric, dims, seed, centroid, records, rotation })
+        let rotated_centroid = rotate(&rotation, &centroid);
+        Ok(RaBitQ { metric, dims, seed, centroid, records, rotation, rotated_centroid })
     }
 
     pub fn dims(&self) -> usize {
@@ -186,23 +213,32 @@ impl<'a> RaBitQ<'a> {
         if self.metric == Metric::Cosine {
             q = l2_normalize(&q);
         }
-        let mut y = vec![0f32; padded(self.dims)];
-        let base = if self.metric == Metric::L2 {
-            for ((y, x), c) in y.iter_mut().zip(&q).zip(self.centroid.iter()) {
-                *y = x - c;
-            }
-            0.0
+        let mut y = self.rotated(&q);
+        let (base, norm_sq) = if self.metric == Metric::L2 {
+            // P (q - c) = P q - P c; the rotation keeps |q - c|.
+            y.iter_mut().zip(self.rotated_centroid.iter()).for_each(|(y, c)| *y -= c);
+            (0.0, q.iter().zip(self.centroid.iter()).map(|(x, c)| (x - c) * (x - c)).sum())
         } else {
-            y[..self.dims].copy_from_slice(&q);
-            inner_product(&q, &self.centroid)
+            (inner_product(&q, &self.centroid), inner_product(&q, &q))
         };
-        let norm_sq = inner_product(&y, &y);
-        self.rotation.apply(&mut y);
         let largest = y.iter().fold(0f32, |m, x| m.max(x.abs()));
         let scale = if largest > 0.0 && largest.is_finite() { 127.0 / largest } else { 1.0 };
-        let bytes: Vec<i8> = y.iter().map(|x| (x * scale).round().clamp(-127.0, 127.0) as i8).collect();
+        let bytes: Vec<i8> = y.iter().map(|x| round((x * scale).clamp(-127.0, 127.0)) as i8).collect();
         let sum: i32 = bytes.iter().map(|b| *b as i32).sum();
         Prepared { bytes, unscale: 1.0 / scale, offset: 7.5 * sum as f32, base, norm_sq, zero }
+    }
+
+    /// `P q`, padded, for `q` of `dims` elements: the last query's when it
+    /// is the same query under the same seed ([`RotatedQuery`]).
+    fn rotated(&self, q: &[f32]) -> Vec<f32> {
+        LAST_ROTATED.with_borrow_mut(|last| {
+            if let Some(last) = last.as_ref().filter(|last| last.seed == self.seed && last.query == q) {
+                return last.rotated.clone();
+            }
+            let rotated = rotate(&self.rotation, q);
+            *last = Some(RotatedQuery { seed: self.seed, query: q.to_vec(), rotated: rotated.to_vec() });
+            rotated.into_vec()
+        })
     }
 
     fn record(&self, row: u32) -> &[u8] {
@@ -257,7 +293,7 @@ impl<'a> RaBitQ<'a> {
 }
 
 /// The query's side of a segment's estimates ([`RaBitQ::prepare`]).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Prepared {
     /// `y` rotated, times `127 / max |y_i|`, rounded.
     bytes: Vec<i8>,
@@ -311,14 +347,28 @@ fn quantize(r: &[f32], code: &mut [u8]) -> [f32; 3] {
 }
 
 /// The grid's level of `x` at scale `t`: `t x` rounded to the nearest of
-/// `-7.5, -6.5, ..., 7.5`. Rounded by adding and taking away 1.5 x 2^23
-/// (past 2^23 an `f32` holds only integers), which compiles to vector
-/// instructions where `f32::floor` or a cast would not.
+/// `-7.5, -6.5, ..., 7.5`.
 #[inline]
 fn level(t: f32, x: f32) -> f32 {
+    round((t * x + 7.5).clamp(0.0, 15.0)) - 7.5
+}
+
+/// `x` (of magnitude below 2^22) rounded to the nearest integer, ties to
+/// even: 1.5 x 2^23 added and taken away (past 2^23 an `f32` holds only
+/// integers), which compiles to vector instructions where `f32::round`,
+/// `f32::floor` or a cast would call libm or saturate lane by lane.
+#[inline]
+fn round(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0;
-    let k = (t * x + 7.5).clamp(0.0, 15.0);
-    (k + ROUND) - ROUND - 7.5
+    (x + ROUND) - ROUND
+}
+
+/// `x` (up to `padded` elements, zeros after them) turned by `rotation`.
+fn rotate(rotation: &Rotation, x: &[f32]) -> Box<[f32]> {
+    let mut y = vec![0f32; rotation.padded];
+    y[..x.len()].copy_from_slice(x);
+    rotation.apply(&mut y);
+    y.into_boxed_slice()
 }
 
 /// `<x(t), r> / |x(t)|` for the grid code `x(t)` at scale `t`: the cosine
@@ -611,6 +661,21 @@ mod tests {
         let from_halves = encode(Metric::L2, 96, &Vectors::F16(Cow::Borrowed(&halves)));
         let from_floats = encode(Metric::L2, 96, &Vectors::F32(Cow::Borrowed(&widened)));
         assert_eq!(from_halves, from_floats);
+    }
+
+    #[test]
+    fn segments_share_a_rotated_query() {
+        let mut rng = Rng::new(21);
+        for metric in [Metric::L2, Metric::InnerProduct, Metric::Cosine] {
+            let [a, b] =
+                [5, 6].map(|seed| encode(metric, 96, &Vectors::F32(gaussian_mixture(50, 96, 3, 0.3, seed).into())));
+            let (q, other) = (rng.vector(96), rng.vector(96));
+            a.prepare(Row::F32(&other));
+            let rotated_for_b = b.prepare(Row::F32(&q));
+            a.prepare(Row::F32(&q));
+            let reused_from_a = b.prepare(Row::F32(&q));
+            assert_eq!(reused_from_a, rotated_for_b, "{metric:?}");
+        }
     }
 
     #[test]
