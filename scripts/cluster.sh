@@ -40,12 +40,25 @@ start_server() {
     { tail -30 "$1/server.log"; exit 1; }
 }
 
-# A new cluster's last steps: record its port $2, start it, print the port.
+# A new cluster's last steps: its port ($2, or the next free one), start
+# it, print the port. A port free when chosen can be taken before the
+# server binds it, by a client's outgoing connection (these ports lie in
+# Linux's ephemeral range): then the next free one is tried.
 launch() {
-  echo "$2" >"$1/port"
-  chown postgres:postgres "$1/port"
-  start_server "$1" 60
-  echo "$2"
+  local d=$1 port=$2
+  for _ in 1 2 3 4 5; do
+    echo "port = $port" >>"$d/data/postgresql.conf"
+    echo "$port" >"$d/port"
+    chown postgres:postgres "$d/port"
+    if as_pg "$BIN/pg_ctl" -D "$d/data" -l "$d/server.log" -w -t 60 start >/dev/null; then
+      echo "$port"
+      return
+    fi
+    grep -q "Address already in use" "$d/server.log" || break
+    port=$(free_port $((port + 1)))
+  done
+  tail -30 "$d/server.log"
+  exit 1
 }
 
 stop() {
@@ -70,7 +83,6 @@ case "${1:-}" in
     [ "$name" = demo ] || base=$((54910 + $(cksum <<<"$name" | cut -c1-2)))
     port=$(free_port "$base")
     {
-      echo "port = $port"
       echo "listen_addresses = '127.0.0.1'"
       echo "unix_socket_directories = '$d'"
       echo "shared_preload_libraries = 'pg_milvus'"
@@ -91,10 +103,7 @@ case "${1:-}" in
     as_pg "$BIN/pg_basebackup" -h "$p" -p "$(cat "$p/port")" -U postgres -D "$d/data" -R -X stream -c fast >"$d/basebackup.log" 2>&1 ||
       { cat "$d/basebackup.log"; exit 1; }
     port=$(free_port $(( $(cat "$p/port") + 1 )))
-    {
-      echo "port = $port"
-      echo "unix_socket_directories = '$d'"
-    } >>"$d/data/postgresql.conf"
+    echo "unix_socket_directories = '$d'" >>"$d/data/postgresql.conf"
     launch "$d" "$port"
     ;;
   stop) stop "${2:?cluster name}" ;;
