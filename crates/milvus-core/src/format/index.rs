@@ -7,10 +7,9 @@
 //! whatever the number of backends searching it; then, for an index with
 //! `quantization = sq8`, the rows' 8-bit codes, which the search walks the
 //! graph by ([`crate::quant`]), or with `quantization = rabitq` their
-//! RaBitQ codes. The vectors are not
-//! repeated here: the
-//! search reads them in place from the segment's insert binlog
-//! ([`super::insert`]), mapped the same way, to re-rank what it found.
+//! RaBitQ codes. The vectors are not repeated here: the search reads them
+//! in place from the segment's insert binlog ([`super::insert`]), mapped
+//! the same way, to re-rank what it found.
 //!
 //! ```text
 //! offset size  field

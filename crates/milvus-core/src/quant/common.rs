@@ -1,9 +1,12 @@
-//! What both kinds of codes use: which metrics have codes, the cancel
-//! flag's checks, and the prefetch of a record.
+//! What both kinds of codes use: which metrics have codes, rows and
+//! queries as the codes see them, the cancel flag's checks, and the
+//! prefetch of a record.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::distance::Metric;
+use crate::distance::{Metric, norm};
+use crate::element::Row;
+use crate::vector::l2_normalize;
 
 /// Rows encoded between two looks at the cancel flag.
 const CHECK_ROWS: usize = 1024;
@@ -22,6 +25,24 @@ pub(super) fn check(cancel: &AtomicBool, row: usize) -> Result<(), Cancelled> {
 /// Whether rows under `metric` get codes.
 pub fn supports(metric: Metric) -> bool {
     matches!(metric, Metric::L2 | Metric::InnerProduct | Metric::Cosine)
+}
+
+/// A row as codes see it: widened to floats, normalised under cosine
+/// (whose codes are of the normalised rows).
+pub(super) fn coded_row(metric: Metric, row: Row<'_>) -> Vec<f32> {
+    let v = row.to_f32().into_owned();
+    if metric == Metric::Cosine { l2_normalize(&v) } else { v }
+}
+
+/// A query as codes see it: widened to `dims` floats (cut or padded with
+/// zeros), normalised under cosine; and whether it has no direction (all
+/// zeros, or not finite), to which a cosine distance is NaN.
+pub(super) fn coded_query(metric: Metric, dims: usize, query: Row<'_>) -> (Vec<f32>, bool) {
+    let mut q = query.to_f32().into_owned();
+    q.resize(dims, 0.0);
+    let n = norm(&q);
+    let zero = n == 0.0 || !n.is_finite();
+    (if metric == Metric::Cosine { l2_normalize(&q) } else { q }, zero)
 }
 
 /// Asks the CPU for the cache lines of `bytes`.

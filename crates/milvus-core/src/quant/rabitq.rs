@@ -42,10 +42,9 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::atomic::AtomicBool;
 
-use super::common::{Cancelled, check, prefetch_bytes, supports};
-use crate::distance::{Metric, inner_product, norm};
+use super::common::{Cancelled, check, coded_query, coded_row, prefetch_bytes, supports};
+use crate::distance::{Metric, inner_product};
 use crate::element::{Row, Vectors};
-use crate::vector::l2_normalize;
 
 /// The seed of the rotation every segment is written with; a file records
 /// its own, so another seed is a new file, not a new format.
@@ -113,10 +112,7 @@ impl<'a> RaBitQ<'a> {
     ) -> Result<RaBitQ<'static>, Cancelled> {
         debug_assert!(supports(metric));
         let rows = vectors.rows(dims);
-        let row = |r: usize| -> Vec<f32> {
-            let v = vectors.row(r, dims).to_f32().into_owned();
-            if metric == Metric::Cosine { l2_normalize(&v) } else { v }
-        };
+        let row = |r: usize| coded_row(metric, vectors.row(r, dims));
         let mut sum = vec![0f64; dims];
         for r in 0..rows {
             for (s, x) in sum.iter_mut().zip(row(r)).filter(|(_, x)| x.is_finite()) {
@@ -206,13 +202,7 @@ impl<'a> RaBitQ<'a> {
 
     /// The query's side of the estimates: `y` rotated and quantised.
     pub fn prepare(&self, query: Row<'_>) -> Prepared {
-        let mut q = query.to_f32().into_owned();
-        q.resize(self.dims, 0.0);
-        let q_norm = norm(&q);
-        let zero = q_norm == 0.0 || !q_norm.is_finite();
-        if self.metric == Metric::Cosine {
-            q = l2_normalize(&q);
-        }
+        let (q, zero) = coded_query(self.metric, self.dims, query);
         let mut y = self.rotated(&q);
         let (base, norm_sq) = if self.metric == Metric::L2 {
             // P (q - c) = P q - P c; the rotation keeps |q - c|.

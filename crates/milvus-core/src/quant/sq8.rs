@@ -17,10 +17,9 @@
 use std::borrow::Cow;
 use std::sync::atomic::AtomicBool;
 
-use super::common::{Cancelled, check, prefetch_bytes, supports};
-use crate::distance::{Metric, inner_product, norm};
+use super::common::{Cancelled, check, coded_query, coded_row, prefetch_bytes, supports};
+use crate::distance::{Metric, inner_product};
 use crate::element::{Row, Vectors};
-use crate::vector::l2_normalize;
 
 /// Levels of a code byte.
 const LEVELS: f32 = 255.0;
@@ -55,11 +54,8 @@ impl<'a> Sq8<'a> {
         cancel: &AtomicBool,
     ) -> Result<Sq8<'static>, Cancelled> {
         debug_assert!(supports(metric) && dims > 0);
-        let rows = vectors.bytes().len() / vectors.element().bytes(dims);
-        let row = |r: usize| -> Vec<f32> {
-            let v = vectors.row(r, dims).to_f32().into_owned();
-            if metric == Metric::Cosine { l2_normalize(&v) } else { v }
-        };
+        let rows = vectors.rows(dims);
+        let row = |r: usize| coded_row(metric, vectors.row(r, dims));
         let (mut low, mut high) = (vec![f32::INFINITY; dims], vec![f32::NEG_INFINITY; dims]);
         for r in 0..rows {
             for (i, x) in row(r).into_iter().enumerate().filter(|(_, x)| x.is_finite()) {
@@ -143,17 +139,12 @@ impl<'a> Sq8<'a> {
 
     /// The query's side of the estimates.
     pub fn prepare(&self, query: Row<'_>) -> Prepared {
-        let mut q = query.to_f32().into_owned();
-        q.resize(self.dims, 0.0);
-        let norm = norm(&q);
-        if self.metric == Metric::Cosine {
-            q = l2_normalize(&q);
-        }
+        let (q, zero) = coded_query(self.metric, self.dims, query);
         Prepared {
             scaled: q.iter().zip(self.step.iter()).map(|(x, s)| x * s).collect(),
             base: inner_product(&q, &self.low),
             norm_sq: inner_product(&q, &q),
-            zero: norm == 0.0 || !norm.is_finite(),
+            zero,
         }
     }
 
