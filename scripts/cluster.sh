@@ -7,7 +7,14 @@
 #   cluster.sh crash NAME      kill -9 the postmaster and every backend (a power cut
 #                              for the server, not for the OS page cache)
 #   cluster.sh restart NAME    start an existing cluster again (crash recovery)
-#   cluster.sh standby NAME PRIMARY   a streaming replica of a running cluster
+#   cluster.sh standby NAME PRIMARY [pg_basebackup args...]
+#                              a streaming replica of a running cluster (or of
+#                              a standby: a cascade); by default -X stream
+#   cluster.sh backup DIR PRIMARY   a base backup in tar form, WAL fetched
+#   cluster.sh restore NAME BACKUP ARCHIVE [recovery settings...]
+#                              archive recovery of a tar base backup from a
+#                              WAL archive (restore_command), promoted at its
+#                              target (recovery_target_name = ..., or to the end)
 #   cluster.sh port NAME | host NAME | psql NAME [psql args]
 #
 # Clusters live under $PG_MILVUS_RUN (default /tmp/pg_milvus). `start` always
@@ -100,11 +107,41 @@ case "${1:-}" in
     stop "$name"
     rm -rf "$d"
     install -d -o postgres -g postgres -m 0700 "$d"
-    as_pg "$BIN/pg_basebackup" -h "$p" -p "$(cat "$p/port")" -U postgres -D "$d/data" -R -X stream -c fast >"$d/basebackup.log" 2>&1 ||
-      { cat "$d/basebackup.log"; exit 1; }
+    shift 3
+    (($#)) || set -- -X stream
+    as_pg "$BIN/pg_basebackup" -h "$p" -p "$(cat "$p/port")" -U postgres -D "$d/data" -R -c fast "$@" \
+      >"$d/basebackup.log" 2>&1 || { cat "$d/basebackup.log"; exit 1; }
     port=$(free_port $(( $(cat "$p/port") + 1 )))
+    # A cascade's primary_conninfo names its upstream, as pg_basebackup -R
+    # wrote it; archiving is the primary's alone.
     echo "unix_socket_directories = '$d'" >>"$d/data/postgresql.conf"
+    echo "archive_mode = off" >>"$d/data/postgresql.conf"
     launch "$d" "$port"
+    ;;
+  backup)
+    dir=${2:?backup directory}; p=$(dir_of "${3:?primary cluster name}")
+    rm -rf "$dir"
+    install -d -o postgres -g postgres -m 0700 "$dir"
+    as_pg "$BIN/pg_basebackup" -h "$p" -p "$(cat "$p/port")" -U postgres -D "$dir" -Ft -X fetch -c fast \
+      >"$dir.log" 2>&1 || { cat "$dir.log"; exit 1; }
+    ;;
+  restore)
+    name=${2:?cluster name}; backup=${3:?backup directory}; archive=${4:?WAL archive directory}
+    shift 4
+    d=$(dir_of "$name")
+    stop "$name"
+    rm -rf "$d"
+    install -d -o postgres -g postgres -m 0700 "$d" "$d/data"
+    as_pg tar -xf "$backup/base.tar" -C "$d/data"
+    {
+      echo "unix_socket_directories = '$d'"
+      echo "archive_mode = off"
+      echo "restore_command = 'cp $archive/%f %p'"
+      echo "recovery_target_action = promote"
+      for line in "$@"; do echo "$line"; done
+    } >>"$d/data/postgresql.conf"
+    as_pg touch "$d/data/recovery.signal"
+    launch "$d" "$(free_port 55500)"
     ;;
   stop) stop "${2:?cluster name}" ;;
   crash)

@@ -36,20 +36,6 @@ thread_local! {
     static CACHE: RefCell<Option<(CacheKey, Arc<SegmentCache>)>> = const { RefCell::new(None) };
 }
 
-/// The store at `url`, `None` meaning the embedded default directory: an
-/// index's objects live where its manifest says, whatever
-/// `milvus.storage_url` says today. Raises an error if it cannot be opened.
-pub fn storage_at(url: Option<&str>) -> Arc<Storage> {
-    try_storage_at(url).unwrap_or_else(|e| {
-        ereport!(
-            ERROR,
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            e.to_string(),
-            "Check milvus.storage_url and the milvus.s3_* settings."
-        );
-    })
-}
-
 /// Refuses a storage URL that the current user may not choose for an index
 /// (its `storage_url` option, checked at CREATE INDEX and ALTER INDEX):
 /// inside the data directory for anyone; for a user who is not a superuser,
@@ -84,8 +70,11 @@ pub fn check_index_location(url: &str) {
     }
 }
 
-/// The same, the failure to open as a value: for jobs that report failures
-/// as their own (a flush leaves its segment sealed and says why).
+/// The store at `url`, `None` meaning the embedded default directory: an
+/// index's objects live where its manifest says, whatever
+/// `milvus.storage_url` says today. The failure to open is a value: jobs
+/// report failures as their own (a flush leaves its segment sealed and says
+/// why). An index's objects are read through `am::object_pages::reading_store`.
 pub fn try_storage_at(url: Option<&str>) -> Result<Arc<Storage>, StorageError> {
     let url = url.map(str::to_owned).unwrap_or_else(gucs::default_storage_url);
     let key: StorageKey = (url, gucs::s3_options(), gucs::storage_timeout());

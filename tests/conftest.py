@@ -27,13 +27,29 @@ class Cluster:
         self.host = subprocess.check_output([CLUSTER, "host", name], text=True).strip()
 
     @classmethod
-    def standby_of(cls, name: str, primary: "Cluster") -> "Cluster":
-        """A streaming replica of `primary` (pg_basebackup), started."""
+    def _made(cls, name: str, *command: str) -> "Cluster":
         c = cls.__new__(cls)
         c.name = name
-        c.port = int(subprocess.check_output([CLUSTER, "standby", name, primary.name], text=True).strip())
+        c.port = int(subprocess.check_output([CLUSTER, *command], text=True).strip())
         c.host = subprocess.check_output([CLUSTER, "host", name], text=True).strip()
         return c
+
+    @classmethod
+    def standby_of(cls, name: str, primary: "Cluster", *basebackup_args: str) -> "Cluster":
+        """A streaming replica of `primary` (pg_basebackup, `-X stream`
+        unless `basebackup_args` say otherwise), started."""
+        return cls._made(name, "standby", name, primary.name, *basebackup_args)
+
+    @classmethod
+    def restored(cls, name: str, backup: Path, archive: Path, settings: list[str] = ()) -> "Cluster":
+        """Archive recovery of the tar base backup in `backup` from the WAL
+        in `archive`, to the target `settings` name (the end if none), then
+        promoted."""
+        return cls._made(name, "restore", name, str(backup), str(archive), *settings)
+
+    def backup(self, into: Path):
+        """A base backup of this cluster in tar form, its WAL fetched."""
+        subprocess.run([CLUSTER, "backup", str(into), self.name], check=True)
 
     def connect(self, dbname: str = "postgres", **kwargs) -> psycopg.Connection:
         # prepare_threshold=None: psycopg would otherwise prepare a statement

@@ -16,6 +16,11 @@
 //! worker's visit (every database is visited), or a `milvus_flush()`,
 //! `milvus_compact()` or `milvus_gc()`. A crash in between leaves copies
 //! nobody references, garbage under the index's own prefix.
+//!
+//! The same first job writes into the index's pages the objects of an
+//! embedded index that a version before the manifest's version 4 left in
+//! the directory only (`object_pages.rs`), so from then on they travel
+//! with the WAL too.
 
 use std::collections::HashMap;
 
@@ -23,12 +28,21 @@ use milvus_core::error::Failed;
 use milvus_core::jobs::{self, JobError};
 use pgrx::prelude::*;
 
+use super::object_pages;
 use crate::catalog;
-use crate::pages::{Index, manifest_chain};
+use crate::pages::{Block, Index, manifest_chain};
 
 /// Adopts the objects of `index` that another instance wrote, if any;
 /// returns how many references it moved, or why it could not.
 pub fn adopt_if_copied(index: Index) -> Result<usize, Failed<JobError>> {
+    let adopted = adopt_foreign(index)?;
+    write_unpaged(index)?;
+    Ok(adopted)
+}
+
+/// Adoption proper: copies what another instance wrote under this one's
+/// prefix.
+fn adopt_foreign(index: Index) -> Result<usize, Failed<JobError>> {
     let (_, snapshot) = manifest_chain::snapshot(index);
     let id = catalog::index_id(index);
     let foreign = snapshot.foreign_objects(&id.prefix());
@@ -36,8 +50,7 @@ pub fn adopt_if_copied(index: Index) -> Result<usize, Failed<JobError>> {
         return Ok(0);
     }
     let doing = || format!("adopt the objects index \"{}\" was copied with", index.name());
-    let storage = crate::storage::try_storage_at(snapshot.storage_url.as_deref())
-        .map_err(|e| Failed::new(doing(), JobError::from(e)))?;
+    let storage = object_pages::reading_store(index, &snapshot).map_err(|e| Failed::new(doing(), JobError::from(e)))?;
     let count = foreign.len();
     let moved =
         crate::storage::run_job("adopt", move |control| jobs::adopt(&storage, id, &foreign, control.cancel_flag()))
@@ -45,5 +58,22 @@ pub fn adopt_if_copied(index: Index) -> Result<usize, Failed<JobError>> {
     let moved: HashMap<String, String> = moved.into_iter().collect();
     let changed = manifest_chain::change(index, |m| m.rehome(&moved));
     log!("pg_milvus: index \"{}\" adopted {changed} of the {count} objects it was copied with", index.name());
+    Ok(changed)
+}
+
+/// Writes into pages the objects of an embedded index its manifest lists
+/// without pages; returns how many.
+fn write_unpaged(index: Index) -> Result<usize, Failed<JobError>> {
+    let (_, snapshot) = manifest_chain::snapshot(index);
+    let mut unpaged = snapshot.unpaged_objects();
+    if unpaged.is_empty() || !object_pages::is_embedded(snapshot.storage_url.as_deref()) {
+        return Ok(0);
+    }
+    let doing = format!("write the objects of index \"{}\" into its pages", index.name());
+    let _writing = object_pages::write(index, snapshot.storage_url.as_deref(), unpaged.iter_mut())
+        .map_err(|e| Failed::new(doing, JobError::from(e)))?;
+    let paged: HashMap<String, Block> = unpaged.into_iter().filter_map(|o| Some((o.key, o.pages?))).collect();
+    let changed = manifest_chain::change(index, |m| m.set_pages(&paged));
+    log!("pg_milvus: index \"{}\" wrote {changed} objects into its pages", index.name());
     Ok(changed)
 }

@@ -12,10 +12,14 @@
 //! growing one after them), the meta page (format, dimensions, metric,
 //! where the manifest is) and the growing segment's first row page are
 //! written, a WAL record per three pages. The rows never pass through the
-//! index's pages: the WAL holds those pages, not a record per row, and a
-//! standby reads the segments from storage (docs/design.md, "Seal small,
-//! merge big"). A crash or an error before the commit leaves only
-//! unreferenced objects, which GC collects with the index that never was.
+//! index's row pages: the WAL holds those pages, not a record per row. On
+//! the embedded store each segment's objects are written into pages as
+//! they come (`object_pages.rs`: the WAL carries them, as pgvector's
+//! carries its graph), after block 0, which the scan reserves for the meta
+//! page; on S3 a standby reads the segments from the bucket (docs/design.md,
+//! "Seal small, merge big"). A crash or an error before the commit leaves
+//! only unreferenced objects, which GC collects with the index that never
+//! was.
 //!
 //! If storage refuses, CREATE INDEX still succeeds with a WARNING: the
 //! pages are laid out then, and from that segment on the rows go into them
@@ -42,9 +46,10 @@ use super::options;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::pages::rows::{manifest_pages, pack_tid};
-use crate::pages::{Buffer, INVALID_BLOCK, Index, free};
+use crate::pages::{Buffer, INVALID_BLOCK, Index, Lock, PageStore, free};
 use crate::shared::{self, JobKind, JobRecord};
 use crate::types::indexed::IndexVector;
+use milvus_core::pages::META_BLOCK;
 use milvus_core::pages::growing::lay_out;
 
 struct BuildState {
@@ -103,6 +108,9 @@ pub unsafe extern "C-unwind" fn ambuild(
     }
     validate_options(index);
     let (manifest, shape, metric) = new_manifest(index);
+    // Block 0 is the meta page's: objects written into pages during the
+    // scan take the blocks after it.
+    drop(index.extend_fork(pg_sys::ForkNumber::MAIN_FORKNUM));
 
     let max_rows = options::of(index).segment_max_rows as usize;
     let budget_bytes = budget_bytes();
@@ -223,7 +231,9 @@ fn write_pending(state: &mut BuildState) {
     let job = JobRecord::start(JobKind::Flush, index.oid().to_u32(), &[segment.0], what, "CREATE INDEX".into());
     let rows = std::sync::Arc::new(rows);
     match flush::write_segment(index, segment, state.metric, manifest, rows.clone(), 0, &job) {
-        Ok(flushed) => {
+        // Nothing else sees the index before CREATE INDEX commits: no
+        // VACUUM to keep off the pages written, so no lock to hold.
+        Ok((flushed, _)) => {
             crate::debug::pause_at(PausePoint::Commit);
             let (count, bytes) = (flushed.rows, flushed.bytes);
             manifest.publish_built(flushed, unix_now()).or_raise();
@@ -287,7 +297,10 @@ fn init_index(index: Index, fork: pg_sys::ForkNumber::Type, mut manifest: Manife
     let growing = manifest.add_growing(unix_now());
     let bytes = manifest.encode();
 
-    let mut meta_page = index.extend_fork(fork);
+    let mut meta_page = match fork {
+        pg_sys::ForkNumber::MAIN_FORKNUM => index.read(META_BLOCK, Lock::Exclusive),
+        _ => index.extend_fork(fork),
+    };
     let mut row_page = index.extend_fork(fork);
     let mut manifest_buffers: Vec<Buffer> = (0..manifest_pages(bytes.len())).map(|_| index.extend_fork(fork)).collect();
     // `lay_out` places the chains: the blocks are set there.

@@ -29,7 +29,7 @@ use milvus_core::search::LoadedSegment;
 use milvus_core::segment::{SegmentId, SegmentState, unix_now};
 
 use super::segment_lock::SegmentLock;
-use super::{flush, open_segments, options};
+use super::{flush, object_pages, open_segments, options};
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::pages::{Index, manifest_chain};
@@ -133,8 +133,12 @@ pub fn run_plan(
             jobs::compact(Target { storage: &store, cache: &cache, index: id }, &merge, control)
         },
     );
-    let flushed = match flushed {
-        Ok(flushed) => flushed,
+    let written = flushed.and_then(|mut flushed| {
+        let writing = object_pages::write(index, url.as_deref(), flushed.objects_mut())?;
+        Ok((flushed, writing))
+    });
+    let (flushed, _writing) = match written {
+        Ok(written) => written,
         Err(cause) => {
             let failed = Failed::new(format!("compact {what}"), cause).with_detail(COMPACT_FAILED_DETAIL);
             job.failed(&failed.to_string());

@@ -13,7 +13,9 @@
 //! `storage::run_job`; a small segment flushed behind others, as a bulk
 //! insert seals them, gets no graph: searched by brute force until a merge
 //! gives it one); meanwhile `milvus_segments()` shows the segment
-//! `flushing`, and its index `building` while the graph is built. Data
+//! `flushing`, and its index `building` while the graph is built. On the
+//! embedded store the main thread then copies the objects into the index's
+//! pages (`object_pages.rs`), so the WAL carries them. Data
 //! first, metadata last: only once the objects are in storage does one WAL
 //! record publish them in the manifest and drop the sealed chain from the
 //! meta page, after which its pages are freed. A crash before that record
@@ -35,8 +37,8 @@ use milvus_core::search::PageRows;
 use milvus_core::segment::{SealReason, SegmentId, unix_now};
 use pgrx::prelude::*;
 
-use super::options;
 use super::segment_lock::SegmentLock;
+use super::{object_pages, options};
 use crate::catalog;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
@@ -163,8 +165,8 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
     let job =
         JobRecord::start(JobKind::Flush, index.oid().to_u32(), &[segment.0], describe(index, segment), why.into());
     let written = write_segment(index, segment, meta.metric(), &manifest, Arc::new(rows), graph_min_rows, &job);
-    let flushed = match written {
-        Ok(flushed) => flushed,
+    let (flushed, _writing) = match written {
+        Ok(written) => written,
         Err(cause) => {
             let failed = Failed::new(format!("flush {}", describe(index, segment)), cause);
             job.failed(&failed.to_string());
@@ -180,10 +182,11 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
 
 /// Writes `rows` as segment `segment` to the index's storage (insert binlog,
 /// graph from `graph_min_rows` rows on, both cached), on a helper thread
-/// that reports its phases to `job`: what the manifest then lists.
-/// A flush reads the rows from a sealed chain; CREATE INDEX hands over the
-/// table's rows directly, and keeps them (the `Arc` is its own again once
-/// this returns) to write them to pages if storage refused.
+/// that reports its phases to `job`, and on the embedded store into the
+/// index's pages: what the manifest then lists, and the lock to hold until
+/// it does. A flush reads the rows from a sealed chain; CREATE INDEX hands
+/// over the table's rows directly, and keeps them (the `Arc` is its own
+/// again once this returns) to write them to pages if storage refused.
 pub fn write_segment(
     index: Index,
     segment: SegmentId,
@@ -192,13 +195,14 @@ pub fn write_segment(
     rows: Arc<PageRows>,
     graph_min_rows: usize,
     job: &JobRecord,
-) -> Result<manifest::Flushed, JobError> {
+) -> Result<(manifest::Flushed, Option<SegmentLock>), JobError> {
     let dims = manifest.dims as usize;
     let params = hnsw_params(index);
     let id = catalog::index_id(index);
-    let store = storage::try_storage_at(manifest.storage_url.as_deref());
+    let url = manifest.storage_url.as_deref();
+    let store = storage::try_storage_at(url);
     let cache = storage::cache();
-    storage::run_job_watched(
+    let mut flushed = storage::run_job_watched(
         "flush",
         storage::Priority::Maintenance,
         |phase| job.set_phase(phase),
@@ -209,7 +213,9 @@ pub fn write_segment(
             let new = NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, seed: None };
             jobs::flush(target, &new, control)
         },
-    )
+    )?;
+    let writing = object_pages::write(index, url, flushed.objects_mut())?;
+    Ok((flushed, writing))
 }
 
 /// One WAL record: the manifest lists the flushed segment, and the meta page

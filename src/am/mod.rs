@@ -34,6 +34,7 @@ pub mod flush;
 pub mod gc;
 pub mod insert;
 mod nulls;
+pub mod object_pages;
 pub mod open_segments;
 pub mod options;
 pub mod scan;

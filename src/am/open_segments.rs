@@ -57,7 +57,9 @@ pub fn loaded(index: Index, manifest: &Manifest, metric: Metric) -> Vec<Arc<Load
             .collect()
     });
     if !missing.is_empty() {
-        let store = storage::storage_at(manifest.storage_url.as_deref());
+        let store = super::object_pages::reading_store(index, manifest).unwrap_or_else(|e| {
+            raise_error(&Failed::new(format!("open the storage of index \"{}\"", index.name()), e))
+        });
         let cache = storage::cache();
         let by_range = jobs::rows_by_range(&cache, manifest.flushed_segments());
         let threads = storage::job_threads();

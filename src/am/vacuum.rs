@@ -141,9 +141,12 @@ pub fn settle_tombstones(index: Index) -> Result<u64, Failed<JobError>> {
     for (segment, rows) in pending {
         let written = rows.clone();
         let store = store.clone();
-        let delta =
+        let url = manifest.storage_url.as_deref();
+        let failed = |e: JobError| Failed::new(doing(segment), e).with_detail(super::flush::FLUSH_FAILED_DETAIL);
+        let mut delta =
             crate::storage::run_job("tombstones", move |_| jobs::write_tombstones(&store, id, segment, &written))
-                .map_err(|e| Failed::new(doing(segment), e).with_detail(super::flush::FLUSH_FAILED_DETAIL))?;
+                .map_err(failed)?;
+        let _writing = super::object_pages::write(index, url, [&mut delta]).map_err(|e| failed(JobError::from(e)))?;
         let _lock = SegmentLock::acquire(index, segment.0);
         let (_, now) = manifest_chain::snapshot(index);
         if now.segment(segment).is_some_and(|e| e.meta.state == SegmentState::Flushed) {
@@ -164,7 +167,12 @@ pub unsafe extern "C-unwind" fn amvacuumcleanup(
     if analyze_only {
         return stats;
     }
-    let free_pages = free::sweep(index);
+    let free_pages = {
+        // Object pages of no object are taken back only while no chain is
+        // being written (`object_pages.rs`).
+        let no_writers = SegmentLock::no_object_writers(index);
+        free::sweep(index, no_writers.is_some())
+    };
     free::give_back_swept_tail(index, free_pages);
     let stats = if stats.is_null() {
         // No ambulkdelete ran (nothing to delete): count the rows.

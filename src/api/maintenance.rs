@@ -325,15 +325,18 @@ fn milvus_verify(
 > {
     let mut rows = Vec::new();
     for oid in catalog::leaf_indexes(index) {
-        let (flushed, url) = {
+        let (flushed, storage) = {
             let index = crate::pages::OpenIndex::open(oid, pg_sys::AccessShareLock);
             catalog::check_milvus_index(*index);
             catalog::check_can_read(*index);
             let (_, manifest) = manifest_chain::snapshot(*index);
             let flushed: Vec<SegmentEntry> = manifest.flushed_segments().cloned().collect();
-            (flushed, manifest.storage_url)
+            // An embedded index's objects missing from the directory are
+            // copied from its pages first: what is then checked is what
+            // searches read.
+            let storage = crate::am::object_pages::reading_store(*index, &manifest).or_raise();
+            (flushed, storage)
         };
-        let storage = storage::storage_at(url.as_deref());
         let checked = storage::run_job("verify", move |control| {
             flushed
                 .iter()

@@ -8,10 +8,11 @@ use pgrx::pg_sys;
 use super::{Index, PageStore};
 
 /// VACUUM's sweep (`milvus_core::pages::free::sweep`): empties released
-/// chains, takes back chain pages nothing references, offers every free
+/// chains, takes back chain pages nothing references (object pages only
+/// if `objects`: no object's chain is being written), offers every free
 /// page to the free space map. Returns how many free pages it offered.
-pub fn sweep(index: Index) -> u32 {
-    let swept = milvus_core::pages::free::sweep(index);
+pub fn sweep(index: Index, objects: bool) -> u32 {
+    let swept = milvus_core::pages::free::sweep(index, objects);
     if swept.reclaimed > 0 {
         pgrx::log!("index \"{}\": took back {} pages nothing referenced", index.name(), swept.reclaimed);
     }

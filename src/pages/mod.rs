@@ -28,7 +28,7 @@ use std::ops::Deref;
 
 pub use milvus_core::format::meta::Block;
 use milvus_core::pages::RawRecord;
-pub use milvus_core::pages::{INVALID_BLOCK, Lock, LockedBuffer, Meta, PageStore};
+pub use milvus_core::pages::{INVALID_BLOCK, Lock, LockedBuffer, META_BLOCK, Meta, PageStore};
 pub use milvus_core::pages::{chain, growing, manifest_chain, release};
 use pgrx::pg_sys;
 
@@ -67,10 +67,11 @@ impl Index {
 
     /// Whether the index has its pages yet. CREATE INDEX CONCURRENTLY lists
     /// the index in the catalog, visible to workers and GC, before its
-    /// build writes any (`am/build.rs` writes the segments first): until
-    /// then there is no meta page to read, and nothing to do.
+    /// build writes its meta page (`am/build.rs` writes the segments first,
+    /// into the blocks after block 0, which it leaves new until the end):
+    /// until then there is no meta page to read, and nothing to do.
     pub fn has_pages(self) -> bool {
-        self.blocks() > 0
+        self.blocks() > 0 && !self.read(META_BLOCK, Lock::Share).page().is_free()
     }
 
     /// Blocks in the main fork.

@@ -126,7 +126,7 @@ fn vacuum(store: Store, objects: &Objects, is_dead: &dyn Fn(u64) -> bool) {
             manifest_chain::change(store, |m| m.add_pending_tombstones(entry.meta.id, &dead)).unwrap();
         }
     }
-    free::sweep(store);
+    free::sweep(store, true);
 }
 
 /// The rows the workload's second VACUUM finds dead (its first, a part).
@@ -285,7 +285,7 @@ fn crash_at_every_record(shape: Shape) {
         }
         seal(&store, SealReason::Manual);
         while flush(&store, &objects).is_some() {}
-        let swept = free::sweep(&store);
+        let swept = free::sweep(&store, true);
         let census: HashMap<_, _> = free::census(&store).into_iter().collect();
         assert_eq!((census["unreferenced"], census["released"]), (0, 0), "{at}: {census:?} after {swept:?}");
         let after = check(&store, &objects);

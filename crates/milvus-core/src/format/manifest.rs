@@ -32,15 +32,22 @@
 //! they are compacted into segments. Searches skip them from the moment
 //! VACUUM records them. Version 3 also knows the seal reason `Pages`. Older
 //! manifests read with none pending.
+//!
+//! Version 4 added each object's `pages`: the first block of the chain of
+//! index pages that holds its bytes, for objects of the embedded store,
+//! which travel with the WAL that way (`crate::pages::objects`). Older
+//! manifests read with none: their objects are in the directory only until
+//! the index's first job writes them to pages.
 
 use serde::{Deserialize, Serialize};
 
+use super::meta::Block;
 use super::{Check, FormatError, FormatErrorKind, Reader, Writer, check_body, check_header, finish_header};
 use crate::error::{SqlError, SqlState};
 use crate::segment::{IndexState, LifecycleError, SealReason, SegmentId, SegmentMeta, SegmentState};
 
 pub const MAGIC: &[u8; 8] = b"PGMVMAN\0";
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 pub const HEADER_LEN: usize = 64;
 
 /// An object in storage, as the manifest references it.
@@ -51,11 +58,38 @@ pub struct ObjectRef {
     pub size: u64,
     /// CRC-32C of the whole object, checked after download.
     pub crc32c: u32,
+    /// The first page of the chain of index pages holding the object's
+    /// bytes (the embedded store's objects, WAL-logged); `None` for an
+    /// object only its store holds (S3, a `file://` location, an embedded
+    /// object of a manifest older than version 4).
+    pub pages: Option<Block>,
 }
 
 impl ObjectRef {
     pub fn of(key: impl Into<String>, bytes: &[u8]) -> Self {
-        ObjectRef { key: key.into(), size: bytes.len() as u64, crc32c: crc32c::crc32c(bytes) }
+        ObjectRef { key: key.into(), size: bytes.len() as u64, crc32c: crc32c::crc32c(bytes), pages: None }
+    }
+
+    /// What every page of the object's chain carries in its special space,
+    /// so a page that has since been freed and reused by another chain is
+    /// never taken for one of this object's. Of the bytes, not the key: a
+    /// copy adopted under another key keeps its pages.
+    pub fn page_tag(&self) -> u64 {
+        self.size.rotate_left(32) ^ u64::from(self.crc32c)
+    }
+}
+
+/// An object reference as versions 1 to 3 stored it: no pages.
+#[derive(Deserialize)]
+struct ObjectRefV3 {
+    key: String,
+    size: u64,
+    crc32c: u32,
+}
+
+impl From<ObjectRefV3> for ObjectRef {
+    fn from(o: ObjectRefV3) -> Self {
+        ObjectRef { key: o.key, size: o.size, crc32c: o.crc32c, pages: None }
     }
 }
 
@@ -69,6 +103,13 @@ pub struct Flushed {
     pub index_file: Option<ObjectRef>,
     /// Bytes written, both objects.
     pub bytes: u64,
+}
+
+impl Flushed {
+    /// The objects written, to change (their pages).
+    pub fn objects_mut(&mut self) -> impl Iterator<Item = &mut ObjectRef> {
+        std::iter::once(&mut self.insert_binlog).chain(self.index_file.iter_mut())
+    }
 }
 
 /// A manifest change that does not fit the segments it names.
@@ -166,6 +207,11 @@ impl SegmentEntry {
         self.insert_binlog.iter().chain(self.index_file.iter()).chain(self.delta_binlogs.iter())
     }
 
+    /// The same, to change.
+    pub fn objects_mut(&mut self) -> impl Iterator<Item = &mut ObjectRef> {
+        self.insert_binlog.iter_mut().chain(self.index_file.iter_mut()).chain(self.delta_binlogs.iter_mut())
+    }
+
     /// What changes when the segment's tombstones do: a loaded copy of it
     /// is stale once this differs.
     pub fn tombstone_version(&self) -> (usize, usize) {
@@ -177,18 +223,42 @@ impl SegmentEntry {
 #[derive(Deserialize)]
 struct SegmentEntryV2 {
     meta: SegmentMeta,
-    insert_binlog: Option<ObjectRef>,
-    index_file: Option<ObjectRef>,
-    delta_binlogs: Vec<ObjectRef>,
+    insert_binlog: Option<ObjectRefV3>,
+    index_file: Option<ObjectRefV3>,
+    delta_binlogs: Vec<ObjectRefV3>,
 }
 
 impl From<SegmentEntryV2> for SegmentEntry {
     fn from(e: SegmentEntryV2) -> Self {
-        SegmentEntry {
+        SegmentEntryV3 {
+            meta: e.meta,
             insert_binlog: e.insert_binlog,
             index_file: e.index_file,
             delta_binlogs: e.delta_binlogs,
-            ..Self::new(e.meta)
+            pending_tombstones: RowRuns::default(),
+        }
+        .into()
+    }
+}
+
+/// A segment as version 3 stored it: objects without pages.
+#[derive(Deserialize)]
+struct SegmentEntryV3 {
+    meta: SegmentMeta,
+    insert_binlog: Option<ObjectRefV3>,
+    index_file: Option<ObjectRefV3>,
+    delta_binlogs: Vec<ObjectRefV3>,
+    pending_tombstones: RowRuns,
+}
+
+impl From<SegmentEntryV3> for SegmentEntry {
+    fn from(e: SegmentEntryV3) -> Self {
+        SegmentEntry {
+            meta: e.meta,
+            insert_binlog: e.insert_binlog.map(ObjectRef::from),
+            index_file: e.index_file.map(ObjectRef::from),
+            delta_binlogs: e.delta_binlogs.into_iter().map(ObjectRef::from).collect(),
+            pending_tombstones: e.pending_tombstones,
         }
     }
 }
@@ -245,6 +315,30 @@ struct ManifestV2 {
 
 impl From<ManifestV2> for Manifest {
     fn from(m: ManifestV2) -> Self {
+        Manifest {
+            generation: m.generation,
+            next_segment_id: m.next_segment_id,
+            dims: m.dims,
+            metric: m.metric,
+            segments: m.segments.into_iter().map(SegmentEntry::from).collect(),
+            storage_url: m.storage_url,
+        }
+    }
+}
+
+/// The body of a version 3 manifest.
+#[derive(Deserialize)]
+struct ManifestV3 {
+    generation: u64,
+    next_segment_id: u64,
+    dims: u32,
+    metric: u8,
+    segments: Vec<SegmentEntryV3>,
+    storage_url: Option<String>,
+}
+
+impl From<ManifestV3> for Manifest {
+    fn from(m: ManifestV3) -> Self {
         Manifest {
             generation: m.generation,
             next_segment_id: m.next_segment_id,
@@ -437,6 +531,35 @@ impl Manifest {
         changed
     }
 
+    /// Every object of every segment, dropped ones included: what the
+    /// manifest references, and so what its pages must keep.
+    pub fn objects(&self) -> impl Iterator<Item = &ObjectRef> {
+        self.segments.iter().flat_map(|s| s.objects())
+    }
+
+    /// The objects of segments that are not dropped without pages: an
+    /// embedded index's manifest from before version 4 has them.
+    pub fn unpaged_objects(&self) -> Vec<ObjectRef> {
+        let live = self.segments.iter().filter(|s| s.meta.state != SegmentState::Dropped);
+        live.flat_map(|s| s.objects()).filter(|o| o.pages.is_none()).cloned().collect()
+    }
+
+    /// Points objects without pages at the chains `paged` (key, first
+    /// page) holds them in; returns how many it changed.
+    pub fn set_pages(&mut self, paged: &std::collections::HashMap<String, Block>) -> usize {
+        let mut changed = 0;
+        for o in self.segments.iter_mut().flat_map(|s| s.objects_mut()).filter(|o| o.pages.is_none()) {
+            if let Some(head) = paged.get(&o.key) {
+                o.pages = Some(*head);
+                changed += 1;
+            }
+        }
+        if changed > 0 {
+            self.generation += 1;
+        }
+        changed
+    }
+
     /// Every object key a non-dropped segment references: what GC must keep.
     pub fn referenced_keys(&self) -> impl Iterator<Item = &str> {
         self.segments
@@ -467,7 +590,8 @@ impl Manifest {
         match version {
             1 => decode_body::<ManifestV1>(object, body).map(Manifest::from),
             2 => decode_body::<ManifestV2>(object, body).map(Manifest::from),
-            3 => decode_body::<Manifest>(object, body),
+            3 => decode_body::<ManifestV3>(object, body).map(Manifest::from),
+            4 => decode_body::<Manifest>(object, body),
             _ => unreachable!("check_header refuses versions above {VERSION}"),
         }
     }
@@ -530,13 +654,26 @@ mod tests {
         m
     }
 
+    /// An object as versions 1 to 3 wrote it.
+    #[derive(Serialize)]
+    struct OldRef<'a> {
+        key: &'a str,
+        size: u64,
+        crc32c: u32,
+    }
+
+    fn old_ref(o: &ObjectRef) -> OldRef<'_> {
+        assert_eq!(o.pages, None, "older versions know no pages");
+        OldRef { key: &o.key, size: o.size, crc32c: o.crc32c }
+    }
+
     /// A segment as versions 1 and 2 wrote it.
     #[derive(Serialize)]
     struct OldEntry<'a> {
         meta: &'a SegmentMeta,
-        insert_binlog: &'a Option<ObjectRef>,
-        index_file: &'a Option<ObjectRef>,
-        delta_binlogs: &'a [ObjectRef],
+        insert_binlog: Option<OldRef<'a>>,
+        index_file: Option<OldRef<'a>>,
+        delta_binlogs: Vec<OldRef<'a>>,
     }
 
     fn old_entries(m: &Manifest) -> Vec<OldEntry<'_>> {
@@ -544,9 +681,9 @@ mod tests {
             .iter()
             .map(|e| OldEntry {
                 meta: &e.meta,
-                insert_binlog: &e.insert_binlog,
-                index_file: &e.index_file,
-                delta_binlogs: &e.delta_binlogs,
+                insert_binlog: e.insert_binlog.as_ref().map(old_ref),
+                index_file: e.index_file.as_ref().map(old_ref),
+                delta_binlogs: e.delta_binlogs.iter().map(old_ref).collect(),
             })
             .collect()
     }
@@ -604,6 +741,51 @@ mod tests {
         };
         let body = bincode::serde::encode_to_vec(&v2, bincode::config::standard()).unwrap();
         assert_eq!(Manifest::decode("o", &with_header(2, &body)).unwrap(), m);
+    }
+
+    #[test]
+    fn reads_version_3_with_no_object_in_pages() {
+        #[derive(Serialize)]
+        struct V3<'a> {
+            generation: u64,
+            next_segment_id: u64,
+            dims: u32,
+            metric: u8,
+            segments: Vec<(OldEntry<'a>, &'a RowRuns)>,
+            storage_url: &'a Option<String>,
+        }
+        let mut m = sample();
+        m.add_pending_tombstones(SegmentId(1), &[4, 5]).unwrap();
+        // bincode writes a struct as its fields in order, as it writes a
+        // tuple: an old entry then its pending rows is a version 3 entry.
+        let v3 = V3 {
+            generation: m.generation,
+            next_segment_id: m.next_segment_id,
+            dims: m.dims,
+            metric: m.metric,
+            segments: old_entries(&m).into_iter().zip(m.segments.iter().map(|e| &e.pending_tombstones)).collect(),
+            storage_url: &m.storage_url,
+        };
+        let body = bincode::serde::encode_to_vec(&v3, bincode::config::standard()).unwrap();
+        assert_eq!(Manifest::decode("o", &with_header(3, &body)).unwrap(), m);
+    }
+
+    #[test]
+    fn objects_keep_their_pages_across_a_round_trip() {
+        let mut m = sample();
+        m.segments[0].insert_binlog.as_mut().unwrap().pages = Some(17);
+        let back = Manifest::decode("o", &m.encode()).unwrap();
+        assert_eq!(back.segments[0].insert_binlog.as_ref().unwrap().pages, Some(17));
+        assert_eq!(back.segments[0].delta_binlogs[0].pages, None);
+        let mut m = sample();
+        let unpaged: Vec<String> = m.unpaged_objects().into_iter().map(|o| o.key).collect();
+        assert_eq!(unpaged, ["i/1/seg/1/insert", "i/1/seg/1/delta-1"]);
+        let paged = std::collections::HashMap::from([("i/1/seg/1/delta-1".to_owned(), 40)]);
+        assert_eq!((m.set_pages(&paged), m.set_pages(&paged)), (1, 0), "set once");
+        assert_eq!(m.segments[0].delta_binlogs[0].pages, Some(40));
+        let (a, b) = (ObjectRef::of("k/1", b"same"), ObjectRef::of("k/2", b"same"));
+        assert_eq!(a.page_tag(), b.page_tag(), "a copy under another key keeps its pages");
+        assert_ne!(a.page_tag(), ObjectRef::of("k/1", b"other").page_tag());
     }
 
     #[test]

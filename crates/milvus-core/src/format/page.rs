@@ -57,10 +57,12 @@ const MAXALIGN: usize = 8;
 pub struct ChainOpaque {
     pub next: Block,
     /// `'M'` in the high byte, the page's kind in the low one, so a stray
-    /// page is recognised: [`ROW_PAGE_ID`] or [`MANIFEST_PAGE_ID`].
+    /// page is recognised: [`ROW_PAGE_ID`], [`MANIFEST_PAGE_ID`] or
+    /// [`OBJECT_PAGE_ID`].
     pub page_id: u16,
     pub _reserved: u16,
-    /// The segment of a row page; 0 for a manifest page.
+    /// The segment of a row page; 0 for a manifest page; the object's tag
+    /// (`ObjectRef::page_tag`) for an object page.
     pub segment: u64,
 }
 
@@ -68,6 +70,8 @@ pub struct ChainOpaque {
 pub const ROW_PAGE_ID: u16 = 0x4d52;
 /// The page id of a manifest page: `'M'`, `'M'`.
 pub const MANIFEST_PAGE_ID: u16 = 0x4d4d;
+/// The page id of a page of an object of the embedded store: `'M'`, `'O'`.
+pub const OBJECT_PAGE_ID: u16 = 0x4d4f;
 
 const _: () = assert!(std::mem::size_of::<ChainOpaque>() == SPECIAL_SIZE);
 
@@ -436,7 +440,7 @@ fn set16(bytes: &mut [u8], at: usize, value: usize) {
     bytes[at..at + 2].copy_from_slice(&(value as u16).to_le_bytes());
 }
 
-/// Bytes of manifest one manifest page carries.
+/// Bytes one manifest page or object page carries.
 pub const fn manifest_bytes_per_page() -> usize {
     PAGE_SIZE - HEADER_SIZE - SPECIAL_SIZE
 }
@@ -491,7 +495,7 @@ impl<'a> Page<'a> {
             _reserved: u16::from_le_bytes([o[6], o[7]]),
             segment: u64::from_le_bytes(o[8..16].try_into().expect("8 bytes")),
         };
-        matches!(opaque.page_id, ROW_PAGE_ID | MANIFEST_PAGE_ID).then_some(opaque)
+        matches!(opaque.page_id, ROW_PAGE_ID | MANIFEST_PAGE_ID | OBJECT_PAGE_ID).then_some(opaque)
     }
 
     /// The page read as a row page of `shape` (checked).
@@ -510,7 +514,7 @@ impl<'a> Page<'a> {
         Ok(false)
     }
 
-    /// The first `len` bytes a manifest page carries (at most
+    /// The first `len` bytes a manifest or object page carries (at most
     /// [`manifest_bytes_per_page`]).
     pub fn manifest_bytes(self, len: usize) -> &'a [u8] {
         &self.0[HEADER_SIZE..HEADER_SIZE + len.min(manifest_bytes_per_page())]
@@ -637,6 +641,14 @@ impl<'a> PageMut<'a> {
         self.0[HEADER_SIZE..HEADER_SIZE + bytes.len()].copy_from_slice(bytes);
         set16(self.0, PD_LOWER, HEADER_SIZE + bytes.len());
         self.set_opaque(ChainOpaque { next, page_id: MANIFEST_PAGE_ID, _reserved: 0, segment: 0 });
+    }
+
+    /// Writes a page of an object's chain: `bytes` (at most
+    /// [`manifest_bytes_per_page`]), then `next`, tagged with the object's
+    /// `tag`. The layout is a manifest page's.
+    pub fn init_object(&mut self, bytes: &[u8], next: Block, tag: u64) {
+        self.init_manifest(bytes, next);
+        self.set_opaque(ChainOpaque { next, page_id: OBJECT_PAGE_ID, _reserved: 0, segment: tag });
     }
 
     /// Writes `meta` into the page, a new meta page.
@@ -951,6 +963,11 @@ mod tests {
         assert_eq!((opaque.page_id, opaque.next), (MANIFEST_PAGE_ID, 3));
         assert_eq!(page.as_page().manifest_bytes(usize::MAX), &manifest[..]);
         assert_eq!(manifest_pages(manifest.len() + 1), 2);
+
+        page.init_object(&manifest[..100], 8, 0xfeed);
+        let opaque = page.as_page().chain().expect("an object page");
+        assert_eq!((opaque.page_id, opaque.next, opaque.segment), (OBJECT_PAGE_ID, 8, 0xfeed));
+        assert_eq!(page.as_page().manifest_bytes(100), &manifest[..100]);
     }
 
     #[test]

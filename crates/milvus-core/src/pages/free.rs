@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::format::meta::ChainKind;
-use crate::format::page::{MANIFEST_PAGE_ID, manifest_pages};
+use crate::format::page::{MANIFEST_PAGE_ID, OBJECT_PAGE_ID, manifest_pages};
 
 use super::release::drain_released;
 use super::{Block, Lock, LockedBuffer, Meta, MetaGuard, PageStore, Record, chain, manifest_chain};
@@ -20,18 +20,32 @@ fn reachable<S: PageStore>(store: S, meta: &Meta) -> HashSet<Block> {
     blocks
 }
 
+/// The tags of the objects the manifest keeps in pages: an object page
+/// with another tag belongs to no object ([`super::objects`]).
+fn object_tags<S: PageStore>(meta: &MetaGuard<S>) -> HashSet<u64> {
+    manifest_chain::read(meta).objects().filter(|o| o.pages.is_some()).map(|o| o.page_tag()).collect()
+}
+
 /// Frees chain pages the meta page does not reach; returns how many.
 /// Candidates are found against a share-locked view (inserts go on); each
 /// is then checked again under the exclusive lock, where no commit or page
 /// extension is under way: a manifest page outside the current and
-/// released chains, or a row page of a segment neither growing nor sealed
-/// and outside the released chains, belongs to nothing.
-fn reclaim_unreferenced<S: PageStore>(store: S) -> u32 {
-    let seen = reachable(store, &MetaGuard::lock(store, Lock::Share));
+/// released chains, a row page of a segment neither growing nor sealed
+/// and outside the released chains, or, if `objects` (no object's chain is
+/// being written: the caller holds what writers hold), an object page of
+/// no object the manifest references, belongs to nothing.
+fn reclaim_unreferenced<S: PageStore>(store: S, objects: bool) -> u32 {
+    let (seen, tags) = {
+        let meta = MetaGuard::lock(store, Lock::Share);
+        (reachable(store, &meta), object_tags(&meta))
+    };
     let mut candidates = Vec::new();
     for block in (1..store.blocks()).filter(|b| !seen.contains(b)) {
-        if store.read(block, Lock::Share).page().chain().is_some() {
-            candidates.push(block);
+        let opaque = store.read(block, Lock::Share).page().chain();
+        if let Some(o) = opaque
+            && (o.page_id != OBJECT_PAGE_ID || (objects && !tags.contains(&o.segment)))
+        {
+            candidates.push((block, o.segment));
         }
         store.check_for_interrupts();
     }
@@ -43,11 +57,16 @@ fn reclaim_unreferenced<S: PageStore>(store: S) -> u32 {
     for head in std::iter::once(meta.manifest_head).chain(meta.released()) {
         chain::walk(store, head, |b, _| _ = keep.insert(b));
     }
+    let tags = object_tags(&meta);
     let mut freed = 0;
-    for block in candidates.into_iter().filter(|b| !keep.contains(b)) {
+    for (block, tag) in candidates.into_iter().filter(|(b, _)| !keep.contains(b)) {
         let mut buffer = store.read(block, Lock::Exclusive);
-        let orphan =
-            buffer.page().chain().is_some_and(|o| o.page_id == MANIFEST_PAGE_ID || !meta.is_live_segment(o.segment));
+        let orphan = buffer.page().chain().is_some_and(|o| match o.page_id {
+            MANIFEST_PAGE_ID => true,
+            // The page seen as a candidate, still of no object.
+            OBJECT_PAGE_ID => o.segment == tag && !tags.contains(&tag),
+            _ => !meta.is_live_segment(o.segment),
+        });
         if orphan {
             let mut record = Record::start(store);
             record.fresh_page(&mut buffer).clear();
@@ -72,10 +91,11 @@ pub struct Swept {
 /// the meta page pointed at them, leaves such pages), then offers every free
 /// page to the free space map again (it is not crash-safe: a crash may lose
 /// pages recorded since the last checkpoint). Pages locked by someone are
-/// skipped.
-pub fn sweep<S: PageStore>(store: S) -> Swept {
+/// skipped. Object pages of no object are taken back only if `objects`:
+/// the caller made sure no object's chain is being written.
+pub fn sweep<S: PageStore>(store: S, objects: bool) -> Swept {
     drain_released(store);
-    let reclaimed = reclaim_unreferenced(store);
+    let reclaimed = reclaim_unreferenced(store, objects);
     let mut offered = 0;
     for block in 1..store.blocks() {
         if store.try_lock_exclusive(block).is_some_and(|b| b.page().is_free()) {
@@ -119,7 +139,12 @@ pub fn pack<S: PageStore>(store: S) -> Block {
     let before = store.blocks();
     let mut meta = MetaGuard::lock(store, Lock::Exclusive);
     // Where the file could end: the meta page and every chain page.
-    let target = 1 + reachable(store, &meta).len() as Block;
+    let object_pages: usize = manifest_chain::read(&meta)
+        .objects()
+        .filter(|o| o.pages.is_some())
+        .map(|o| manifest_pages(o.size as usize))
+        .sum();
+    let target = 1 + (reachable(store, &meta).len() + object_pages) as Block;
     move_empty_growing_page(&mut meta, target);
     move_manifest(&mut meta, target);
     drop(meta);
@@ -195,23 +220,37 @@ fn move_manifest<S: PageStore>(meta: &mut MetaGuard<S>, target: Block) {
 }
 
 /// What each block holds, counted: `meta`, `manifest`, `growing`,
-/// `sealed`, `released` (waiting to be emptied), `free`, and `unreferenced`
-/// (a chain page nothing points at: a leak, which releasing chains through
-/// the meta page rules out, crashes included).
+/// `sealed`, `released` (waiting to be emptied), `objects` (pages of the
+/// objects the manifest references), `unpublished` (object pages of no
+/// object: written before a commit that a crash or an error cut off, taken
+/// back by VACUUM), `free`, and `unreferenced` (a chain page nothing points
+/// at: a leak, which releasing chains through the meta page rules out,
+/// crashes included).
 pub fn census<S: PageStore>(store: S) -> Vec<(&'static str, i64)> {
     let meta = MetaGuard::lock(store, Lock::Share);
     let mut kind_of: HashMap<Block, ChainKind> = HashMap::new();
     for (kind, head) in meta.chains() {
         chain::walk(store, head, |block, _| _ = kind_of.insert(block, kind));
     }
+    let tags = object_tags(&meta);
     let mut counts: BTreeMap<&'static str, i64> =
-        ["meta", "manifest", "growing", "sealed", "released", "free", "unreferenced"].map(|k| (k, 0)).into();
+        ["meta", "manifest", "growing", "sealed", "released", "objects", "unpublished", "free", "unreferenced"]
+            .map(|k| (k, 0))
+            .into();
     *counts.entry("meta").or_default() += 1;
     for block in 1..store.blocks() {
         let kind = match kind_of.get(&block) {
             Some(kind) => kind.as_str(),
-            None if store.read(block, Lock::Share).page().is_free() => "free",
-            None => "unreferenced",
+            None => {
+                let buffer = store.read(block, Lock::Share);
+                let page = buffer.page();
+                match page.chain() {
+                    _ if page.is_free() => "free",
+                    Some(o) if o.page_id == OBJECT_PAGE_ID && tags.contains(&o.segment) => "objects",
+                    Some(o) if o.page_id == OBJECT_PAGE_ID => "unpublished",
+                    _ => "unreferenced",
+                }
+            }
         };
         *counts.entry(kind).or_default() += 1;
         store.check_for_interrupts();

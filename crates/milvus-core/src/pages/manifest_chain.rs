@@ -6,12 +6,16 @@
 //! at it and releases the old chain. Whatever else the change does to the
 //! meta page (a seal, a flush's sealed chain leaving) and to other pages is
 //! registered in that same record, so the manifest and the page chains
-//! change together or not at all.
+//! change together or not at all. Objects kept in pages that the new
+//! manifest no longer references have their chains freed right after
+//! (`super::objects::free`), still under the meta page's lock.
 
-use crate::format::manifest::Manifest;
+use crate::format::manifest::{Manifest, ObjectRef};
 use crate::format::page::{manifest_bytes_per_page, manifest_pages};
 
-use super::{Block, INVALID_BLOCK, Lock, LockedBuffer, Meta, MetaGuard, PageStore, Record, chain, new_page, release};
+use super::{
+    Block, INVALID_BLOCK, Lock, LockedBuffer, Meta, MetaGuard, PageStore, Record, chain, new_page, objects, release,
+};
 
 /// Reads the manifest the meta page points at; the guard keeps the chain
 /// from being released meanwhile.
@@ -66,8 +70,12 @@ fn write_chain<S: PageStore>(store: S, bytes: &[u8]) -> Block {
 /// (the new manifest's pages are left for VACUUM to reclaim).
 pub struct Commit<'b, S: PageStore + 'b> {
     record: Option<Record<'b, S>>,
+    store: S,
     head: Block,
     len: u32,
+    /// Objects in pages the old manifest references and the new one does
+    /// not: their chains are freed once the record is written.
+    dropped: Vec<ObjectRef>,
 }
 
 /// The meta page's slot in a commit's record: registered first.
@@ -89,11 +97,19 @@ pub fn commit<'b, S: PageStore + 'b>(
         let block = release::release_one(meta).expect("slots taken, so something is released");
         store.record_free(block);
     }
+    let dropped = dropped_objects(&read(meta), manifest);
     let bytes = manifest.encode();
     let head = write_chain(store, &bytes);
     let mut record = Record::start(store);
     record.meta(meta);
-    Commit { record: Some(record), head, len: bytes.len() as u32 }
+    Commit { record: Some(record), store, head, len: bytes.len() as u32, dropped }
+}
+
+/// The objects in pages that `old` references and `new` does not.
+fn dropped_objects(old: &Manifest, new: &Manifest) -> Vec<ObjectRef> {
+    let kept: std::collections::HashSet<(Block, u64)> =
+        new.objects().filter_map(|o| Some((o.pages?, o.page_tag()))).collect();
+    old.objects().filter(|o| o.pages.is_some_and(|p| !kept.contains(&(p, o.page_tag())))).cloned().collect()
 }
 
 impl<'b, S: PageStore + 'b> Commit<'b, S> {
@@ -108,11 +124,12 @@ impl<'b, S: PageStore + 'b> Commit<'b, S> {
     }
 
     /// Points the meta page at the new manifest, releasing the old one, and
-    /// writes the record.
+    /// writes the record; then frees the chains of the objects it dropped.
     pub fn finish(mut self) {
         let (head, len) = (self.head, self.len);
         self.meta().switch_manifest(head, len).expect("room was made");
         self.record.take().expect("an open commit").finish();
+        objects::free(self.store, &std::mem::take(&mut self.dropped));
     }
 }
 

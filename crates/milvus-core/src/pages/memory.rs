@@ -86,6 +86,12 @@ impl MemoryPages {
         self.state.borrow().pages[block as usize].clone()
     }
 
+    /// Flips the bits of `mask` in byte `at` of `block`, as damage on disk
+    /// would, outside any record.
+    pub fn damage(&self, block: Block, at: usize, mask: u8) {
+        self.state.borrow_mut().pages[block as usize].0[at] ^= mask;
+    }
+
     /// Blocks the free space map lists.
     pub fn free_space_map(&self) -> Vec<Block> {
         self.state.borrow().free_space_map.iter().copied().collect()

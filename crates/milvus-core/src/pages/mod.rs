@@ -31,6 +31,7 @@ pub mod free;
 pub mod growing;
 pub mod manifest_chain;
 pub mod memory;
+pub mod objects;
 pub mod release;
 
 use std::ops::Deref;

@@ -399,6 +399,24 @@ impl Storage {
         }
     }
 
+    /// Where a `file://` store keeps `key`; `None` for other stores.
+    pub fn local_path(&self, key: &str) -> Option<std::path::PathBuf> {
+        Some(self.local_root.as_ref()?.join(self.full(key).as_ref()))
+    }
+
+    /// An I/O failure on the local file of `key`, as a storage error: a
+    /// missing file is a missing object.
+    pub fn local_failure(&self, op: &'static str, key: &str, e: &std::io::Error) -> StorageError {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            return StorageError::NotFound { storage: self.label.clone(), key: key.to_owned() };
+        }
+        let cause = match &self.local_root {
+            Some(root) if self.label != self.url => e.to_string().replace(&*root.to_string_lossy(), &self.label),
+            _ => e.to_string(),
+        };
+        StorageError::Failed { storage: self.label.clone(), op, key: key.to_owned(), attempts: 1, cause }
+    }
+
     /// Copies an object to a new key, inside the store: a hard link in a
     /// local directory (no bytes written), a server-side copy on S3.
     pub fn copy(&self, from: &str, to: &str) -> Result<(), StorageError> {

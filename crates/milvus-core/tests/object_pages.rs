@@ -1,0 +1,199 @@
+//! The embedded store's objects in pages (`milvus_core::pages::objects`),
+//! without a server: written from a local directory before the commit
+//! that references them, read back into a directory that lost them (a
+//! standby's, a restored backup's), freed when the manifest lets them go,
+//! and, with a crash at every WAL record boundary of that sequence, never
+//! a page leaked or a referenced chain freed.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use bytes::Bytes;
+use milvus_core::Metric;
+use milvus_core::element::Shape;
+use milvus_core::format::manifest::{Flushed, Manifest, ObjectRef};
+use milvus_core::format::meta::MetaPage;
+use milvus_core::format::page::{OBJECT_PAGE_ID, manifest_bytes_per_page, manifest_pages};
+use milvus_core::pages::memory::{Crash, MemoryPages};
+use milvus_core::pages::objects::{self, CopyError};
+use milvus_core::pages::{Lock, LockedBuffer, MetaGuard, PageStore, free, growing, manifest_chain};
+use milvus_core::segment::SegmentId;
+use milvus_core::storage::{RetryPolicy, S3Options, Storage, StorageError};
+
+const NOW: u64 = 1_700_000_000;
+
+fn create(store: &MemoryPages) {
+    let mut manifest = Manifest::new(4, Metric::L2, None);
+    let growing = manifest.add_growing(NOW);
+    let bytes = manifest.encode();
+    let mut meta_page = store.extend();
+    let mut row_page = store.extend();
+    let mut manifest_buffers: Vec<_> = (0..manifest_pages(bytes.len())).map(|_| store.extend()).collect();
+    let meta = MetaPage::new(Shape::f32(4), Metric::L2, growing, 0, 0, 0);
+    growing::lay_out(store, &mut meta_page, &mut row_page, &mut manifest_buffers, &bytes, meta);
+}
+
+fn local_store(dir: &std::path::Path) -> Storage {
+    Storage::open(&format!("file://{}", dir.display()), &S3Options::default(), RetryPolicy::default()).unwrap()
+}
+
+/// A flushed segment's two objects, put in the directory as a flush puts
+/// them.
+fn put_segment(local: &Storage, segment: u64, len: usize) -> Flushed {
+    let object = |kind: &str, seed: u64| {
+        let bytes: Vec<u8> = (0..len as u64).map(|i| (i * 13 + seed * 7) as u8).collect();
+        let key = format!("1/5/16384/{segment}/{kind}-{seed:08x}");
+        local.put(&key, Bytes::from(bytes.clone())).unwrap();
+        ObjectRef::of(key, &bytes)
+    };
+    let (insert_binlog, index_file) = (object("insert", segment), object("index", segment + 100));
+    Flushed {
+        segment: SegmentId(segment),
+        rows: 10,
+        bytes: 2 * len as u64,
+        insert_binlog,
+        index_file: Some(index_file),
+    }
+}
+
+/// Writes the segment's objects into pages and publishes it, as a flush
+/// or CREATE INDEX does.
+fn publish(store: &MemoryPages, local: &Storage, mut flushed: Flushed) {
+    objects::write_from_local(store, local, &mut flushed.insert_binlog).unwrap();
+    objects::write_from_local(store, local, flushed.index_file.as_mut().unwrap()).unwrap();
+    manifest_chain::change(store, |m| {
+        let id = m.allocate_segment_id();
+        m.publish_built(Flushed { segment: id, ..flushed }, NOW).unwrap()
+    });
+}
+
+/// Restores what `local` lacks, under the meta page's lock.
+fn restore(pages: &MemoryPages, local: &Storage) -> Result<objects::Restored, CopyError> {
+    let meta = MetaGuard::lock(pages, Lock::Share);
+    objects::restore_missing(&meta, &manifest_chain::read(&meta), local)
+}
+
+/// Object pages in the relation, and the pages the manifest's objects need.
+fn object_pages(store: &MemoryPages) -> (usize, usize) {
+    let in_relation = (1..store.blocks())
+        .filter(|b| store.read(*b, Lock::Share).page().chain().is_some_and(|o| o.page_id == OBJECT_PAGE_ID))
+        .count();
+    let (_, manifest) = manifest_chain::snapshot(store);
+    let referenced = manifest.objects().filter(|o| o.pages.is_some()).map(|o| manifest_pages(o.size as usize)).sum();
+    (in_relation, referenced)
+}
+
+#[test]
+fn a_directory_that_lost_its_objects_gets_them_back_from_the_pages() {
+    let (dir, elsewhere) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let local = local_store(dir.path());
+    let pages = MemoryPages::new();
+    create(&pages);
+    publish(&pages, &local, put_segment(&local, 1, 3 * manifest_bytes_per_page() + 5));
+    publish(&pages, &local, put_segment(&local, 2, 100));
+    assert_eq!(object_pages(&pages), (10, 10));
+    // The pages travel (a standby replays them); the directory does not.
+    let replica = local_store(elsewhere.path());
+    let restored = restore(&pages, &replica).unwrap();
+    assert_eq!(restored.objects, 4);
+    let (_, manifest) = manifest_chain::snapshot(&pages);
+    for o in manifest.objects() {
+        assert_eq!(replica.get(&o.key).unwrap(), local.get(&o.key).unwrap(), "{} restored byte for byte", o.key);
+    }
+    let again = restore(&pages, &replica).unwrap();
+    assert_eq!(again.objects, 0, "what is there is left alone");
+    assert!(
+        std::fs::read_dir(elsewhere.path().join("1/5/16384/1")).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains('#')),
+        "no staging file left behind"
+    );
+
+    // A page damaged under a missing file: the error names the object.
+    let victim = manifest.segments.iter().find_map(|s| s.insert_binlog.clone()).unwrap();
+    std::fs::remove_file(replica.local_path(&victim.key).unwrap()).unwrap();
+    pages.damage(victim.pages.unwrap(), 100, 0xff);
+    let e = restore(&pages, &replica).unwrap_err();
+    assert!(matches!(&e, CopyError::Damaged(d) if d.key == victim.key && d.what.contains("checksum")), "{e}");
+    assert!(!replica.local_path(&victim.key).unwrap().exists(), "nothing half-written is published");
+}
+
+#[test]
+fn a_missing_file_fails_the_write_and_names_the_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_store(dir.path());
+    let pages = MemoryPages::new();
+    create(&pages);
+    let mut gone = ObjectRef::of("1/5/16384/9/insert-00000001", b"never written");
+    let e = objects::write_from_local(&pages, &local, &mut gone).unwrap_err();
+    assert!(matches!(e, StorageError::NotFound { ref key, .. } if *key == gone.key), "{e}");
+    assert_eq!(gone.pages, None);
+}
+
+/// Publish two segments, drop one and forget it (GC), sweep: the pages a
+/// crash at each record leaves are then exactly the referenced objects'.
+fn workload(pages: &MemoryPages, local: &Storage) {
+    publish(pages, local, put_segment(local, 1, 4 * manifest_bytes_per_page()));
+    publish(pages, local, put_segment(local, 2, 2 * manifest_bytes_per_page() + 1));
+    manifest_chain::change(pages, |m| {
+        let first = m.flushed_segments().next().expect("two flushed").meta.id;
+        m.drop_segments(&[first]).unwrap()
+    });
+    manifest_chain::change(pages, |m| m.forget_dropped(|_| true));
+}
+
+#[test]
+fn a_crash_at_any_record_leaks_no_object_page_and_frees_no_referenced_one() {
+    std::panic::set_hook(Box::new(|info| {
+        if info.payload().downcast_ref::<Crash>().is_none() {
+            eprintln!("{info}");
+        }
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_store(dir.path());
+    let total = {
+        let pages = MemoryPages::new();
+        create(&pages);
+        let before = pages.records();
+        workload(&pages, &local);
+        pages.records() - before
+    };
+    assert!(total > 10, "{total} records");
+    for n in 0..total {
+        let pages = MemoryPages::new();
+        create(&pages);
+        pages.crash_after(pages.records() + n);
+        let crashed = catch_unwind(AssertUnwindSafe(|| workload(&pages, &local)));
+        assert!(crashed.is_err(), "crash after record {n}");
+        pages.restart();
+        // What the manifest references reads back whole.
+        let (_, manifest) = manifest_chain::snapshot(&pages);
+        for o in manifest.objects().filter(|o| o.pages.is_some()) {
+            objects::read_all(&pages, o).unwrap_or_else(|e| panic!("crash after record {n}: {e}"));
+        }
+        // VACUUM's sweep, with no writer running, takes back the rest.
+        free::sweep(&pages, true);
+        let (in_relation, referenced) = object_pages(&pages);
+        assert_eq!(in_relation, referenced, "crash after record {n}: object pages of no object left");
+        // And the index goes on: the workload's end state is reachable.
+        workload(&pages, &local);
+        free::sweep(&pages, true);
+        let (in_relation, referenced) = object_pages(&pages);
+        assert_eq!(in_relation, referenced);
+    }
+}
+
+#[test]
+fn a_sweep_while_a_chain_is_written_leaves_object_pages_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_store(dir.path());
+    let pages = MemoryPages::new();
+    create(&pages);
+    let mut flushed = put_segment(&local, 1, 2 * manifest_bytes_per_page());
+    objects::write_from_local(&pages, &local, &mut flushed.insert_binlog).unwrap();
+    // Not yet committed: a writer holds the lock, so the sweep is told not
+    // to take object pages back.
+    free::sweep(&pages, false);
+    objects::read_all(&pages, &flushed.insert_binlog).unwrap();
+}

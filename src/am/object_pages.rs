@@ -1,0 +1,99 @@
+//! The embedded store's objects in the index's pages, so that everything
+//! Postgres does with its WAL (streaming standbys, archive recovery and
+//! PITR, pg_basebackup, pg_rewind, CREATE DATABASE ... TEMPLATE) carries
+//! the index without knowing it keeps objects.
+//!
+//! **Writing.** A job (flush, merge, CREATE INDEX, tombstones) puts its
+//! objects in the directory `pg_milvus/objects` on its helper thread, as
+//! before; then the main thread copies each into a chain of the index's
+//! pages (`milvus_core::pages::objects`: full page images in the WAL, three
+//! pages a record) and the manifest change that publishes it names the
+//! chain. Data first, metadata last: a crash in between leaves pages of no
+//! object, which VACUUM takes back. The writer holds the object-pages lock
+//! (`segment_lock.rs`) until the commit, so VACUUM never takes back a chain
+//! being written.
+//!
+//! **Reading.** Searches map the directory's files. A server that got the
+//! index through the WAL lacks them: before any job reads an index's
+//! objects ([`reading_store`]) the missing ones are copied from the pages
+//! into the directory (under the meta page's share lock, checksummed, each
+//! renamed into place whole). The directory is thus a copy any server
+//! rebuilds; the pages are the truth.
+//!
+//! **Freeing.** The manifest change that stops referencing an object (GC
+//! forgetting a dropped segment, past the grace period) frees its chain.
+//!
+//! Indexes on S3 or another `file://` location keep their objects there
+//! only: their store is shared, not carried.
+
+use std::sync::Arc;
+
+use milvus_core::format::manifest::{Manifest, ObjectRef};
+use milvus_core::pages::objects;
+use milvus_core::storage::{Storage, StorageError};
+use pgrx::prelude::*;
+
+use super::segment_lock::SegmentLock;
+use crate::error::raise_error;
+use crate::gucs;
+use crate::pages::{Index, Lock, manifest_chain};
+use crate::storage;
+
+/// Whether objects stored at `url` (a manifest's) live in the embedded
+/// store, and so in pages too.
+pub fn is_embedded(url: Option<&str>) -> bool {
+    url.is_none_or(|u| u == gucs::default_storage_url())
+}
+
+/// Writes every object of `refs` that is not in pages yet into the
+/// index's pages, if its manifest's store (`url`) is the embedded one.
+/// Returns the lock to hold until the manifest change that references them
+/// is committed (`None` for other stores), or why a file could not be read.
+pub fn write<'a>(
+    index: Index,
+    url: Option<&str>,
+    refs: impl IntoIterator<Item = &'a mut ObjectRef>,
+) -> Result<Option<SegmentLock>, StorageError> {
+    if !is_embedded(url) {
+        return Ok(None);
+    }
+    let lock = SegmentLock::writing_objects(index);
+    let local = storage::try_storage_at(url)?;
+    for object in refs.into_iter().filter(|o| o.pages.is_none()) {
+        objects::write_from_local(index, &local, object)?;
+    }
+    Ok(Some(lock))
+}
+
+/// The store of `manifest`, opened to read the index's objects: for the
+/// embedded store, every object the index keeps in pages is first made
+/// present in its directory ([`restore`]).
+pub fn reading_store(index: Index, manifest: &Manifest) -> Result<Arc<Storage>, StorageError> {
+    let store = storage::try_storage_at(manifest.storage_url.as_deref())?;
+    if is_embedded(manifest.storage_url.as_deref()) {
+        restore(index, &store);
+    }
+    Ok(store)
+}
+
+/// Copies the objects of the index's current manifest that its embedded
+/// directory lacks from their pages; raises an error if a chain is damaged
+/// or the directory cannot take a file (a full disk), naming the object.
+pub fn restore(index: Index, local: &Storage) {
+    let meta = index.meta(Lock::Share);
+    let restored = objects::restore_missing(&meta, &manifest_chain::read(&meta), local).unwrap_or_else(|e| {
+        drop(meta);
+        raise_error(&milvus_core::error::Failed::new(
+            format!("restore the objects of index \"{}\" from its pages", index.name()),
+            e,
+        ))
+    });
+    if restored.objects > 0 {
+        debug1!(
+            "pg_milvus: index \"{}\": {} objects ({} bytes) restored from its pages into pg_milvus/objects",
+            index.name(),
+            restored.objects,
+            restored.bytes
+        );
+    }
+}
