@@ -166,10 +166,11 @@ def test_vacuum_and_build_give_free_pages_back(db):
     size = lambda: db.execute("SELECT pg_relation_size('t_idx') - 8192 * pages FROM milvus_index_pages('t_idx') "
                               "WHERE kind = 'objects'").fetchone()[0]
     assert size() > 1_000_000  # 20,000 growing rows in pages
-    # A flush gives back what it emptied. Before: the index kept its
-    # largest size for good.
+    # A flush gives back what it emptied past its objects (the rows' pages
+    # below them stay as free pages for the next rows). Before: the index
+    # kept its largest size for good.
     db.execute("SELECT * FROM milvus_flush('t_idx')")
-    assert size() <= 8 * 8192, size()
+    assert size() <= 32 * 8192, size()
     # VACUUM too, when a flush could not (a scan held the index then): here
     # the workers flush while a session has the index open.
     db.execute("INSERT INTO t SELECT g, array_fill(g::real, ARRAY[16])::vector FROM generate_series(20001, 40000) g")
@@ -181,7 +182,7 @@ def test_vacuum_and_build_give_free_pages_back(db):
     assert size() > 1_000_000, "the session's lock kept the pages"
     db.execute("DELETE FROM t WHERE id > 20000")
     db.execute("VACUUM t")
-    assert size() <= 8 * 8192, size()
+    assert size() <= 32 * 8192, size()
     pages = dict(db.execute("SELECT kind, pages FROM milvus_index_pages('t_idx')").fetchall())
     assert pages["unreferenced"] == 0 and pages["growing"] == 1, pages
     # Inserts, searches and flushes go on in the smaller file.
