@@ -6,6 +6,7 @@ extension must already be installed (`make test` installs it first).
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import psycopg
@@ -71,6 +72,18 @@ class Cluster:
     def restart(self):
         """Starts the cluster again; crash recovery replays the WAL."""
         subprocess.run([CLUSTER, "restart", self.name], check=True)
+
+
+def replayed(primary, standby):
+    """Waits until `standby` has replayed what `primary` has written so far
+    (two connections)."""
+    lsn = primary.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if standby.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)).fetchone()[0]:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the standby did not catch up")
 
 
 @pytest.fixture(scope="session")

@@ -8,9 +8,8 @@ from pathlib import Path
 
 from pgvector.psycopg import register_vector
 
-from conftest import DIMS, Cluster
+from conftest import DIMS, Cluster, replayed
 from test_index import all_index_ids, index_ids, load, near
-from test_standby import replayed
 
 PG_CTL = "/usr/lib/postgresql/15/bin/pg_ctl"
 

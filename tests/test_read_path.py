@@ -125,6 +125,23 @@ def test_a_damaged_cache_file_is_found_and_fetched_again(cluster, conn):
     assert index_file.read_bytes() == good
 
 
+def test_prewarm_of_a_missing_object_fails_naming_it(cluster, conn):
+    # A store outside the data directory: the objects are only there (an
+    # index on the embedded store gets them back from its pages: below).
+    store = Path(cluster.host) / "items-store"
+    conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
+                 f"WITH (growing_max_rows = 100000, storage_url = 'file://{store}')")
+    load(conn, 6000)
+    conn.execute("SELECT * FROM milvus_flush('items_idx')")
+    for f in cache_files(cluster, conn):
+        f.unlink()
+    for f in store.rglob("index-*.hnsw"):
+        f.unlink()
+    with backend(cluster, conn.info.dbname) as c:
+        with pytest.raises(psycopg.errors.IoError, match='could not read segment 1 of index "items_idx".*not found'):
+            c.execute("SELECT * FROM milvus_prewarm('items_idx')")
+
+
 def test_prewarm_restores_an_object_gone_from_the_directory_from_the_pages(cluster, conn):
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) WITH (growing_max_rows = 100000)")
     load(conn, 6000)

@@ -10,22 +10,10 @@ import subprocess
 import time
 from pathlib import Path
 
-import numpy as np
-import pytest
 from pgvector.psycopg import register_vector
 
-from conftest import CLUSTER, Cluster
+from conftest import CLUSTER, Cluster, replayed
 from test_index import all_index_ids, index_ids, load, near
-
-
-def replayed(primary, standby):
-    lsn = primary.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if standby.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)).fetchone()[0]:
-            return
-        time.sleep(0.1)
-    raise AssertionError("the standby did not catch up")
 
 
 def promoted(conn):
@@ -84,7 +72,7 @@ def test_standbys_and_restored_backups_answer_like_the_primary():
                 assert answers(s, queries) == answers(c, queries) == answers(p, queries)
 
                 # After the copies were made: rows flushed into new segments.
-                rows = np.concatenate([rows, load(p, 3000, seed=2, start_id=6000)])
+                load(p, 3000, seed=2, start_id=6000)
                 p.execute("SELECT * FROM milvus_flush('items_idx')")
                 p.execute("SELECT pg_create_restore_point('after_flush')")
                 at_restore_point = answers(p, queries)

@@ -6,7 +6,6 @@ cache, runs no workers, refuses maintenance, and once promoted carries on
 the lifecycle."""
 
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -15,19 +14,9 @@ import pytest
 from pgvector import HalfVector, SparseVector
 from pgvector.psycopg import register_vector
 
-from conftest import CLUSTER, Cluster
+from conftest import CLUSTER, Cluster, replayed
 from test_index import all_index_ids, index_ids, load, near
 from test_quantization import milvus_scan
-
-
-def replayed(primary, standby):
-    lsn = primary.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if standby.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)).fetchone()[0]:
-            return
-        time.sleep(0.1)
-    raise AssertionError("the standby did not catch up")
 
 
 def test_standby_replays_reads_the_same_storage_and_takes_over():

@@ -21,6 +21,7 @@ use milvus_core::storage::{RetryPolicy, S3Options, Storage, StorageError};
 
 const NOW: u64 = 1_700_000_000;
 
+/// A new index's pages (meta page, growing segment, manifest).
 fn create(store: &MemoryPages) {
     let mut manifest = Manifest::new(4, Metric::L2, None);
     let growing = manifest.add_growing(NOW);
@@ -34,6 +35,16 @@ fn create(store: &MemoryPages) {
 
 fn local_store(dir: &std::path::Path) -> Storage {
     Storage::open(&format!("file://{}", dir.display()), &S3Options::default(), RetryPolicy::default()).unwrap()
+}
+
+/// A new index and a local store in a directory of its own (kept while
+/// the directory is).
+fn index_and_store() -> (MemoryPages, Storage, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_store(dir.path());
+    let pages = MemoryPages::new();
+    create(&pages);
+    (pages, local, dir)
 }
 
 /// A flushed segment's two objects, put in the directory as a flush puts
@@ -84,10 +95,8 @@ fn object_pages(store: &MemoryPages) -> (usize, usize) {
 
 #[test]
 fn a_directory_that_lost_its_objects_gets_them_back_from_the_pages() {
-    let (dir, elsewhere) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let local = local_store(dir.path());
-    let pages = MemoryPages::new();
-    create(&pages);
+    let (pages, local, _dir) = index_and_store();
+    let elsewhere = tempfile::tempdir().unwrap();
     publish(&pages, &local, put_segment(&local, 1, 3 * manifest_bytes_per_page() + 5));
     publish(&pages, &local, put_segment(&local, 2, 100));
     assert_eq!(object_pages(&pages), (10, 10));
@@ -121,10 +130,7 @@ fn a_directory_that_lost_its_objects_gets_them_back_from_the_pages() {
 
 #[test]
 fn a_missing_file_fails_the_write_and_names_the_object() {
-    let dir = tempfile::tempdir().unwrap();
-    let local = local_store(dir.path());
-    let pages = MemoryPages::new();
-    create(&pages);
+    let (pages, local, _dir) = index_and_store();
     let mut gone = ObjectRef::of("1/5/16384/9/insert-00000001", b"never written");
     let e = objects::write_from_local(&pages, &local, &mut gone).unwrap_err();
     assert!(matches!(e, StorageError::NotFound { ref key, .. } if *key == gone.key), "{e}");
@@ -186,10 +192,7 @@ fn a_crash_at_any_record_leaks_no_object_page_and_frees_no_referenced_one() {
 
 #[test]
 fn a_sweep_while_a_chain_is_written_leaves_object_pages_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let local = local_store(dir.path());
-    let pages = MemoryPages::new();
-    create(&pages);
+    let (pages, local, _dir) = index_and_store();
     let mut flushed = put_segment(&local, 1, 2 * manifest_bytes_per_page());
     objects::write_from_local(&pages, &local, &mut flushed.insert_binlog).unwrap();
     // Not yet committed: a writer holds the lock, so the sweep is told not

@@ -228,7 +228,7 @@ struct SegmentEntryV2 {
     delta_binlogs: Vec<ObjectRefV3>,
 }
 
-impl From<SegmentEntryV2> for SegmentEntry {
+impl From<SegmentEntryV2> for SegmentEntryV3 {
     fn from(e: SegmentEntryV2) -> Self {
         SegmentEntryV3 {
             meta: e.meta,
@@ -237,7 +237,6 @@ impl From<SegmentEntryV2> for SegmentEntry {
             delta_binlogs: e.delta_binlogs,
             pending_tombstones: RowRuns::default(),
         }
-        .into()
     }
 }
 
@@ -315,14 +314,15 @@ struct ManifestV2 {
 
 impl From<ManifestV2> for Manifest {
     fn from(m: ManifestV2) -> Self {
-        Manifest {
+        ManifestV3 {
             generation: m.generation,
             next_segment_id: m.next_segment_id,
             dims: m.dims,
             metric: m.metric,
-            segments: m.segments.into_iter().map(SegmentEntry::from).collect(),
+            segments: m.segments.into_iter().map(SegmentEntryV3::from).collect(),
             storage_url: m.storage_url,
         }
+        .into()
     }
 }
 

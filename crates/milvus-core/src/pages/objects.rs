@@ -113,13 +113,6 @@ impl<S: PageStore> ChainWriter<S> {
     }
 }
 
-/// Writes `bytes` as an object's chain; returns its first page.
-pub fn write<S: PageStore>(store: S, object: &ObjectRef, bytes: &[u8]) -> Block {
-    let mut writer = ChainWriter::new(store, object);
-    writer.write(bytes);
-    writer.finish()
-}
-
 /// Why an object could not be read back from its pages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the pages of object {key} are damaged: {what}")]
@@ -128,9 +121,9 @@ pub struct DamagedObject {
     pub what: String,
 }
 
-impl crate::error::SqlError for DamagedObject {
-    fn sqlstate(&self) -> crate::error::SqlState {
-        crate::error::SqlState::IndexCorrupted
+impl SqlError for DamagedObject {
+    fn sqlstate(&self) -> SqlState {
+        SqlState::IndexCorrupted
     }
 
     fn hint(&self) -> Option<&'static str> {
@@ -243,9 +236,9 @@ pub struct Restored {
 /// the `file://` store `local` into it, from its pages: what a server that
 /// got the index by WAL (a standby, a restored backup) does before it reads
 /// the objects. The caller holds the meta page locked (`meta`) and read
-/// `manifest` under that lock, so no chain is freed meanwhile. Each file is written under a staging name (`#` in it: GC
-/// removes one a crash left) and renamed into place, so a reader never
-/// sees part of one.
+/// `manifest` under that lock, so no chain is freed meanwhile. Each file is
+/// written under a staging name (`#` in it: GC removes one a crash left)
+/// and renamed into place, so a reader never sees part of one.
 pub fn restore_missing<S: PageStore>(
     meta: &MetaGuard<S>,
     manifest: &Manifest,
@@ -321,6 +314,13 @@ mod tests {
     use super::*;
     use crate::format::manifest::ObjectRef;
     use crate::pages::memory::MemoryPages;
+
+    /// Writes `bytes` as an object's chain; returns its first page.
+    fn write<S: PageStore>(store: S, object: &ObjectRef, bytes: &[u8]) -> Block {
+        let mut writer = ChainWriter::new(store, object);
+        writer.write(bytes);
+        writer.finish()
+    }
 
     /// A relation with its block 0 taken, as the meta page takes it.
     fn relation() -> MemoryPages {

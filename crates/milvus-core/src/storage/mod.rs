@@ -316,10 +316,14 @@ impl Storage {
 
     /// A failure's cause, the local directory's path named by the label.
     fn cause(&self, e: &object_store::Error) -> String {
-        let cause = error_cause(e);
+        self.hide_root(error_cause(e))
+    }
+
+    /// `text` with the local directory's path replaced by the label.
+    fn hide_root(&self, text: String) -> String {
         match &self.local_root {
-            Some(root) if self.label != self.url => cause.replace(&*root.to_string_lossy(), &self.label),
-            _ => cause,
+            Some(root) if self.label != self.url => text.replace(&*root.to_string_lossy(), &self.label),
+            _ => text,
         }
     }
 
@@ -382,21 +386,9 @@ impl Storage {
     /// range on the caller's thread (`pread`): no runtime, no thread hop,
     /// no reopening for each read. `None` for other stores.
     pub fn open_local(&self, key: &str) -> Result<Option<LocalObject>, StorageError> {
-        let Some(root) = &self.local_root else { return Ok(None) };
-        let path = root.join(self.full(key).as_ref());
-        match std::fs::File::open(&path) {
-            Ok(file) => Ok(Some(LocalObject { file, key: key.to_owned(), label: self.label.clone() })),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(StorageError::NotFound { storage: self.label.clone(), key: key.to_owned() })
-            }
-            Err(e) => Err(StorageError::Failed {
-                storage: self.label.clone(),
-                op: "open",
-                key: key.to_owned(),
-                attempts: 1,
-                cause: e.to_string(),
-            }),
-        }
+        let Some(path) = self.local_path(key) else { return Ok(None) };
+        let file = std::fs::File::open(&path).map_err(|e| self.local_failure("open", key, &e))?;
+        Ok(Some(LocalObject { file, key: key.to_owned(), label: self.label.clone() }))
     }
 
     /// Where a `file://` store keeps `key`; `None` for other stores.
@@ -410,10 +402,7 @@ impl Storage {
         if e.kind() == std::io::ErrorKind::NotFound {
             return StorageError::NotFound { storage: self.label.clone(), key: key.to_owned() };
         }
-        let cause = match &self.local_root {
-            Some(root) if self.label != self.url => e.to_string().replace(&*root.to_string_lossy(), &self.label),
-            _ => e.to_string(),
-        };
+        let cause = self.hide_root(e.to_string());
         StorageError::Failed { storage: self.label.clone(), op, key: key.to_owned(), attempts: 1, cause }
     }
 
