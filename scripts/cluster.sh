@@ -15,6 +15,10 @@
 #                              archive recovery of a tar base backup from a
 #                              WAL archive (restore_command), promoted at its
 #                              target (recovery_target_name = ..., or to the end)
+#   cluster.sh promote NAME    a standby becomes a primary (pg_ctl promote)
+#   cluster.sh rewind NAME SOURCE
+#                              pg_rewind of a stopped former primary from the
+#                              running SOURCE, then started as its standby
 #   cluster.sh port NAME | host NAME | psql NAME [psql args]
 #
 # Clusters live under $PG_MILVUS_RUN (default /tmp/pg_milvus). `start` always
@@ -144,6 +148,23 @@ case "${1:-}" in
     launch "$d" "$(free_port 55500)"
     ;;
   stop) stop "${2:?cluster name}" ;;
+  promote) as_pg "$BIN/pg_ctl" -D "$(dir_of "${2:?cluster name}")/data" -w promote >/dev/null ;;
+  rewind)
+    d=$(dir_of "${2:?cluster name}"); s=$(dir_of "${3:?source cluster name}")
+    stop "$2"
+    as_pg "$BIN/pg_rewind" --target-pgdata="$d/data" \
+      --source-server="host=$s port=$(cat "$s/port") user=postgres dbname=postgres" >"$d/rewind.log" 2>&1 ||
+      { cat "$d/rewind.log"; exit 1; }
+    # pg_rewind copied the source's configuration: this server's own port
+    # and socket again, and its primary the source.
+    {
+      echo "port = $(cat "$d/port")"
+      echo "unix_socket_directories = '$d'"
+    } >>"$d/data/postgresql.conf"
+    echo "primary_conninfo = 'host=$s port=$(cat "$s/port") user=postgres'" >>"$d/data/postgresql.auto.conf"
+    as_pg touch "$d/data/standby.signal"
+    start_server "$d" 120
+    ;;
   crash)
     d=$(dir_of "${2:?cluster name}")
     pid=$(head -1 "$d/data/postmaster.pid")

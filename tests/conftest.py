@@ -73,6 +73,15 @@ class Cluster:
         """Starts the cluster again; crash recovery replays the WAL."""
         subprocess.run([CLUSTER, "restart", self.name], check=True)
 
+    def promote(self):
+        """A standby becomes a primary."""
+        subprocess.run([CLUSTER, "promote", self.name], check=True)
+
+    def rewind_from(self, source: "Cluster"):
+        """pg_rewind of this former primary (stopped first) from `source`,
+        then started as its standby."""
+        subprocess.run([CLUSTER, "rewind", self.name, source.name], check=True)
+
 
 def replayed(primary, standby):
     """Waits until `standby` has replayed what `primary` has written so far

@@ -4,7 +4,8 @@ ships WAL ships the index, because every object is also in the index's own
 pages. A streaming standby and a cascade of it, a base backup restored from
 the WAL archive to its end and to a named restore point, each answer exactly
 as the primary did at that point, after flushes, deletes, merges and garbage
-collection the primary ran after the copy was made."""
+collection the primary ran after the copy was made; and a former primary
+rewound with pg_rewind after a failover follows the new one exactly."""
 
 import subprocess
 import time
@@ -125,4 +126,56 @@ def test_standbys_and_restored_backups_answer_like_the_primary():
     finally:
         for c in reversed(made):
             subprocess.run([CLUSTER, "stop", c.name], check=True)
+        primary.stop()
+
+
+def test_a_former_primary_rewound_after_a_failover_answers_like_the_new_one():
+    # pg_rewind needs hint bits logged and the WAL since the last common
+    # checkpoint kept.
+    primary = Cluster("rw-primary", ["milvus.max_workers = 0", "wal_log_hints = on", "wal_keep_size = 1GB",
+                                     "milvus.gc_grace_period = 0"])
+    standby = None
+    try:
+        with primary.connect() as p:
+            p.execute("CREATE EXTENSION pg_milvus")
+            register_vector(p)
+            p.execute("CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector(64))")
+            rows = load(p, 4000)
+            p.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
+            queries = near(rows, 10)
+            standby = Cluster.standby_of("rw-standby", primary)
+            with standby.connect() as s:
+                replayed(p, s)
+        # Failover: the standby is promoted while the old primary goes on
+        # alone for a while (rows and a flush no one else sees), then stops.
+        standby.promote()
+        with primary.connect() as p:
+            register_vector(p)
+            load(p, 1000, seed=5, start_id=50_000)
+            p.execute("SELECT * FROM milvus_flush('items_idx')")
+        primary.stop()
+        # The new primary flushes, deletes, merges and collects.
+        with standby.connect() as s:
+            register_vector(s)
+            promoted(s)
+            load(s, 2000, seed=6, start_id=10_000)
+            s.execute("SELECT * FROM milvus_flush('items_idx')")
+            s.execute("DELETE FROM items WHERE id % 3 = 0")
+            s.execute("VACUUM items")
+            s.execute("SELECT * FROM milvus_compact('items_idx')")
+            s.execute("SELECT * FROM milvus_gc('items_idx')")
+            s.execute("CHECKPOINT")  # pg_rewind reads the new timeline from the control file
+            new = answers(s, queries)
+            assert not {50_000, 50_001} & set(new[2])
+        # The old primary, rewound, follows the new one: its pages are the
+        # new primary's, its directory is made to match them at first use,
+        # and its own divergent segment is gone from its answers.
+        primary.rewind_from(standby)
+        with standby.connect() as s, primary.connect() as p:
+            register_vector(p)
+            replayed(s, p)
+            assert answers(p, queries) == new
+    finally:
+        if standby:
+            subprocess.run([CLUSTER, "stop", standby.name], check=True)
         primary.stop()
