@@ -27,6 +27,14 @@ def promoted(conn):
 SEGMENTS = "SELECT segment_id, state, rows, deleted_rows FROM milvus_segments('items_idx') ORDER BY 1"
 
 
+def items(conn, n):
+    """The extension, the `items` table and `n` rows in it; returns them."""
+    conn.execute("CREATE EXTENSION pg_milvus")
+    register_vector(conn)
+    conn.execute("CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector(64))")
+    return load(conn, n)
+
+
 def answers(conn, queries):
     """What the index answers now: the top 10 of each query, the segments,
     and every row an exhaustive index scan reaches."""
@@ -46,10 +54,7 @@ def test_standbys_and_restored_backups_answer_like_the_primary():
     made = []
     try:
         with primary.connect() as p:
-            p.execute("CREATE EXTENSION pg_milvus")
-            register_vector(p)
-            p.execute("CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector(64))")
-            rows = load(p, 6000)
+            rows = items(p, 6000)
             # CREATE INDEX writes its segment's objects into the index's
             # pages: the base backups below carry them in the relation.
             p.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
@@ -137,10 +142,7 @@ def test_a_former_primary_rewound_after_a_failover_answers_like_the_new_one():
     standby = None
     try:
         with primary.connect() as p:
-            p.execute("CREATE EXTENSION pg_milvus")
-            register_vector(p)
-            p.execute("CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector(64))")
-            rows = load(p, 4000)
+            rows = items(p, 4000)
             p.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
             queries = near(rows, 10)
             standby = Cluster.standby_of("rw-standby", primary)
