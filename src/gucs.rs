@@ -210,9 +210,10 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"milvus.gc_grace_period",
-        c"Seconds an object no manifest references is kept before garbage collection deletes it.",
-        c"Queries that started before a compaction may still read the segments it replaced. Range 0 to 2147483647; \
-            default 3600. Superuser only.",
+        c"Seconds garbage collection keeps an object after it stopped being referenced.",
+        c"Counted from the compaction that dropped its segment: queries that started before it, copies of the index \
+            and restores to a point in that window still find its objects. Range 0 to 2147483647; default 3600. \
+            Superuser only.",
         &GC_GRACE_PERIOD_S,
         0,
         i32::MAX,

@@ -124,7 +124,13 @@ def test_lifecycle(cluster, conn, store, request):
     assert objects() == ["index", "index", "insert", "insert"]
     conn.execute("SELECT * FROM milvus_flush('items_idx')")
     assert objects() == ["delta", "delta", "index", "index", "insert", "insert"]
+    # The grace period counts from the merge that drops the segments, not
+    # from their objects' creation: objects older than it stay a while.
+    conn.execute("SET milvus.gc_grace_period = 2")
+    time.sleep(2.5)
     conn.execute("SELECT * FROM milvus_compact('items_idx')")
+    assert conn.execute("SELECT deleted_objects FROM milvus_gc('items_idx')").fetchone()[0] == 0
+    assert objects() == ["delta", "delta", "index", "index", "index", "insert", "insert", "insert"]
     conn.execute("SET milvus.gc_grace_period = 0")
     deleted = conn.execute("SELECT deleted_objects FROM milvus_gc('items_idx')").fetchone()[0]
     assert deleted == 6  # the two merged segments' insert, index and delta objects

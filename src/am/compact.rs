@@ -108,7 +108,7 @@ pub fn run_plan(
     let job = JobRecord::start(JobKind::Compact, oid, &ids, what.clone(), plan.to_string());
     let before = inputs_of(plan, open_segments::loaded(index, &manifest, metric));
     if before.iter().all(|s| s.live_rows() == 0) {
-        manifest_chain::change(index, |m| m.drop_segments(&plan.inputs)).or_raise();
+        manifest_chain::change(index, |m| m.drop_segments(&plan.inputs, unix_now())).or_raise();
         job.done(0, 0);
         return Ok(Compacted::Dropped);
     }

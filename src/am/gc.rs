@@ -3,10 +3,13 @@
 //! An object is garbage when no manifest references it: the upload of a
 //! flush or compaction that crashed before its commit, the segments a
 //! compaction replaced, everything of a dropped (or truncated, or reindexed)
-//! index. It is deleted only once older than `milvus.gc_grace_period`, so a
-//! query that loaded a segment just before a compaction replaced it, or an
-//! upload whose commit is a moment away, is never robbed (invariant 5: a
-//! referenced object is never deleted).
+//! index. It is deleted only once `milvus.gc_grace_period` has passed since
+//! it stopped being referenced (since the compaction that dropped its
+//! segment; since its creation for the rest), so a query that loaded a
+//! segment just before a compaction replaced it, a point-in-time restore to
+//! a moment before the compaction, or an upload whose commit is a moment
+//! away, is never robbed (invariant 5: a referenced object is never
+//! deleted).
 //!
 //! Per index: the referenced set is its manifest's keys; afterwards dropped
 //! segments whose objects are all gone leave the manifest. For the whole
@@ -96,7 +99,12 @@ pub fn gc_index(oid: pg_sys::Oid, why: &str) -> (Collected, Option<String>) {
     }
     let job = JobRecord::start(JobKind::Gc, oid.to_u32(), &[], format!("index \"{name}\""), why.to_owned());
     let (_, snapshot) = manifest_chain::snapshot(*index);
-    let referenced: HashSet<String> = snapshot.referenced_keys().map(str::to_owned).collect();
+    // A segment dropped by a merge keeps its objects for the grace period
+    // counted from the drop, when queries, copies and restores to a point
+    // before it stop needing them.
+    let now = milvus_core::segment::unix_now();
+    let grace = crate::gucs::gc_grace_period();
+    let referenced: HashSet<String> = snapshot.kept_keys(now, grace).map(str::to_owned).collect();
     let what = format!("the garbage of index \"{name}\"");
     let collected = match collect(snapshot.storage_url.as_deref(), index_id(*index).prefix(), referenced, &what) {
         Ok(report) => {

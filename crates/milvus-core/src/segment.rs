@@ -214,6 +214,9 @@ pub struct SegmentMeta {
     pub created_at: u64,
     pub sealed_at: Option<u64>,
     pub flushed_at: Option<u64>,
+    /// When a compaction dropped it: its objects stay for
+    /// `milvus.gc_grace_period` from then.
+    pub dropped_at: Option<u64>,
 }
 
 impl SegmentMeta {
@@ -230,6 +233,7 @@ impl SegmentMeta {
             created_at: now,
             sealed_at: None,
             flushed_at: None,
+            dropped_at: None,
         }
     }
 
@@ -267,8 +271,10 @@ impl SegmentMeta {
         Ok(())
     }
 
-    pub fn drop_(&mut self) -> Result<(), LifecycleError> {
-        self.become_(SegmentState::Dropped)
+    pub fn drop_(&mut self, now: u64) -> Result<(), LifecycleError> {
+        self.become_(SegmentState::Dropped)?;
+        self.dropped_at = Some(now);
+        Ok(())
     }
 
     pub fn set_index_state(&mut self, next: IndexState) -> Result<(), LifecycleError> {
@@ -305,8 +311,9 @@ mod tests {
         s.flushed(4096, 120).unwrap();
         s.set_index_state(IndexState::Building).unwrap();
         s.set_index_state(IndexState::Ready).unwrap();
-        s.drop_().unwrap();
+        s.drop_(130).unwrap();
         assert_eq!((s.state, s.sealed_at, s.flushed_at, s.bytes), (Dropped, Some(110), Some(120), 4096));
+        assert_eq!(s.dropped_at, Some(130));
         assert_eq!(s.seal_reason, Some(SealReason::Manual));
     }
 
@@ -336,7 +343,8 @@ mod tests {
             s.start_flush().unwrap_err(),
             LifecycleError::Segment { segment: SegmentId(7), from: Growing, to: Flushing }
         );
-        assert_eq!(s.drop_().unwrap_err().to_string(), "segment 7: illegal state change growing -> dropped");
+        assert_eq!(s.drop_(9).unwrap_err().to_string(), "segment 7: illegal state change growing -> dropped");
+        assert_eq!(s.dropped_at, None, "an illegal change changes nothing");
         assert_eq!(
             s.set_index_state(IndexState::Ready).unwrap_err().to_string(),
             "segment 7: illegal index state change none -> ready"

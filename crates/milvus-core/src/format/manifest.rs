@@ -38,6 +38,13 @@
 //! which travel with the WAL that way (`crate::pages::objects`). Older
 //! manifests read with none: their objects are in the directory only until
 //! the index's first job writes them to pages.
+//!
+//! Version 5 added each segment's `dropped_at`: when the change that
+//! dropped it was made. Garbage collection keeps a dropped segment's objects
+//! for `milvus.gc_grace_period` counted from then, not from the objects'
+//! creation, so the grace period is a window a point-in-time restore or a
+//! copy of the index can rely on. Segments dropped under an older version
+//! read with none: their objects age from their creation, as they did.
 
 use serde::{Deserialize, Serialize};
 
@@ -47,7 +54,7 @@ use crate::error::{SqlError, SqlState};
 use crate::segment::{IndexState, LifecycleError, SealReason, SegmentId, SegmentMeta, SegmentState};
 
 pub const MAGIC: &[u8; 8] = b"PGMVMAN\0";
-pub const VERSION: u16 = 4;
+pub const VERSION: u16 = 5;
 pub const HEADER_LEN: usize = 64;
 
 /// An object in storage, as the manifest references it.
@@ -219,10 +226,43 @@ impl SegmentEntry {
     }
 }
 
+/// A segment's metadata as versions 1 to 4 stored it: no drop time.
+#[derive(Deserialize)]
+struct SegmentMetaV4 {
+    id: SegmentId,
+    state: SegmentState,
+    index_state: IndexState,
+    rows: u64,
+    deleted_rows: u64,
+    bytes: u64,
+    seal_reason: Option<SealReason>,
+    created_at: u64,
+    sealed_at: Option<u64>,
+    flushed_at: Option<u64>,
+}
+
+impl From<SegmentMetaV4> for SegmentMeta {
+    fn from(m: SegmentMetaV4) -> Self {
+        SegmentMeta {
+            id: m.id,
+            state: m.state,
+            index_state: m.index_state,
+            rows: m.rows,
+            deleted_rows: m.deleted_rows,
+            bytes: m.bytes,
+            seal_reason: m.seal_reason,
+            created_at: m.created_at,
+            sealed_at: m.sealed_at,
+            flushed_at: m.flushed_at,
+            dropped_at: None,
+        }
+    }
+}
+
 /// A segment as versions 1 and 2 stored it: no pending tombstones.
 #[derive(Deserialize)]
 struct SegmentEntryV2 {
-    meta: SegmentMeta,
+    meta: SegmentMetaV4,
     insert_binlog: Option<ObjectRefV3>,
     index_file: Option<ObjectRefV3>,
     delta_binlogs: Vec<ObjectRefV3>,
@@ -243,20 +283,42 @@ impl From<SegmentEntryV2> for SegmentEntryV3 {
 /// A segment as version 3 stored it: objects without pages.
 #[derive(Deserialize)]
 struct SegmentEntryV3 {
-    meta: SegmentMeta,
+    meta: SegmentMetaV4,
     insert_binlog: Option<ObjectRefV3>,
     index_file: Option<ObjectRefV3>,
     delta_binlogs: Vec<ObjectRefV3>,
     pending_tombstones: RowRuns,
 }
 
-impl From<SegmentEntryV3> for SegmentEntry {
+impl From<SegmentEntryV3> for SegmentEntryV4 {
     fn from(e: SegmentEntryV3) -> Self {
-        SegmentEntry {
+        SegmentEntryV4 {
             meta: e.meta,
             insert_binlog: e.insert_binlog.map(ObjectRef::from),
             index_file: e.index_file.map(ObjectRef::from),
             delta_binlogs: e.delta_binlogs.into_iter().map(ObjectRef::from).collect(),
+            pending_tombstones: e.pending_tombstones,
+        }
+    }
+}
+
+/// A segment as version 4 stored it: no drop time.
+#[derive(Deserialize)]
+struct SegmentEntryV4 {
+    meta: SegmentMetaV4,
+    insert_binlog: Option<ObjectRef>,
+    index_file: Option<ObjectRef>,
+    delta_binlogs: Vec<ObjectRef>,
+    pending_tombstones: RowRuns,
+}
+
+impl From<SegmentEntryV4> for SegmentEntry {
+    fn from(e: SegmentEntryV4) -> Self {
+        SegmentEntry {
+            meta: e.meta.into(),
+            insert_binlog: e.insert_binlog,
+            index_file: e.index_file,
+            delta_binlogs: e.delta_binlogs,
             pending_tombstones: e.pending_tombstones,
         }
     }
@@ -339,6 +401,31 @@ struct ManifestV3 {
 
 impl From<ManifestV3> for Manifest {
     fn from(m: ManifestV3) -> Self {
+        ManifestV4 {
+            generation: m.generation,
+            next_segment_id: m.next_segment_id,
+            dims: m.dims,
+            metric: m.metric,
+            segments: m.segments.into_iter().map(SegmentEntryV4::from).collect(),
+            storage_url: m.storage_url,
+        }
+        .into()
+    }
+}
+
+/// The body of a version 4 manifest.
+#[derive(Deserialize)]
+struct ManifestV4 {
+    generation: u64,
+    next_segment_id: u64,
+    dims: u32,
+    metric: u8,
+    segments: Vec<SegmentEntryV4>,
+    storage_url: Option<String>,
+}
+
+impl From<ManifestV4> for Manifest {
+    fn from(m: ManifestV4) -> Self {
         Manifest {
             generation: m.generation,
             next_segment_id: m.next_segment_id,
@@ -440,10 +527,11 @@ impl Manifest {
     }
 
     /// Swaps compaction inputs for its output in one change: the inputs
-    /// become dropped (their objects garbage after the grace period).
+    /// become dropped at `now` (their objects garbage once the grace
+    /// period has passed since).
     pub fn publish_compaction(&mut self, inputs: &[SegmentId], output: Flushed, now: u64) -> Result<(), ManifestError> {
         for id in inputs {
-            self.segment_mut(*id)?.meta.drop_()?;
+            self.segment_mut(*id)?.meta.drop_(now)?;
         }
         self.add_flushed(SealReason::Compaction { inputs: inputs.to_vec() }, output, now)
     }
@@ -469,9 +557,9 @@ impl Manifest {
 
     /// Drops segments without a replacement: compaction of segments whose
     /// every row is deleted.
-    pub fn drop_segments(&mut self, ids: &[SegmentId]) -> Result<(), ManifestError> {
+    pub fn drop_segments(&mut self, ids: &[SegmentId], now: u64) -> Result<(), ManifestError> {
         for id in ids {
-            self.segment_mut(*id)?.meta.drop_()?;
+            self.segment_mut(*id)?.meta.drop_(now)?;
         }
         self.generation += 1;
         Ok(())
@@ -569,6 +657,24 @@ impl Manifest {
             .map(|o| o.key.as_str())
     }
 
+    /// What garbage collection keeps at `now` (Unix seconds): the objects
+    /// of segments that are not dropped, and of segments dropped less than
+    /// `grace` ago, which a query that started before the drop, a copy of
+    /// the index or a point-in-time restore within the grace period may
+    /// still read. A segment dropped under format version 4 or older has no
+    /// drop time: its objects age from their creation, in storage.
+    pub fn kept_keys(&self, now: u64, grace: std::time::Duration) -> impl Iterator<Item = &str> {
+        self.segments
+            .iter()
+            .filter(move |s| match (s.meta.state, s.meta.dropped_at) {
+                (SegmentState::Dropped, Some(at)) => now.saturating_sub(at) < grace.as_secs(),
+                (SegmentState::Dropped, None) => false,
+                _ => true,
+            })
+            .flat_map(|s| s.objects())
+            .map(|o| o.key.as_str())
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let body =
             bincode::serde::encode_to_vec(self, bincode::config::standard()).expect("a manifest always serializes");
@@ -591,7 +697,8 @@ impl Manifest {
             1 => decode_body::<ManifestV1>(object, body).map(Manifest::from),
             2 => decode_body::<ManifestV2>(object, body).map(Manifest::from),
             3 => decode_body::<ManifestV3>(object, body).map(Manifest::from),
-            4 => decode_body::<Manifest>(object, body),
+            4 => decode_body::<ManifestV4>(object, body).map(Manifest::from),
+            5 => decode_body::<Manifest>(object, body),
             _ => unreachable!("check_header refuses versions above {VERSION}"),
         }
     }
@@ -667,10 +774,35 @@ mod tests {
         OldRef { key: &o.key, size: o.size, crc32c: o.crc32c }
     }
 
+    /// A segment's metadata as versions 1 to 4 wrote it: bincode writes a
+    /// struct as its fields in order, so the current fields but the last.
+    #[derive(Serialize)]
+    struct OldMeta<'a> {
+        id: SegmentId,
+        state: SegmentState,
+        index_state: IndexState,
+        rows: u64,
+        deleted_rows: u64,
+        bytes: u64,
+        seal_reason: &'a Option<SealReason>,
+        created_at: u64,
+        sealed_at: Option<u64>,
+        flushed_at: Option<u64>,
+    }
+
+    fn old_meta(m: &SegmentMeta) -> OldMeta<'_> {
+        assert_eq!(m.dropped_at, None, "older versions know no drop time");
+        let SegmentMeta {
+            id, state, index_state, rows, deleted_rows, bytes, created_at, sealed_at, flushed_at, ..
+        } = *m;
+        let seal_reason = &m.seal_reason;
+        OldMeta { id, state, index_state, rows, deleted_rows, bytes, seal_reason, created_at, sealed_at, flushed_at }
+    }
+
     /// A segment as versions 1 and 2 wrote it.
     #[derive(Serialize)]
     struct OldEntry<'a> {
-        meta: &'a SegmentMeta,
+        meta: OldMeta<'a>,
         insert_binlog: Option<OldRef<'a>>,
         index_file: Option<OldRef<'a>>,
         delta_binlogs: Vec<OldRef<'a>>,
@@ -680,7 +812,7 @@ mod tests {
         m.segments
             .iter()
             .map(|e| OldEntry {
-                meta: &e.meta,
+                meta: old_meta(&e.meta),
                 insert_binlog: e.insert_binlog.as_ref().map(old_ref),
                 index_file: e.index_file.as_ref().map(old_ref),
                 delta_binlogs: e.delta_binlogs.iter().map(old_ref).collect(),
@@ -768,6 +900,71 @@ mod tests {
         };
         let body = bincode::serde::encode_to_vec(&v3, bincode::config::standard()).unwrap();
         assert_eq!(Manifest::decode("o", &with_header(3, &body)).unwrap(), m);
+    }
+
+    #[test]
+    fn reads_version_4_with_no_drop_time() {
+        #[derive(Serialize)]
+        struct V4Entry<'a> {
+            meta: OldMeta<'a>,
+            insert_binlog: &'a Option<ObjectRef>,
+            index_file: &'a Option<ObjectRef>,
+            delta_binlogs: &'a Vec<ObjectRef>,
+            pending_tombstones: &'a RowRuns,
+        }
+        #[derive(Serialize)]
+        struct V4<'a> {
+            generation: u64,
+            next_segment_id: u64,
+            dims: u32,
+            metric: u8,
+            segments: Vec<V4Entry<'a>>,
+            storage_url: &'a Option<String>,
+        }
+        let mut m = sample();
+        m.segments[0].insert_binlog.as_mut().unwrap().pages = Some(17);
+        let v4 = V4 {
+            generation: m.generation,
+            next_segment_id: m.next_segment_id,
+            dims: m.dims,
+            metric: m.metric,
+            segments: m
+                .segments
+                .iter()
+                .map(|e| V4Entry {
+                    meta: old_meta(&e.meta),
+                    insert_binlog: &e.insert_binlog,
+                    index_file: &e.index_file,
+                    delta_binlogs: &e.delta_binlogs,
+                    pending_tombstones: &e.pending_tombstones,
+                })
+                .collect(),
+            storage_url: &m.storage_url,
+        };
+        let body = bincode::serde::encode_to_vec(&v4, bincode::config::standard()).unwrap();
+        assert_eq!(Manifest::decode("o", &with_header(4, &body)).unwrap(), m);
+    }
+
+    #[test]
+    fn a_dropped_segment_is_kept_for_the_grace_period_from_its_drop() {
+        let grace = std::time::Duration::from_secs(100);
+        let mut m = sample();
+        let (old, new) = (SegmentId(1), m.allocate_segment_id());
+        let out =
+            Flushed { segment: new, rows: 9, insert_binlog: ObjectRef::of("i/3", b"x"), index_file: None, bytes: 1 };
+        // Objects made long ago, dropped at 1000: kept until 1100.
+        m.publish_compaction(&[old], out, 1000).unwrap();
+        assert_eq!(m.segment(old).unwrap().meta.dropped_at, Some(1000));
+        let all = ["i/1/seg/1/insert", "i/1/seg/1/delta-1", "i/3"];
+        assert_eq!(m.kept_keys(1000, grace).collect::<Vec<_>>(), all);
+        assert_eq!(m.kept_keys(1099, grace).collect::<Vec<_>>(), all);
+        assert_eq!(m.kept_keys(1100, grace).collect::<Vec<_>>(), ["i/3"]);
+        assert_eq!(m.kept_keys(1000, std::time::Duration::ZERO).collect::<Vec<_>>(), ["i/3"], "no grace");
+        assert_eq!(m.kept_keys(900, grace).count(), 3, "a clock set back keeps, never loses");
+        assert_eq!(Manifest::decode("o", &m.encode()).unwrap(), m, "the drop time round-trips");
+        // Dropped under version 4 (no time): its objects age in storage.
+        m.segments[0].meta.dropped_at = None;
+        assert_eq!(m.kept_keys(1000, grace).collect::<Vec<_>>(), ["i/3"]);
     }
 
     #[test]
