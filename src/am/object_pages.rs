@@ -18,7 +18,8 @@
 //! objects ([`reading_store`]) the missing ones are copied from the pages
 //! into the directory (under the meta page's share lock, checksummed, each
 //! renamed into place whole). The directory is thus a copy any server
-//! rebuilds; the pages are the truth.
+//! rebuilds; the pages are the truth. A file found damaged when its segment
+//! loads is written again from the pages ([`heal`]).
 //!
 //! **Freeing.** The manifest change that stops referencing an object (GC
 //! forgetting a dropped segment, past the grace period) frees its chain.
@@ -28,16 +29,16 @@
 
 use std::sync::Arc;
 
-use milvus_core::format::manifest::{Manifest, ObjectRef};
+use milvus_core::format::manifest::{Manifest, ObjectRef, SegmentEntry};
 use milvus_core::pages::objects;
 use milvus_core::storage::{Storage, StorageError};
 use pgrx::prelude::*;
 
 use super::segment_lock::SegmentLock;
 use crate::error::raise_error;
-use crate::gucs;
 use crate::pages::{Index, Lock, manifest_chain};
 use crate::storage;
+use crate::{catalog, gucs};
 
 /// Whether objects stored at `url` (a manifest's) live in the embedded
 /// store, and so in pages too.
@@ -76,24 +77,67 @@ pub fn reading_store(index: Index, manifest: &Manifest) -> Result<Arc<Storage>, 
     Ok(store)
 }
 
+/// After a load of `entries` (of `manifest`) failed: their files in the
+/// embedded directory whose bytes are not their objects' (damaged on disk)
+/// are removed and written again from the pages. Returns how many; 0 for an
+/// index on another store, or when every file was whole (the failure is
+/// then elsewhere: the pages themselves, the disk).
+pub fn heal(index: Index, manifest: &Manifest, entries: &[SegmentEntry]) -> usize {
+    if !is_embedded(manifest.storage_url.as_deref()) {
+        return 0;
+    }
+    let local = storage::try_storage_at(None).unwrap_or_else(|e| raise_error(&e));
+    let objects: Vec<ObjectRef> = entries.iter().flat_map(|e| e.objects().cloned()).collect();
+    let checked = Arc::clone(&local);
+    let discarded = storage::run_job("heal", move |_| objects::discard_damaged(&checked, &objects))
+        .unwrap_or_else(|e| raise_error(&e));
+    if !discarded.is_empty() {
+        restore(index, &local);
+        warning!(
+            "pg_milvus: index \"{}\": {} damaged files in pg_milvus/objects written again from the index's pages",
+            index.name(),
+            discarded.len()
+        );
+    }
+    discarded.len()
+}
+
 /// Copies the objects of the index's current manifest that its embedded
 /// directory lacks from their pages; raises an error if a chain is damaged
 /// or the directory cannot take a file (a full disk), naming the object.
+///
+/// On a standby, which runs no garbage collection, restoring is also when
+/// the files of objects its primary has since collected go: those of the
+/// index's own prefix its manifest no longer names.
 pub fn restore(index: Index, local: &Storage) {
     let meta = index.meta(Lock::Share);
-    let restored = objects::restore_missing(&meta, &manifest_chain::read(&meta), local).unwrap_or_else(|e| {
+    let manifest = manifest_chain::read(&meta);
+    let restored = objects::restore_missing(&meta, &manifest, local).unwrap_or_else(|e| {
         drop(meta);
         raise_error(&milvus_core::error::Failed::new(
             format!("restore the objects of index \"{}\" from its pages", index.name()),
             e,
         ))
     });
-    if restored.objects > 0 {
-        debug1!(
-            "pg_milvus: index \"{}\": {} objects ({} bytes) restored from its pages into pg_milvus/objects",
-            index.name(),
-            restored.objects,
-            restored.bytes
-        );
+    if restored.objects == 0 {
+        return;
+    }
+    debug1!(
+        "pg_milvus: index \"{}\": {} objects ({} bytes) restored from its pages into pg_milvus/objects",
+        index.name(),
+        restored.objects,
+        restored.bytes
+    );
+    // SAFETY: reads shared state.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        let removed = objects::remove_unreferenced(local, &catalog::index_id(index).prefix(), &manifest);
+        if removed.objects > 0 {
+            debug1!(
+                "pg_milvus: index \"{}\": {} files ({} bytes) of objects its primary collected removed",
+                index.name(),
+                removed.objects,
+                removed.bytes
+            );
+        }
     }
 }

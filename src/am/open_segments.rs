@@ -10,8 +10,10 @@ use std::sync::Arc;
 use milvus_core::Metric;
 use milvus_core::error::Failed;
 use milvus_core::format::manifest::{Manifest, SegmentEntry};
-use milvus_core::jobs;
+use milvus_core::jobs::{self, JobError};
 use milvus_core::search::LoadedSegment;
+use milvus_core::segment::SegmentId;
+use milvus_core::storage::Storage;
 
 use super::explain;
 use crate::error::raise_error;
@@ -60,18 +62,18 @@ pub fn loaded(index: Index, manifest: &Manifest, metric: Metric) -> Vec<Arc<Load
         let store = super::object_pages::reading_store(index, manifest).unwrap_or_else(|e| {
             raise_error(&Failed::new(format!("open the storage of index \"{}\"", index.name()), e))
         });
-        let cache = storage::cache();
-        let by_range = jobs::rows_by_range(&cache, manifest.flushed_segments());
-        let threads = storage::job_threads();
-        let results = storage::run_job("load", move |_| {
-            let loaded = jobs::load_all(&store, &cache, &missing, metric, threads, by_range);
-            missing
-                .iter()
-                .zip(loaded)
-                .map(|(e, l)| (loaded_key(oid, e), e.meta.id, e.tombstone_version(), l))
-                .collect::<Vec<_>>()
-        });
-        storage::report_cache_use();
+        let mut results = load(oid, &store, manifest, missing, metric);
+        // A file of the embedded directory damaged on disk: written again
+        // from the index's pages, and loaded once more.
+        let failed: Vec<SegmentEntry> = manifest
+            .flushed_segments()
+            .filter(|e| results.iter().any(|r| r.1 == e.meta.id && r.3.is_err()))
+            .cloned()
+            .collect();
+        if !failed.is_empty() && super::object_pages::heal(index, manifest, &failed) > 0 {
+            results.retain(|r| r.3.is_ok());
+            results.extend(load(oid, &store, manifest, failed, metric));
+        }
         let database = catalog::database();
         for (key, id, version, result) in results {
             let segment = result.unwrap_or_else(|e| {
@@ -86,6 +88,34 @@ pub fn loaded(index: Index, manifest: &Manifest, metric: Metric) -> Vec<Arc<Load
         }
     }
     LOADED.with_borrow(|loaded| keys.iter().map(|k| loaded[k].1.clone()).collect())
+}
+
+/// A segment loaded off the main thread: its cache key, id, tombstones'
+/// version, and the segment or why it could not be read.
+type LoadResult = ((u32, String), SegmentId, (usize, usize), Result<LoadedSegment, JobError>);
+
+/// Loads `entries` of `manifest` from `store`, through the local cache.
+fn load(
+    oid: u32,
+    store: &Arc<Storage>,
+    manifest: &Manifest,
+    entries: Vec<SegmentEntry>,
+    metric: Metric,
+) -> Vec<LoadResult> {
+    let store = Arc::clone(store);
+    let cache = storage::cache();
+    let by_range = jobs::rows_by_range(&cache, manifest.flushed_segments());
+    let threads = storage::job_threads();
+    let results = storage::run_job("load", move |_| {
+        let loaded = jobs::load_all(&store, &cache, &entries, metric, threads, by_range);
+        entries
+            .iter()
+            .zip(loaded)
+            .map(|(e, l)| (loaded_key(oid, e), e.meta.id, e.tombstone_version(), l))
+            .collect::<Vec<_>>()
+    });
+    storage::report_cache_use();
+    results
 }
 
 /// Forgets what this backend loaded of the index `oid` (its mappings of

@@ -3,9 +3,12 @@
 //! or every milvus index of the database. Each checks that the caller owns
 //! what it works on, and refuses to run on a standby.
 
+use std::sync::Arc;
+
 use milvus_core::format::manifest::SegmentEntry;
 use milvus_core::jobs;
 use milvus_core::segment::{SealReason, SegmentId, SegmentState};
+use milvus_core::storage::Storage;
 use pgrx::prelude::*;
 
 use crate::am::compact::{self, Compacted};
@@ -297,6 +300,14 @@ fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments,
     TableIterator::once((count, bytes))
 }
 
+/// Checks every object of `entries` in `storage`, off the main thread.
+fn verify(storage: &Arc<Storage>, entries: Vec<SegmentEntry>) -> Vec<(SegmentId, Vec<jobs::StoredObject>)> {
+    let storage = Arc::clone(storage);
+    storage::run_job("verify", move |control| {
+        entries.iter().map(|e| (e.meta.id, jobs::verify_stored(&storage, e, control.cancel_flag()))).collect()
+    })
+}
+
 /// Reads every object the manifest of `index` (of each partition's index,
 /// for a partitioned one) references from object storage, bypassing the
 /// cache, and checks each in full: one row per object, `error` saying why
@@ -337,12 +348,22 @@ fn milvus_verify(
             let storage = crate::am::object_pages::reading_store(*index, &manifest).or_raise();
             (flushed, storage)
         };
-        let checked = storage::run_job("verify", move |control| {
-            flushed
-                .iter()
-                .map(|e| (e.meta.id, jobs::verify_stored(&storage, e, control.cancel_flag())))
-                .collect::<Vec<_>>()
-        });
+        let mut checked = verify(&storage, flushed.clone());
+        // An embedded index's files damaged on disk are written again from
+        // its pages (with a warning), then checked once more.
+        let damaged: Vec<SegmentEntry> = flushed
+            .into_iter()
+            .filter(|e| checked.iter().any(|(id, o)| *id == e.meta.id && o.iter().any(|o| o.error.is_some())))
+            .collect();
+        if !damaged.is_empty() {
+            let index = crate::pages::OpenIndex::open(oid, pg_sys::AccessShareLock);
+            let (_, manifest) = manifest_chain::snapshot(*index);
+            if crate::am::object_pages::heal(*index, &manifest, &damaged) > 0 {
+                checked.retain(|(id, _)| damaged.iter().all(|e| e.meta.id != *id));
+                checked.extend(verify(&storage, damaged));
+                checked.sort_by_key(|(id, _)| *id);
+            }
+        }
         for (segment, objects) in checked {
             for o in objects {
                 rows.push((oid, segment.0 as i64, o.key, o.bytes as i64, o.error));

@@ -119,6 +119,22 @@ fn a_directory_that_lost_its_objects_gets_them_back_from_the_pages() {
         "no staging file left behind"
     );
 
+    // A file damaged on the replica's disk (a flipped bit, a cut): found,
+    // removed and written again from the pages; whole files stay.
+    let flushed: Vec<_> = manifest.flushed_segments().collect();
+    let (first, second) = (flushed[0].insert_binlog.clone().unwrap(), flushed[1].index_file.clone().unwrap());
+    let mut bytes = std::fs::read(replica.local_path(&first.key).unwrap()).unwrap();
+    bytes[7] ^= 0x10;
+    std::fs::write(replica.local_path(&first.key).unwrap(), &bytes).unwrap();
+    std::fs::write(replica.local_path(&second.key).unwrap(), &bytes[..10]).unwrap();
+    let discarded = objects::discard_damaged(&replica, manifest.objects()).unwrap();
+    assert_eq!(discarded, [first.key.clone(), second.key.clone()]);
+    assert_eq!(restore(&pages, &replica).unwrap().objects, 2);
+    for o in manifest.objects() {
+        assert_eq!(replica.get(&o.key).unwrap(), local.get(&o.key).unwrap(), "{} whole again", o.key);
+    }
+    assert!(objects::discard_damaged(&replica, manifest.objects()).unwrap().is_empty());
+
     // A page damaged under a missing file: the error names the object.
     let victim = manifest.segments.iter().find_map(|s| s.insert_binlog.clone()).unwrap();
     std::fs::remove_file(replica.local_path(&victim.key).unwrap()).unwrap();
@@ -126,6 +142,44 @@ fn a_directory_that_lost_its_objects_gets_them_back_from_the_pages() {
     let e = restore(&pages, &replica).unwrap_err();
     assert!(matches!(&e, CopyError::Damaged(d) if d.key == victim.key && d.what.contains("checksum")), "{e}");
     assert!(!replica.local_path(&victim.key).unwrap().exists(), "nothing half-written is published");
+}
+
+#[test]
+fn a_replica_removes_its_copies_of_objects_the_primary_collected() {
+    let (pages, local, _dir) = index_and_store();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let replica = local_store(elsewhere.path());
+    publish(&pages, &local, put_segment(&local, 1, 100));
+    publish(&pages, &local, put_segment(&local, 2, 100));
+    restore(&pages, &replica).unwrap();
+    // The primary merges the first segment away and collects it; its
+    // replica still has the files it restored.
+    let (_, before) = manifest_chain::snapshot(&pages);
+    let first = before.flushed_segments().next().unwrap().clone();
+    manifest_chain::change(&pages, |m| m.drop_segments(&[first.meta.id], NOW).unwrap());
+    let (_, dropped) = manifest_chain::snapshot(&pages);
+    assert_eq!(objects::remove_unreferenced(&replica, "1/5/16384", &dropped).objects, 0, "dropped, not yet collected");
+    manifest_chain::change(&pages, |m| m.forget_dropped(|_| true));
+    let (_, after) = manifest_chain::snapshot(&pages);
+    let staging = replica.local_path(&format!("{}#restore1", first.objects().next().unwrap().key)).unwrap();
+    std::fs::write(&staging, b"cut short").unwrap();
+    let kept = replica.local_path(&after.objects().next().unwrap().key).unwrap();
+    let ongoing = kept.with_file_name(format!("{}#restore2", kept.file_name().unwrap().to_string_lossy()));
+    std::fs::write(&ongoing, b"another backend's restore").unwrap();
+    let removed = objects::remove_unreferenced(&replica, "1/5/16384", &after);
+    assert_eq!(
+        (removed.objects, removed.bytes),
+        (3, 200 + 9),
+        "both files and a staging file of the collected segment"
+    );
+    for o in first.objects() {
+        assert!(!replica.local_path(&o.key).unwrap().exists(), "{}", o.key);
+    }
+    for o in after.objects() {
+        assert_eq!(replica.get(&o.key).unwrap(), local.get(&o.key).unwrap(), "{} kept", o.key);
+    }
+    assert!(ongoing.exists(), "a staging file of a named object may be a restore in progress");
+    assert_eq!(objects::remove_unreferenced(&replica, "1/5/16384", &after).objects, 0);
 }
 
 #[test]
@@ -144,7 +198,7 @@ fn workload(pages: &MemoryPages, local: &Storage) {
     publish(pages, local, put_segment(local, 2, 2 * manifest_bytes_per_page() + 1));
     manifest_chain::change(pages, |m| {
         let first = m.flushed_segments().next().expect("two flushed").meta.id;
-        m.drop_segments(&[first]).unwrap()
+        m.drop_segments(&[first], 0).unwrap()
     });
     manifest_chain::change(pages, |m| m.forget_dropped(|_| true));
 }

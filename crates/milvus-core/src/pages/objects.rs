@@ -280,6 +280,68 @@ pub fn restore_missing<S: PageStore>(
     Ok(restored)
 }
 
+/// Removes the files under `prefix` (an index's) of the `file://` store
+/// `local` that `manifest` does not name: a replica's copies of objects its
+/// primary has since collected, which no garbage collection runs on a
+/// replica to take. Staging files of names the manifest holds may be
+/// another backend's restore in progress, and stay. Only for a server that
+/// writes no objects of its own (a standby): elsewhere an upload waiting
+/// for its commit is unnamed too. Returns what it removed.
+pub fn remove_unreferenced(local: &Storage, prefix: &str, manifest: &Manifest) -> Restored {
+    let named: std::collections::HashSet<&str> = manifest.objects().map(|o| o.key.as_str()).collect();
+    let Some(root) = local.local_root() else { return Restored::default() };
+    let mut removed = Restored::default();
+    let mut dirs = vec![root.join(prefix)];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let (path, Ok(meta)) = (entry.path(), entry.metadata()) else { continue };
+            if meta.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let Ok(key) = path.strip_prefix(root) else { continue };
+            let key = key.to_string_lossy();
+            if !named.contains(key.split('#').next().unwrap_or_default()) && std::fs::remove_file(&path).is_ok() {
+                removed.objects += 1;
+                removed.bytes += meta.len();
+            }
+        }
+    }
+    removed
+}
+
+/// Removes the files of `objects` (those in pages) that the `file://` store
+/// `local` holds with bytes that are not the object's (another size, another
+/// checksum): a directory file damaged on disk, which [`restore_missing`]
+/// then writes again from the pages. A reader that has the old file mapped
+/// keeps its mapping; the next one maps the restored file. Returns the keys
+/// removed.
+pub fn discard_damaged<'a>(
+    local: &Storage,
+    objects: impl IntoIterator<Item = &'a ObjectRef>,
+) -> Result<Vec<String>, StorageError> {
+    let mut discarded = Vec::new();
+    for object in objects.into_iter().filter(|o| o.pages.is_some()) {
+        let path = local.local_path(&object.key).expect("a file:// store");
+        let Ok(mut file) = std::fs::File::open(&path) else { continue };
+        let (mut crc, mut size, mut piece) = (0u32, 0u64, vec![0u8; READ_PIECE]);
+        loop {
+            let n = file.read(&mut piece).map_err(|e| local.local_failure("read", &object.key, &e))?;
+            if n == 0 {
+                break;
+            }
+            crc = crc32c::crc32c_append(crc, &piece[..n]);
+            size += n as u64;
+        }
+        if (size, crc) != (object.size, object.crc32c) {
+            std::fs::remove_file(&path).map_err(|e| local.local_failure("remove", &object.key, &e))?;
+            discarded.push(object.key.clone());
+        }
+    }
+    Ok(discarded)
+}
+
 /// Empties the chains of `objects`, which no manifest references any more:
 /// each page still tagged as the object's, one WAL record a page, offered
 /// to the free space map. A page tagged otherwise ends the walk: it was

@@ -391,6 +391,11 @@ impl Storage {
         Ok(Some(LocalObject { file, key: key.to_owned(), label: self.label.clone() }))
     }
 
+    /// The directory of a `file://` store; `None` for other stores.
+    pub fn local_root(&self) -> Option<&std::path::Path> {
+        self.local_root.as_deref()
+    }
+
     /// Where a `file://` store keeps `key`; `None` for other stores.
     pub fn local_path(&self, key: &str) -> Option<std::path::PathBuf> {
         Some(self.local_root.as_ref()?.join(self.full(key).as_ref()))
