@@ -47,26 +47,40 @@ static BUILD_MS: AtomicU64 = AtomicU64::new(0);
 static UPLOAD_MS: AtomicU64 = AtomicU64::new(0);
 static GC_MS: AtomicU64 = AtomicU64::new(0);
 static MERGE_MS: AtomicU64 = AtomicU64::new(0);
+static RESTORE_MS: AtomicU64 = AtomicU64::new(0);
+static FREE_MS: AtomicU64 = AtomicU64::new(0);
 
-/// On the main thread, before a job starts: copies the settings of the
-/// points inside jobs (`storage::run_job`).
+/// On the main thread, before a job starts (`storage::run_job`), or before
+/// core code that reaches a point on this thread (a restore from pages;
+/// a manifest commit freeing chains follows GC's job): copies the settings
+/// of the points the core reaches.
 pub fn arm() {
     let ms = |point| gucs::debug_pause(point).map_or(0, |d| d.as_millis() as u64);
     BUILD_MS.store(ms(PausePoint::Build), Ordering::Relaxed);
     UPLOAD_MS.store(ms(PausePoint::Upload), Ordering::Relaxed);
     GC_MS.store(ms(PausePoint::Gc), Ordering::Relaxed);
     MERGE_MS.store(ms(PausePoint::Merge), Ordering::Relaxed);
+    RESTORE_MS.store(ms(PausePoint::Restore), Ordering::Relaxed);
+    FREE_MS.store(ms(PausePoint::Free), Ordering::Relaxed);
 }
 
-/// The hook, on a job's thread: waits at `point` if armed there, until the
-/// pause ends or the job is cancelled.
+/// The hook, on a job's thread (or the backend's, for the points core code
+/// reaches there): waits at `point` if armed there, until the pause ends or
+/// the job is cancelled.
 fn reached(point: pause::Point, cancel: &AtomicBool) {
     let ms = match point {
         pause::Point::Build => BUILD_MS.load(Ordering::Relaxed),
         pause::Point::BinlogUploaded => UPLOAD_MS.load(Ordering::Relaxed),
         pause::Point::GcDeleted => GC_MS.load(Ordering::Relaxed),
         pause::Point::Merge => MERGE_MS.load(Ordering::Relaxed),
+        pause::Point::ObjectRestored => RESTORE_MS.load(Ordering::Relaxed),
+        pause::Point::ChainPageFreed => FREE_MS.load(Ordering::Relaxed),
     };
+    if ms > 0 && matches!(point, pause::Point::ObjectRestored | pause::Point::ChainPageFreed) {
+        // SAFETY: these two are reached on the backend's own thread: as in
+        // pause_at, what was logged before the point survives a kill.
+        unsafe { pg_sys::XLogFlush(pg_sys::GetXLogInsertRecPtr()) };
+    }
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(ms) && !cancel.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(10));

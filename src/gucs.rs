@@ -277,7 +277,9 @@ pub fn init() {
         c"commit (a flush or compaction between its upload and its manifest commit; the default), build (a flush \
             about to build its segment's graph), upload (a flush between its insert binlog and its index file), \
             release (a flush committed, its pages not yet emptied), insert (a row's page write in WAL, its \
-            transaction not committed), gc (garbage collection after its first deletion). Superuser only.",
+            transaction not committed), gc (garbage collection after its first deletion), merge (a compaction \
+            about to write its output), restore (a restore from the index's pages after its first file), free (a \
+            manifest commit after freeing the first page of a dropped object's chain). Superuser only.",
         &DEBUG_PAUSE_AT,
         GucContext::Suset,
         GucFlags::default(),
@@ -440,6 +442,10 @@ pub enum PausePoint {
     Build,
     #[name = c"merge"]
     Merge,
+    #[name = c"restore"]
+    Restore,
+    #[name = c"free"]
+    Free,
 }
 
 /// The pause to make at `point`, if the settings ask for one there.

@@ -13,13 +13,18 @@ Points (milvus.debug_pause / debug_pause_at hold a job exactly there):
 - flush_after_commit: the manifest commit made, the segment's pages not yet
   emptied;
 - compaction_before_commit: a compaction uploaded, not swapped in;
-- gc_mid_delete: garbage collection after its first deletion.
+- gc_mid_delete: garbage collection after its first deletion;
+- free_mid_chain: garbage collection's manifest commit made, the chains of
+  the objects it forgot freed to their first page;
+- restore_mid_copy: a search restoring the index's lost directory from its
+  pages, one file in place.
 The index keeps 8-bit codes (its default at these 64 dimensions); the
 points that write or swap an index file run again with RaBitQ codes (the
 default from 256 dimensions). PG_MILVUS_CRASH_RUNS repetitions per case (3
 by default, 20 for the full run); the matrix is printed at the end."""
 
 import os
+import shutil
 import threading
 import time
 
@@ -45,6 +50,8 @@ POINTS = {
     "flush_after_commit": ("release", FLUSH, "sleeping"),
     "compaction_before_commit": ("commit", COMPACT, "sleeping"),
     "gc_mid_delete": ("gc", GC, "deleted"),
+    "free_mid_chain": ("free", GC, "deleted"),
+    "restore_mid_copy": ("restore", "SELECT id FROM items ORDER BY embedding <-> %s LIMIT 10", "restored"),
 }
 # (point, quantization): every point with the default codes, and again
 # with RaBitQ's where an index file is written or swapped in.
@@ -101,7 +108,8 @@ def held_job(cluster, dbname, at, sql):
                 c.execute("SET milvus.gc_grace_period = 0")
                 c.execute(f"SET milvus.debug_pause_at = {at}")
                 c.execute("SET milvus.debug_pause = 600000")
-                args = (UNCOMMITTED_ID, np.ones(DIMS, np.float32)) if "INSERT" in sql else None
+                args = ((UNCOMMITTED_ID, np.ones(DIMS, np.float32)) if "INSERT" in sql
+                        else (np.ones(DIMS, np.float32),) if "%s" in sql else None)
                 c.execute(sql, args)
         except psycopg.OperationalError:
             pass
@@ -147,8 +155,11 @@ def test_crash_matrix(cluster, conn, point, quantization):
         if point == "flush_mid_upload":
             load(conn, 5000, seed=run, start_id=10_000 * run + 3000)
             base.update(range(10_000 * run + 3000, 10_000 * run + 8000))
-        if point == "gc_mid_delete":
+        if point in ("gc_mid_delete", "free_mid_chain"):
             conn.execute(COMPACT)  # its inputs' objects become garbage
+        if point == "restore_mid_copy":
+            lost = len(files(objects))
+            shutil.rmtree(objects)  # lost: the pages have every object
         before = files(objects)
 
         stop, committed = threading.Event(), set()
@@ -168,9 +179,15 @@ def test_crash_matrix(cluster, conn, point, quantization):
                 wait_until(binlog_only, "its insert binlog uploaded")
                 time.sleep(0.2)
                 assert not any(p.name.startswith("index-") for p in files(objects) if p not in before)
+            elif sign == "restored":
+                wait_until(lambda: any("#" not in p.name for p in files(objects)), "its first file restored")
             else:
                 wait_until(lambda: len(files(objects)) < len(before), "its first deletion done")
+                if point == "free_mid_chain":
+                    time.sleep(0.5)  # the other deletions, the commit, the first page freed
         cluster.crash()
+        if point == "restore_mid_copy":
+            assert 0 < len([p for p in files(objects) if "#" not in p.name]) < lost, "killed mid-restore"
         stop.set()
         for t in threads + ([job] if job else []):
             t.join(60)
@@ -197,8 +214,10 @@ def test_crash_matrix(cluster, conn, point, quantization):
         assert after_crash["unreferenced"] == 0, after_crash
         if point == "flush_after_commit":
             assert after_crash["released"] > 0, after_crash
-        if not point.endswith("before_commit") and point != "flush_mid_upload":
+        if not point.endswith("before_commit") and point not in ("flush_mid_upload", "free_mid_chain"):
             assert after_crash["unpublished"] == 0, after_crash
+        if point == "free_mid_chain":
+            assert after_crash["unpublished"] > 0, "the rest of the chains: no manifest names them"
         conn.execute("VACUUM items")
         vacuumed = pages(conn)
         assert vacuumed["released"] == vacuumed["unreferenced"] == vacuumed["unpublished"] == 0, vacuumed

@@ -110,6 +110,7 @@ pub fn heal(index: Index, manifest: &Manifest, entries: &[SegmentEntry]) -> usiz
 /// the files of objects its primary has since collected go: those of the
 /// index's own prefix its manifest no longer names.
 pub fn restore(index: Index, local: &Storage) {
+    crate::debug::arm();
     let meta = index.meta(Lock::Share);
     let manifest = manifest_chain::read(&meta);
     let restored = objects::restore_missing(&meta, &manifest, local).unwrap_or_else(|e| {

@@ -20,6 +20,12 @@ pub enum Point {
     GcDeleted,
     /// A compaction read its inputs and is about to write its output.
     Merge,
+    /// A restore from the index's pages put one object's file in place, and
+    /// goes on (on the backend's own thread).
+    ObjectRestored,
+    /// A manifest commit that dropped objects freed one page of their
+    /// chains, and goes on (on the backend's own thread).
+    ChainPageFreed,
 }
 
 /// What a hook is: called at `point` with the job's cancel flag, which it
@@ -32,6 +38,9 @@ static HOOK: OnceLock<Hook> = OnceLock::new();
 pub fn install(hook: Hook) {
     let _ = HOOK.set(hook);
 }
+
+/// Never set: the cancel flag of a point reached outside a job.
+pub(crate) static NOT_CANCELLED: AtomicBool = AtomicBool::new(false);
 
 /// Called by jobs at `point`.
 pub(crate) fn reach(point: Point, cancel: &AtomicBool) {

@@ -276,6 +276,7 @@ pub fn restore_missing<S: PageStore>(
         std::fs::rename(&staging, &path).map_err(|e| fail("restore", e))?;
         restored.objects += 1;
         restored.bytes += object.size;
+        crate::pause::reach(crate::pause::Point::ObjectRestored, &crate::pause::NOT_CANCELLED);
     }
     Ok(restored)
 }
@@ -362,6 +363,7 @@ pub fn free<'a, S: PageStore>(store: S, objects: impl IntoIterator<Item = &'a Ob
             drop(buffer);
             store.record_free(block);
             freed += 1;
+            crate::pause::reach(crate::pause::Point::ChainPageFreed, &crate::pause::NOT_CANCELLED);
             block = opaque.next;
         }
     }
