@@ -10,7 +10,8 @@
 #   cluster.sh standby NAME PRIMARY [pg_basebackup args...]
 #                              a streaming replica of a running cluster (or of
 #                              a standby: a cascade); by default -X stream
-#   cluster.sh backup DIR PRIMARY   a base backup in tar form, WAL fetched
+#   cluster.sh backup DIR PRIMARY [pg_basebackup args...]
+#                              a base backup in tar form; by default -X fetch
 #   cluster.sh restore NAME BACKUP ARCHIVE [recovery settings...]
 #                              archive recovery of a tar base backup from a
 #                              WAL archive (restore_command), promoted at its
@@ -124,9 +125,11 @@ case "${1:-}" in
     ;;
   backup)
     dir=${2:?backup directory}; p=$(dir_of "${3:?primary cluster name}")
+    shift 3
+    (($#)) || set -- -X fetch
     rm -rf "$dir"
     install -d -o postgres -g postgres -m 0700 "$dir"
-    as_pg "$BIN/pg_basebackup" -h "$p" -p "$(cat "$p/port")" -U postgres -D "$dir" -Ft -X fetch -c fast \
+    as_pg "$BIN/pg_basebackup" -h "$p" -p "$(cat "$p/port")" -U postgres -D "$dir" -Ft -c fast "$@" \
       >"$dir.log" 2>&1 || { cat "$dir.log"; exit 1; }
     ;;
   restore)
@@ -137,6 +140,8 @@ case "${1:-}" in
     rm -rf "$d"
     install -d -o postgres -g postgres -m 0700 "$d" "$d/data"
     as_pg tar -xf "$backup/base.tar" -C "$d/data"
+    # -X stream puts the backup's WAL in a tar of its own.
+    [ ! -f "$backup/pg_wal.tar" ] || as_pg tar -xf "$backup/pg_wal.tar" -C "$d/data/pg_wal"
     {
       echo "unix_socket_directories = '$d'"
       echo "archive_mode = off"
@@ -187,5 +192,5 @@ case "${1:-}" in
     name=${2:?cluster name}; shift 2
     exec psql -X -h "$(dir_of "$name")" -p "$(cat "$(dir_of "$name")/port")" -U postgres "$@"
     ;;
-  *) sed -n '2,14p' "$0"; exit 2 ;;
+  *) sed -n '2,26p' "$0"; exit 2 ;;
 esac

@@ -48,9 +48,10 @@ class Cluster:
         promoted."""
         return cls._made(name, "restore", name, str(backup), str(archive), *settings)
 
-    def backup(self, into: Path):
-        """A base backup of this cluster in tar form, its WAL fetched."""
-        subprocess.run([CLUSTER, "backup", str(into), self.name], check=True)
+    def backup(self, into: Path, *basebackup_args: str):
+        """A base backup of this cluster in tar form (its WAL fetched unless
+        `basebackup_args` say otherwise)."""
+        subprocess.run([CLUSTER, "backup", str(into), self.name, *basebackup_args], check=True)
 
     def connect(self, dbname: str = "postgres", **kwargs) -> psycopg.Connection:
         # prepare_threshold=None: psycopg would otherwise prepare a statement

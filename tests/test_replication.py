@@ -1,7 +1,9 @@
 """The embedded store travels with the WAL: with the defaults (no
 storage_url, so the objects live in the data directory), everything that
 ships WAL ships the index, because every object is also in the index's own
-pages. A streaming standby and a cascade of it, a base backup restored from
+pages, whatever pg_basebackup's form (plain: the standbys; tar: the
+backups) and its WAL's way (streamed, fetched). A streaming standby and a
+cascade of it, a base backup restored from
 the WAL archive to its end, to a named restore point and to a time, each
 answer exactly as the primary did at that point, after flushes, deletes,
 merges and garbage collection the primary ran after the copy was made; a
@@ -215,7 +217,7 @@ def test_a_former_primary_rewound_after_a_failover_answers_like_the_new_one():
             rows = items(p, 4000)
             p.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
             queries = near(rows, 10)
-            standby = Cluster.standby_of("rw-standby", primary)
+            standby = Cluster.standby_of("rw-standby", primary, "-X", "fetch")
             with standby.connect() as s:
                 replayed(p, s)
         # Failover: the standby is promoted while the old primary goes on
@@ -332,7 +334,7 @@ def test_a_restore_on_a_shared_store_finds_what_the_grace_period_kept_and_names_
                       "WITH (segment_max_rows = 4000)")
             queries = near(rows, 10)
             backup = files / "base"
-            primary.backup(backup)
+            primary.backup(backup, "-X", "stream")
             load(p, 3000, seed=2, start_id=6000)
             p.execute("SELECT * FROM milvus_flush('items_idx')")
             p.execute("SELECT pg_create_restore_point('before_merge')")
