@@ -1,7 +1,7 @@
 # pg_milvus: every entry point. `make demo` and `make test` work on a fresh
 # machine: each starts with scripts/setup.sh, which installs what is missing.
 
-.PHONY: demo test lint stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-768 bench-768-half bench-768-large bench-ip bench-core bench-hnsw bench-quantized bench-inverted bench-sparse fuzz clean
+.PHONY: demo test lint stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-replay bench-768 bench-768-half bench-768-large bench-ip bench-core bench-hnsw bench-quantized bench-inverted bench-sparse fuzz clean
 
 demo:
 	bash scripts/demo.sh
@@ -59,6 +59,11 @@ bench-768-half:
 # rows' bytes: some 15 minutes on 2 cores, never part of `make test`.
 bench-768-large:
 	bash scripts/bench.sh --768-large
+
+# A streaming standby's replay lag while its primary loads, builds and
+# deletes, beside pgvector's HNSW and no index: bench-results/replay-lag.
+bench-replay:
+	bash scripts/bench.sh --replay
 
 # Inner-product recall beside pgvector on Gaussian and normalised rows at
 # 64, 768 and 1,536 dimensions: bench-results/ip-*.

@@ -24,11 +24,17 @@
 #                      and QPS at ef_search 40, 100, 200 beside pgvector's
 #                      HNSW (some 10 minutes, most of them pgvector's
 #                      build): bench-results/sparse
+#   bench.sh --replay  a streaming standby's replay lag on this machine while
+#                      its primary bulk-loads 100k x 128 rows, builds the
+#                      index and deletes a third, for pg_milvus, pgvector's
+#                      HNSW and no index (benches/replay_lag.py; some 5
+#                      minutes): bench-results/replay-lag
 # Extra arguments go to the driver (see benches/workload/main.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=(--n 100000 --dim 128 --clusters 1000 --queries 500 --repeats 3 --out bench-results)
 ip=0
+replay=0
 # maintenance_work_mem, the same for both indexes' builds: 4 GB for the
 # large run, whose pgvector graph (some 2 GB) would not fit in 1 GB; and the
 # segment cache, which the large run's 1.8 GB of objects would overflow at
@@ -39,6 +45,9 @@ cache_mb=1024
 if [ "${1:-}" = --ip ]; then
   shift
   ip=1
+elif [ "${1:-}" = --replay ]; then
+  shift
+  replay=1
 elif [ "${1:-}" = --quick ]; then
   shift
   args=(--n 20000 --dim 128 --clusters 200 --queries 200 --repeats 2 --out bench-results/quick)
@@ -72,6 +81,10 @@ if ! dpkg -s postgresql-15-pgvector >/dev/null 2>&1; then
   fi
 fi
 scripts/install.sh
+if ((replay)); then
+  # Its own primary and standby, started and stopped by the script.
+  exec .venv/bin/python benches/replay_lag.py "$@"
+fi
 # The same memory for both indexes' builds; workers look every second.
 port=$(scripts/cluster.sh start bench "shared_buffers = '1GB'" "maintenance_work_mem = '$build_memory'" "milvus.cache_size = $cache_mb" "milvus.naptime = 1" "max_connections = 120")
 host=$(scripts/cluster.sh host bench)
