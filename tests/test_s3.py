@@ -19,7 +19,7 @@ from pgvector.psycopg import register_vector
 
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import DIMS, ROOT, Cluster, replayed
 from test_flush import segments
 from test_index import METRICS, all_index_ids, check_search_quality, index_ids, load, near, objects_of
 from test_quantization import literal
@@ -419,3 +419,67 @@ def test_an_index_keeps_its_storage_when_the_setting_changes(cluster, conn, s3):
         rows = c.execute("SELECT index::oid, deleted_objects FROM milvus_gc()").fetchall()
     assert (index_oid, len(on_s3) + 1) in rows, rows  # + the flush's binlog
     assert not [k for k in bucket_keys(s3) if k.startswith("per-index/")]
+
+
+def test_a_failover_on_s3_adopts_by_server_side_copies_and_the_old_prefix_can_be_removed(s3):
+    """A standby promoted after its primary is gone for good is a new
+    writer: its first job copies each object its manifest references under
+    its own prefix (one server-side copy request each, no bytes through the
+    server). The old writer's prefix, the first part of the keys
+    milvus_verify() lists before that job, is then the DBA's to delete, as
+    README.md says."""
+    settings = [f"milvus.s3_endpoint = '{s3.endpoint}'", "milvus.s3_region = 'us-east-1'",
+                "milvus.s3_access_key_id = 'testing'", "milvus.s3_secret_access_key = 'testing-secret'",
+                "milvus.s3_allow_http = on", "milvus.s3_path_style = on",
+                f"milvus.storage_url = 's3://{BUCKET}/failover'", "milvus.max_workers = 0"]
+    primary = Cluster("s3-failover-primary", settings)
+    standby = None
+    try:
+        with primary.connect() as p:
+            p.execute("CREATE EXTENSION pg_milvus")
+            register_vector(p)
+            p.execute(f"CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector({DIMS}))")
+            p.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
+                      "WITH (growing_max_rows = 1000)")
+            rows = load(p, 3000)
+            p.execute("SELECT * FROM milvus_flush('items_idx')")
+            queries = near(rows, 5)
+            expected = [index_ids(p, "<->", q, 10) for q in queries]
+            standby = Cluster.standby_of("s3-failover-standby", primary)
+            with standby.connect() as s:
+                replayed(p, s)
+        primary.stop()  # gone for good
+        standby.promote()
+        old = {k for k in bucket_keys(s3) if k.startswith("failover/")}
+        with standby.connect() as s:
+            register_vector(s)
+            while s.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+                time.sleep(0.1)
+            assert [index_ids(s, "<->", q, 10) for q in queries] == expected
+            # Before its first job, the keys it reads are under the old
+            # primary's prefix: the one to delete later.
+            stale = {k.split("/")[0] for (k,) in s.execute("SELECT object FROM milvus_verify('items_idx')")}
+            assert len(stale) == 1
+            # Its first job adopts: a copy of each object, under its prefix.
+            [(referenced, error)] = s.execute("SELECT referenced_objects, error FROM milvus_gc('items_idx')").fetchall()
+            keys = [k for (k,) in s.execute("SELECT object FROM milvus_verify('items_idx')")]
+            assert error is None and referenced == len(keys) == len(old)
+            writer = keys[0].split("/")[0]
+            assert all(k.startswith(writer + "/") for k in keys) and not any(k.split("/", 1)[1].startswith(writer) for k in old)
+            new = {k for k in bucket_keys(s3) if k.startswith("failover/")} - old
+            assert sorted(k.split("/", 1)[1] for k in new) == sorted(keys)
+            # The documented step, the old primary gone for good: delete
+            # its prefix.
+            assert stale == {k.split("/")[1] for k in old} and writer not in stale
+            listed = client(s3).list_objects_v2(Bucket=BUCKET, Prefix=f"failover/{stale.pop()}/")["Contents"]
+            client(s3).delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": o["Key"]} for o in listed]})
+        clear_local_cache(standby)
+        with standby.connect() as s:
+            register_vector(s)
+            assert [index_ids(s, "<->", q, 10) for q in queries] == expected
+            assert s.execute("SELECT count(*) FROM milvus_verify('items_idx') WHERE error IS NOT NULL").fetchone() == (0,)
+            assert sorted(all_index_ids(s)) == list(range(3000))
+    finally:
+        if standby is not None:
+            standby.stop()
+        primary.stop()
