@@ -134,7 +134,7 @@ pub fn run_plan(
         },
     );
     let written = flushed.and_then(|mut flushed| {
-        let writing = object_pages::write(index, url.as_deref(), flushed.objects_mut())?;
+        let writing = object_pages::write_segment(index, url.as_deref(), &mut flushed)?;
         Ok((flushed, writing))
     });
     let (flushed, _writing) = match written {

@@ -182,9 +182,9 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
 
 /// Writes `rows` as segment `segment` to the index's storage (insert binlog,
 /// graph from `graph_min_rows` rows on, both cached), on a helper thread
-/// that reports its phases to `job`, and on the embedded store into the
-/// index's pages: what the manifest then lists, and the lock to hold until
-/// it does. A flush reads the rows from a sealed chain; CREATE INDEX hands
+/// that reports its phases to `job`, and into the index's pages (its
+/// objects on the embedded store, its rows' keys on a shared one): what the
+/// manifest then lists, and the lock to hold until it does. A flush reads the rows from a sealed chain; CREATE INDEX hands
 /// over the table's rows directly, and keeps them (the `Arc` is its own
 /// again once this returns) to write them to pages if storage refused.
 pub fn write_segment(
@@ -195,7 +195,7 @@ pub fn write_segment(
     rows: Arc<PageRows>,
     graph_min_rows: usize,
     job: &JobRecord,
-) -> Result<(manifest::Flushed, Option<SegmentLock>), JobError> {
+) -> Result<(manifest::Flushed, SegmentLock), JobError> {
     let dims = manifest.dims as usize;
     let params = hnsw_params(index);
     let id = catalog::index_id(index);
@@ -214,7 +214,7 @@ pub fn write_segment(
             jobs::flush(target, &new, control)
         },
     )?;
-    let writing = object_pages::write(index, url, flushed.objects_mut())?;
+    let writing = object_pages::write_segment(index, url, &mut flushed)?;
     Ok((flushed, writing))
 }
 

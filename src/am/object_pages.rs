@@ -24,12 +24,14 @@
 //! **Freeing.** The manifest change that stops referencing an object (GC
 //! forgetting a dropped segment, past the grace period) frees its chain.
 //!
-//! Indexes on S3 or another `file://` location keep their objects there
-//! only: their store is shared, not carried.
+//! Indexes on S3 or another `file://` location keep their objects there:
+//! their store is shared, not carried. Their pages hold only what VACUUM
+//! reads, so that it never needs the store nor the cache: each segment's
+//! keys ([`write_segment`]) and its delta binlogs ([`write_delta`]).
 
 use std::sync::Arc;
 
-use milvus_core::format::manifest::{Manifest, ObjectRef, SegmentEntry};
+use milvus_core::format::manifest::{Flushed, Manifest, ObjectRef, SegmentEntry};
 use milvus_core::pages::objects;
 use milvus_core::storage::{Storage, StorageError};
 use pgrx::prelude::*;
@@ -64,6 +66,38 @@ pub fn write<'a>(
         objects::write_from_local(index, &local, object)?;
     }
     Ok(Some(lock))
+}
+
+/// Writes into the index's pages what they must hold of a segment a job
+/// wrote (a flush, a merge, CREATE INDEX) before the manifest change that
+/// publishes it: on the embedded store, its objects; on a shared one, its
+/// rows' keys, which VACUUM reads there instead of the store. Returns the
+/// lock to hold until that change is committed.
+pub fn write_segment(index: Index, url: Option<&str>, flushed: &mut Flushed) -> Result<SegmentLock, StorageError> {
+    if let Some(lock) = write(index, url, flushed.objects_mut())? {
+        return Ok(lock);
+    }
+    let lock = SegmentLock::writing_objects(index);
+    let name = format!("keys of segment {}", flushed.segment);
+    flushed.keys = Some(objects::write_keys(index, name, &flushed.row_keys));
+    Ok(lock)
+}
+
+/// Writes a delta binlog (`bytes`, the object `delta` references) into the
+/// index's pages, whatever its store: VACUUM reads a segment's tombstones
+/// there. Returns the lock to hold until the change that publishes it.
+pub fn write_delta(
+    index: Index,
+    url: Option<&str>,
+    delta: &mut ObjectRef,
+    bytes: &[u8],
+) -> Result<SegmentLock, StorageError> {
+    if let Some(lock) = write(index, url, [&mut *delta])? {
+        return Ok(lock);
+    }
+    let lock = SegmentLock::writing_objects(index);
+    objects::write_bytes(index, delta, bytes);
+    Ok(lock)
 }
 
 /// The store of `manifest`, opened to read the index's objects: for the

@@ -21,10 +21,14 @@
 //! between over to its output, and the pass goes on until it has seen every
 //! flushed segment of the manifest, an output published meanwhile included.
 //! Searches skip tombstoned positions, pending or written; compaction drops
-//! them. Loading a segment reads the local cache, and the store only for a
-//! segment the cache lost: then, with the store unreachable too, VACUUM
-//! fails with the cause and the heap keeps its dead tuples (nothing is
-//! reused, so nothing is wrong).
+//! them. A segment's keys and tombstones are read from the index's pages:
+//! on the embedded store its objects are there; on a shared store, its
+//! keys and delta binlogs are (manifest version 5 on), so VACUUM needs
+//! neither the store nor the cache. A shared store's segment written
+//! before that is loaded, from the local cache, and from the store only if
+//! the cache lost it: then, with the store unreachable too, VACUUM fails
+//! with the cause and the heap keeps its dead tuples (nothing is reused, so
+//! nothing is wrong); its next merge writes its output's keys to pages.
 //!
 //! `amvacuumcleanup` empties the page chains commits released (after a crash
 //! some may wait here), offers every free page to the free space map again,
@@ -32,13 +36,15 @@
 //! other session uses the index), and reports how many rows the index holds.
 
 use milvus_core::error::Failed;
+use milvus_core::format::delta;
 use milvus_core::jobs::{self, JobError};
+use milvus_core::pages::objects;
 use milvus_core::segment::{SegmentId, SegmentState};
 use pgrx::prelude::*;
 
 use super::open_segments;
 use super::segment_lock::SegmentLock;
-use crate::error::OrRaise;
+use crate::error::{OrRaise, raise_error};
 use crate::pages::rows::unpack_tid;
 use crate::pages::{Index, Lock, chain, free, manifest_chain};
 
@@ -91,23 +97,39 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         if manifest.segment(id).is_none_or(|e| e.meta.state != SegmentState::Flushed) {
             continue;
         }
-        let loaded = open_segments::loaded(index, &manifest, meta.metric());
-        let segment = loaded.into_iter().find(|s| s.id == id).expect("loaded");
+        let entry = manifest.segment(id).expect("flushed");
         let mut dead = Vec::new();
-        for (row, key) in segment.keys().iter().enumerate() {
-            if segment.is_deleted(row as u32) {
-                continue;
-            }
-            if is_dead(*key) {
+        let mut visit = |row: usize, key: u64| {
+            if is_dead(key) {
                 dead.push(row as u32);
             } else {
                 live += 1.0;
+            }
+        };
+        // A shared store's segment: its keys and tombstones from the pages.
+        let in_pages = {
+            let _reading = index.meta(Lock::Share);
+            objects::segment_keys(index, entry)
+        };
+        if let Some(read) = in_pages {
+            let objects::SegmentKeys { keys, deleted } = read.unwrap_or_else(|e| raise_error(&e));
+            keys.iter()
+                .enumerate()
+                .filter(|(row, _)| !deleted.contains(&(*row as u32)))
+                .for_each(|(r, k)| visit(r, *k));
+        } else {
+            let loaded = open_segments::loaded(index, &manifest, meta.metric());
+            let segment = loaded.into_iter().find(|s| s.id == id).expect("loaded");
+            for (row, key) in segment.keys().iter().enumerate() {
+                if !segment.is_deleted(row as u32) {
+                    visit(row, *key);
+                }
             }
         }
         if !dead.is_empty() {
             // SAFETY: VACUUM's cost-based delay, between segments.
             unsafe { pg_sys::vacuum_delay_point() };
-            manifest_chain::change(index, |m| m.add_pending_tombstones(segment.id, &dead)).or_raise();
+            manifest_chain::change(index, |m| m.add_pending_tombstones(id, &dead)).or_raise();
             stats.tuples_removed += dead.len() as f64;
         }
     }
@@ -146,7 +168,9 @@ pub fn settle_tombstones(index: Index) -> Result<u64, Failed<JobError>> {
         let mut delta =
             crate::storage::run_job("tombstones", move |_| jobs::write_tombstones(&store, id, segment, &written))
                 .map_err(failed)?;
-        let _writing = super::object_pages::write(index, url, [&mut delta]).map_err(|e| failed(JobError::from(e)))?;
+        let bytes = delta::encode(segment, &rows);
+        let _writing =
+            super::object_pages::write_delta(index, url, &mut delta, &bytes).map_err(|e| failed(JobError::from(e)))?;
         let _lock = SegmentLock::acquire(index, segment.0);
         let (_, now) = manifest_chain::snapshot(index);
         if now.segment(segment).is_some_and(|e| e.meta.state == SegmentState::Flushed) {

@@ -262,7 +262,15 @@ pub fn flush(to: Target, rows: &NewSegment, control: &JobControl) -> Result<Flus
     crate::pause::reach(crate::pause::Point::BinlogUploaded, control.cancel_flag());
     let index_file = index_bytes.map(|b| put(to.storage, Some(to.cache), key(ObjectKind::IndexFile), b)).transpose()?;
     let bytes = insert_binlog.size + index_file.as_ref().map_or(0, |o| o.size);
-    Ok(Flushed { segment, rows: keys.len() as u64, insert_binlog, index_file, bytes })
+    Ok(Flushed {
+        segment,
+        rows: keys.len() as u64,
+        insert_binlog,
+        index_file,
+        bytes,
+        row_keys: keys.to_vec(),
+        keys: None,
+    })
 }
 
 /// Writes tombstones (row positions) of a flushed segment as a delta binlog.

@@ -10,6 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use bytes::Bytes;
 use milvus_core::Metric;
 use milvus_core::element::Shape;
+use milvus_core::format::delta;
 use milvus_core::format::manifest::{Flushed, Manifest, ObjectRef};
 use milvus_core::format::meta::MetaPage;
 use milvus_core::format::page::{OBJECT_PAGE_ID, manifest_bytes_per_page, manifest_pages};
@@ -63,6 +64,8 @@ fn put_segment(local: &Storage, segment: u64, len: usize) -> Flushed {
         bytes: 2 * len as u64,
         insert_binlog,
         index_file: Some(index_file),
+        row_keys: (0..10).map(|r| segment << 32 | r).collect(),
+        keys: None,
     }
 }
 
@@ -89,7 +92,7 @@ fn object_pages(store: &MemoryPages) -> (usize, usize) {
         .filter(|b| store.read(*b, Lock::Share).page().chain().is_some_and(|o| o.page_id == OBJECT_PAGE_ID))
         .count();
     let (_, manifest) = manifest_chain::snapshot(store);
-    let referenced = manifest.objects().filter(|o| o.pages.is_some()).map(|o| manifest_pages(o.size as usize)).sum();
+    let referenced = manifest.chains().map(|o| manifest_pages(o.size as usize)).sum();
     (in_relation, referenced)
 }
 
@@ -180,6 +183,56 @@ fn a_replica_removes_its_copies_of_objects_the_primary_collected() {
     }
     assert!(ongoing.exists(), "a staging file of a named object may be a restore in progress");
     assert_eq!(objects::remove_unreferenced(&replica, "1/5/16384", &after).objects, 0);
+}
+
+#[test]
+fn a_segments_keys_in_pages_are_read_back_and_freed_with_it() {
+    let (pages, local, _dir) = index_and_store();
+    let mut flushed = put_segment(&local, 1, 100);
+    let keys: Vec<u64> = (0..3 * manifest_bytes_per_page() as u64 / 8).map(|k| k * 7 + 1).collect();
+    flushed.keys = Some(objects::write_keys(&pages, "keys of segment 1".into(), &keys));
+    manifest_chain::change(&pages, |m| {
+        let id = m.allocate_segment_id();
+        m.publish_built(Flushed { segment: id, ..flushed }, NOW).unwrap()
+    });
+    let (_, m) = manifest_chain::snapshot(&pages);
+    let segment = m.flushed_segments().next().unwrap();
+    let (id, stored) = (segment.meta.id, segment.keys.clone().expect("published with the segment"));
+    assert_eq!(objects::read_keys(&pages, &stored).unwrap(), keys);
+    assert_eq!(object_pages(&pages), (3, 3), "its pages are published, not a sweep's to take");
+    free::sweep(&pages, true);
+    assert_eq!(objects::read_keys(&pages, &stored).unwrap(), keys);
+    // Its tombstones: pending in the manifest, and a delta binlog whose
+    // bytes are in pages too; VACUUM reads all of it there.
+    let bytes = delta::encode(id, &[2, 5]);
+    let mut written = ObjectRef::of("1/5/16384/1/delta-00000001", &bytes);
+    objects::write_bytes(&pages, &mut written, &bytes);
+    manifest_chain::change(&pages, |m| {
+        m.settle_tombstones(id, written.clone(), &[])?;
+        m.add_pending_tombstones(id, &[7])
+    })
+    .unwrap();
+    let (_, m) = manifest_chain::snapshot(&pages);
+    let objects::SegmentKeys { keys: read, mut deleted } =
+        objects::segment_keys(&pages, m.segment(id).unwrap()).unwrap().unwrap();
+    assert_eq!(read, keys);
+    assert_eq!(
+        {
+            let mut d: Vec<u32> = deleted.drain().collect();
+            d.sort();
+            d
+        },
+        [2, 5, 7]
+    );
+    let mut only_in_store = m.segment(id).unwrap().clone();
+    only_in_store.delta_binlogs[0].pages = None;
+    assert!(objects::segment_keys(&pages, &only_in_store).is_none(), "a delta binlog only the store holds");
+    // Dropped and forgotten: its chain goes with the segment's.
+    manifest_chain::change(&pages, |m| m.drop_segments(&[id], NOW).unwrap());
+    manifest_chain::change(&pages, |m| m.forget_dropped(|_| true));
+    assert_eq!(object_pages(&pages), (0, 0), "keys and delta binlog freed");
+    pages.damage(stored.pages.unwrap(), 0, 0xff);
+    assert!(objects::read_keys(&pages, &stored).is_err(), "a freed chain is never read as the keys");
 }
 
 #[test]

@@ -100,7 +100,15 @@ fn flush(store: Store, objects: &Objects) -> Option<SegmentId> {
     let mut keys = Vec::new();
     chain::for_each_row(store, sealed.head, meta.shape(), |key, _| keys.push(key));
     let binlog = ObjectRef::of(format!("segment-{segment}"), &[]);
-    let flushed = Flushed { segment, rows: keys.len() as u64, insert_binlog: binlog, index_file: None, bytes: 0 };
+    let flushed = Flushed {
+        segment,
+        rows: keys.len() as u64,
+        insert_binlog: binlog,
+        index_file: None,
+        bytes: 0,
+        row_keys: keys.clone(),
+        keys: None,
+    };
     objects.borrow_mut().insert(segment, keys);
     let mut meta = MetaGuard::lock(store, Lock::Exclusive);
     let mut manifest = manifest_chain::read(&meta);

@@ -45,6 +45,9 @@
 //! creation, so the grace period is a window a point-in-time restore or a
 //! copy of the index can rely on. Segments dropped under an older version
 //! read with none: their objects age from their creation, as they did.
+//! Version 5 also added each segment's `keys`: the chain of pages holding
+//! its rows' keys, for an index on a shared store (VACUUM reads them
+//! there); older segments read with none.
 
 use serde::{Deserialize, Serialize};
 
@@ -110,6 +113,11 @@ pub struct Flushed {
     pub index_file: Option<ObjectRef>,
     /// Bytes written, both objects.
     pub bytes: u64,
+    /// The rows' keys, in their binlog order.
+    pub row_keys: Vec<u64>,
+    /// Where the index's pages hold `row_keys`, if they do (an index on a
+    /// shared store: [`SegmentEntry::keys`]).
+    pub keys: Option<ObjectRef>,
 }
 
 impl Flushed {
@@ -144,6 +152,13 @@ pub struct SegmentEntry {
     pub delta_binlogs: Vec<ObjectRef>,
     /// Row positions VACUUM found dead that no delta binlog holds yet.
     pub pending_tombstones: RowRuns,
+    /// The segment's keys (heap TIDs, 8 bytes each, little-endian, in
+    /// binlog order) in a chain of the index's pages, for an index on a
+    /// shared store: with its delta binlogs also in pages, VACUUM then
+    /// reads no object from the store nor the cache. Not an object of the
+    /// store: `key` only names it in messages. `None` on the embedded store,
+    /// whose objects are all in pages.
+    pub keys: Option<ObjectRef>,
 }
 
 /// Row positions as sorted runs `(first, count)`, the form pending
@@ -206,6 +221,7 @@ impl SegmentEntry {
             index_file: None,
             delta_binlogs: vec![],
             pending_tombstones: RowRuns::default(),
+            keys: None,
         }
     }
 
@@ -217,6 +233,11 @@ impl SegmentEntry {
     /// The same, to change.
     pub fn objects_mut(&mut self) -> impl Iterator<Item = &mut ObjectRef> {
         self.insert_binlog.iter_mut().chain(self.index_file.iter_mut()).chain(self.delta_binlogs.iter_mut())
+    }
+
+    /// Every chain of pages this entry names: its objects' and its keys'.
+    pub fn chains(&self) -> impl Iterator<Item = &ObjectRef> {
+        self.objects().chain(self.keys.iter()).filter(|o| o.pages.is_some())
     }
 
     /// What changes when the segment's tombstones do: a loaded copy of it
@@ -320,6 +341,7 @@ impl From<SegmentEntryV4> for SegmentEntry {
             index_file: e.index_file,
             delta_binlogs: e.delta_binlogs,
             pending_tombstones: e.pending_tombstones,
+            keys: None,
         }
     }
 }
@@ -648,6 +670,11 @@ impl Manifest {
         changed
     }
 
+    /// Every chain of pages the manifest names (objects and keys).
+    pub fn chains(&self) -> impl Iterator<Item = &ObjectRef> {
+        self.segments.iter().flat_map(|s| s.chains())
+    }
+
     /// Every object key a non-dropped segment references: what GC must keep.
     pub fn referenced_keys(&self) -> impl Iterator<Item = &str> {
         self.segments
@@ -730,6 +757,7 @@ fn publish(entry: &mut SegmentEntry, flushed: Flushed, now: u64) -> Result<(), L
     }
     entry.insert_binlog = Some(flushed.insert_binlog);
     entry.index_file = flushed.index_file;
+    entry.keys = flushed.keys.filter(|k| k.pages.is_some());
     Ok(())
 }
 
@@ -754,6 +782,7 @@ mod tests {
             index_file: None,
             delta_binlogs: vec![ObjectRef::of("i/1/seg/1/delta-1", b"d")],
             pending_tombstones: RowRuns::default(),
+            keys: None,
         });
         m.segments.push(SegmentEntry::new(SegmentMeta::growing(SegmentId(2), 12)));
         m.next_segment_id = 3;
@@ -950,8 +979,15 @@ mod tests {
         let grace = std::time::Duration::from_secs(100);
         let mut m = sample();
         let (old, new) = (SegmentId(1), m.allocate_segment_id());
-        let out =
-            Flushed { segment: new, rows: 9, insert_binlog: ObjectRef::of("i/3", b"x"), index_file: None, bytes: 1 };
+        let out = Flushed {
+            segment: new,
+            rows: 9,
+            insert_binlog: ObjectRef::of("i/3", b"x"),
+            index_file: None,
+            bytes: 1,
+            row_keys: vec![],
+            keys: None,
+        };
         // Objects made long ago, dropped at 1000: kept until 1100.
         m.publish_compaction(&[old], out, 1000).unwrap();
         assert_eq!(m.segment(old).unwrap().meta.dropped_at, Some(1000));
@@ -965,6 +1001,18 @@ mod tests {
         // Dropped under version 4 (no time): its objects age in storage.
         m.segments[0].meta.dropped_at = None;
         assert_eq!(m.kept_keys(1000, grace).collect::<Vec<_>>(), ["i/3"]);
+    }
+
+    #[test]
+    fn a_segments_keys_in_pages_are_a_chain_not_an_object() {
+        let mut m = sample();
+        let mut keys = ObjectRef::of("keys of segment 1", &7u64.to_le_bytes());
+        keys.pages = Some(30);
+        m.segments[0].keys = Some(keys.clone());
+        assert_eq!(Manifest::decode("o", &m.encode()).unwrap(), m, "round-trips");
+        assert!(m.objects().all(|o| o.key != keys.key), "not the store's: never collected, verified or adopted");
+        assert!(m.kept_keys(0, std::time::Duration::ZERO).all(|k| k != keys.key));
+        assert_eq!(m.chains().filter_map(|c| c.pages).collect::<Vec<_>>(), [30], "but its pages are accounted");
     }
 
     #[test]
@@ -1036,6 +1084,8 @@ mod tests {
             insert_binlog: ObjectRef::of(format!("i/{segment}"), b"x"),
             index_file: Some(ObjectRef::of(format!("h/{segment}"), b"y")),
             bytes: 2,
+            row_keys: vec![],
+            keys: None,
         };
         m.publish_flush(flushed(a, 10), 3).unwrap();
         assert_eq!(
@@ -1072,7 +1122,9 @@ mod tests {
         let built = m.allocate_segment_id();
         let insert_binlog = ObjectRef::of(format!("i/{built}"), b"x");
         let index_file = Some(ObjectRef::of(format!("h/{built}"), b"y"));
-        m.publish_built(Flushed { segment: built, rows: 500, insert_binlog, index_file, bytes: 2 }, 2).unwrap();
+        let flushed =
+            Flushed { segment: built, rows: 500, insert_binlog, index_file, bytes: 2, row_keys: vec![], keys: None };
+        m.publish_built(flushed, 2).unwrap();
         let entry = m.segment(built).unwrap();
         assert_eq!((entry.meta.state, entry.meta.index_state), (SegmentState::Flushed, IndexState::Ready));
         assert_eq!(

@@ -20,10 +20,10 @@ fn reachable<S: PageStore>(store: S, meta: &Meta) -> HashSet<Block> {
     blocks
 }
 
-/// The tags of the objects the manifest keeps in pages: an object page
-/// with another tag belongs to no object ([`super::objects`]).
+/// The tags of the chains the manifest names (objects', segments' keys):
+/// an object page with another tag belongs to none ([`super::objects`]).
 fn object_tags<S: PageStore>(meta: &MetaGuard<S>) -> HashSet<u64> {
-    manifest_chain::read(meta).objects().filter(|o| o.pages.is_some()).map(|o| o.page_tag()).collect()
+    manifest_chain::read(meta).chains().map(|o| o.page_tag()).collect()
 }
 
 /// Frees chain pages the meta page does not reach; returns how many.
@@ -139,11 +139,7 @@ pub fn pack<S: PageStore>(store: S) -> Block {
     let before = store.blocks();
     let mut meta = MetaGuard::lock(store, Lock::Exclusive);
     // Where the file could end: the meta page and every chain page.
-    let object_pages: usize = manifest_chain::read(&meta)
-        .objects()
-        .filter(|o| o.pages.is_some())
-        .map(|o| manifest_pages(o.size as usize))
-        .sum();
+    let object_pages: usize = manifest_chain::read(&meta).chains().map(|o| manifest_pages(o.size as usize)).sum();
     let target = 1 + (reachable(store, &meta).len() + object_pages) as Block;
     move_empty_growing_page(&mut meta, target);
     move_manifest(&mut meta, target);

@@ -105,11 +105,11 @@ pub fn commit<'b, S: PageStore + 'b>(
     Commit { record: Some(record), store, head, len: bytes.len() as u32, dropped }
 }
 
-/// The objects in pages that `old` references and `new` does not.
+/// The chains of pages (objects', keys') `old` names and `new` does not.
 fn dropped_objects(old: &Manifest, new: &Manifest) -> Vec<ObjectRef> {
     let kept: std::collections::HashSet<(Block, u64)> =
-        new.objects().filter_map(|o| Some((o.pages?, o.page_tag()))).collect();
-    old.objects().filter(|o| o.pages.is_some_and(|p| !kept.contains(&(p, o.page_tag())))).cloned().collect()
+        new.chains().filter_map(|o| Some((o.pages?, o.page_tag()))).collect();
+    old.chains().filter(|o| o.pages.is_some_and(|p| !kept.contains(&(p, o.page_tag())))).cloned().collect()
 }
 
 impl<'b, S: PageStore + 'b> Commit<'b, S> {

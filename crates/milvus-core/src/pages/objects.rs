@@ -19,10 +19,12 @@
 //! The local directory (`pg_milvus/objects`) stays what searches map; it
 //! is a copy any server rebuilds from these pages.
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 
 use crate::error::{SqlError, SqlState};
-use crate::format::manifest::{Manifest, ObjectRef};
+use crate::format::delta::DeltaBinlog;
+use crate::format::manifest::{Manifest, ObjectRef, SegmentEntry};
 use crate::format::page::{OBJECT_PAGE_ID, manifest_bytes_per_page};
 use crate::storage::{Storage, StorageError};
 
@@ -225,6 +227,65 @@ pub fn write_from_local<S: PageStore>(store: S, local: &Storage, object: &mut Ob
     Ok(())
 }
 
+/// Writes a segment's `keys` (in binlog order, 8 bytes each,
+/// little-endian) into a new chain of pages, as an index on a shared store
+/// keeps them for VACUUM; returns the reference, `name` naming it in
+/// messages. Unreachable until a manifest commit names it.
+pub fn write_keys<S: PageStore>(store: S, name: String, keys: &[u64]) -> ObjectRef {
+    let bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
+    let mut object = ObjectRef::of(name, &bytes);
+    write_bytes(store, &mut object, &bytes);
+    object
+}
+
+/// Writes `object`, whose bytes are `bytes`, into a new chain of pages and
+/// points `object.pages` at it (an object of a shared store that VACUUM
+/// reads: a delta binlog).
+pub fn write_bytes<S: PageStore>(store: S, object: &mut ObjectRef, bytes: &[u8]) {
+    assert_eq!((bytes.len() as u64, crc32c::crc32c(bytes)), (object.size, object.crc32c), "the object's bytes");
+    let mut writer = ChainWriter::new(store, object);
+    writer.write(bytes);
+    object.pages = Some(writer.finish());
+}
+
+/// Reads the keys [`write_keys`] wrote, checked as any object's bytes.
+pub fn read_keys<S: PageStore>(store: S, keys: &ObjectRef) -> Result<Vec<u64>, DamagedObject> {
+    let bytes = read_all(store, keys)?;
+    Ok(bytes.chunks_exact(8).map(|k| u64::from_le_bytes(k.try_into().expect("8 bytes"))).collect())
+}
+
+/// A flushed segment's keys and the row positions its tombstones name
+/// (delta binlogs and pending), read from pages alone: `None` unless the
+/// pages hold its keys and every delta binlog (an index on a shared store,
+/// since manifest version 5), so that VACUUM needs neither the store nor
+/// the cache.
+pub fn segment_keys<S: PageStore>(store: S, entry: &SegmentEntry) -> Option<Result<SegmentKeys, DamagedObject>> {
+    let keys = entry.keys.as_ref()?;
+    if entry.delta_binlogs.iter().any(|d| d.pages.is_none()) {
+        return None;
+    }
+    let read = || {
+        let keys = read_keys(store, keys)?;
+        let mut deleted: HashSet<u32> = entry.pending_tombstones.iter().collect();
+        for object in &entry.delta_binlogs {
+            let bytes = read_all(store, object)?;
+            let delta = DeltaBinlog::decode(&object.key, &bytes)
+                .map_err(|e| DamagedObject { key: object.key.clone(), what: e.to_string() })?;
+            deleted.extend(delta.rows);
+        }
+        Ok(SegmentKeys { keys, deleted })
+    };
+    Some(read())
+}
+
+/// What [`segment_keys`] reads: a flushed segment's keys in binlog order,
+/// and the positions its tombstones name.
+#[derive(Debug)]
+pub struct SegmentKeys {
+    pub keys: Vec<u64>,
+    pub deleted: HashSet<u32>,
+}
+
 /// What [`restore_missing`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Restored {
@@ -289,7 +350,7 @@ pub fn restore_missing<S: PageStore>(
 /// writes no objects of its own (a standby): elsewhere an upload waiting
 /// for its commit is unnamed too. Returns what it removed.
 pub fn remove_unreferenced(local: &Storage, prefix: &str, manifest: &Manifest) -> Restored {
-    let named: std::collections::HashSet<&str> = manifest.objects().map(|o| o.key.as_str()).collect();
+    let named: HashSet<&str> = manifest.objects().map(|o| o.key.as_str()).collect();
     let Some(root) = local.local_root() else { return Restored::default() };
     let mut removed = Restored::default();
     let mut dirs = vec![root.join(prefix)];
