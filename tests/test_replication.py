@@ -3,16 +3,15 @@ storage_url, so the objects live in the data directory), everything that
 ships WAL ships the index, because every object is also in the index's own
 pages, whatever pg_basebackup's form (plain: the standbys; tar: the
 backups) and its WAL's way (streamed, fetched). A streaming standby and a
-cascade of it, a base backup restored from
-the WAL archive to its end, to a named restore point and to a time, each
-answer exactly as the primary did at that point, after flushes, deletes,
-merges and garbage collection the primary ran after the copy was made; a
-replica's directory damaged on disk is mended from the pages; a former
-primary rewound with pg_rewind after a failover follows the new one
-exactly; ALTER INDEX ... SET TABLESPACE, CREATE DATABASE ... TEMPLATE and
-DROP DATABASE keep one file for each object. On a shared store, a restore
-finds the objects the garbage collection's grace period kept, and names
-those it did not."""
+cascade of it, a base backup restored from the WAL archive to its end, to
+a named restore point and to a time, each answer exactly as the primary
+did at that point, after flushes, deletes, merges and garbage collection
+the primary ran after the copy was made; a replica's directory damaged on
+disk is mended from the pages; a former primary rewound with pg_rewind
+after a failover follows the new one exactly; ALTER INDEX ... SET
+TABLESPACE, CREATE DATABASE ... TEMPLATE, DROP DATABASE and REINDEX keep
+one file for each object. On a shared store, a restore finds the objects
+the garbage collection's grace period kept, and names those it did not."""
 
 import subprocess
 import time
@@ -176,8 +175,10 @@ def test_standbys_and_restored_backups_answer_like_the_primary():
             archived(p, archive)
 
         # Archive recovery of the backup taken before any of that: to the
-        # end, and to the restore point between the flush and the merge.
-        to_end = Cluster.restored("repl-restored", backup, archive)
+        # end (by a server that does not preload pg_milvus: replay runs
+        # none of its code), and to the restore point between the flush
+        # and the merge.
+        to_end = Cluster.restored("repl-restored", backup, archive, ["shared_preload_libraries = ''"])
         made.append(to_end)
         with to_end.connect() as r:
             register_vector(r)
@@ -255,7 +256,7 @@ def test_a_former_primary_rewound_after_a_failover_answers_like_the_new_one():
         primary.stop()
 
 
-def test_set_tablespace_a_template_copy_and_drop_database_keep_one_copy_of_each_object(cluster):
+def test_set_tablespace_template_drop_database_and_reindex_keep_one_copy_of_each_object(cluster):
     space = Path(cluster.host) / "tablespace"
     subprocess.run(["rm", "-rf", str(space)], check=True)
     subprocess.run(["install", "-d", "-o", "postgres", "-g", "postgres", str(space)], check=True)
@@ -311,6 +312,13 @@ def test_set_tablespace_a_template_copy_and_drop_database_keep_one_copy_of_each_
             referenced = sorted(Path(o).name for (o,) in c.execute("SELECT object FROM milvus_verify('items_idx')"))
             assert sorted(f.name for f in files_of(objects_of(cluster, c))) == referenced
             assert answers(c, queries) == now
+            # REINDEX: a new relation, its pages holding the new objects;
+            # GC takes the old files.
+            c.execute("REINDEX INDEX items_idx")
+            c.execute("SELECT * FROM milvus_gc('items_idx')")
+            referenced = sorted(Path(o).name for (o,) in c.execute("SELECT object FROM milvus_verify('items_idx')"))
+            assert sorted(f.name for f in files_of(objects_of(cluster, c))) == referenced
+            assert sorted(all_index_ids(c)) == now[2]
     finally:
         drop_all()
 

@@ -38,8 +38,9 @@ RESET enable_seqscan;
 -- Nothing left to do.
 SELECT count(*) FROM milvus_compact('items_idx');
 
--- GC: nothing younger than milvus.gc_grace_period goes; then exactly the
--- objects of the replaced segments go, and the manifest forgets them.
+-- GC: the replaced segments' objects stay for milvus.gc_grace_period
+-- from the merge (kept with the live ones); then exactly they go, and the
+-- manifest forgets them.
 SELECT deleted_objects, referenced_objects, young_objects FROM milvus_gc('items_idx');
 SET milvus.gc_grace_period = 0;
 SELECT deleted_objects, referenced_objects, young_objects FROM milvus_gc('items_idx');
