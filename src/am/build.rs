@@ -42,6 +42,7 @@ use pgrx::prelude::*;
 
 use super::flush::{self, SealRequest};
 use super::insert::{self, Row};
+use super::object_pages;
 use super::options;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
@@ -233,7 +234,8 @@ fn write_pending(state: &mut BuildState) {
     match flush::write_segment(index, segment, state.metric, manifest, rows.clone(), 0, &job) {
         // Nothing else sees the index before CREATE INDEX commits: no
         // VACUUM to keep off the pages written, so no lock to hold.
-        Ok((flushed, _)) => {
+        Ok((mut flushed, _)) => {
+            object_pages::keys_into_pages(index, manifest.storage_url.as_deref(), &mut flushed);
             crate::debug::pause_at(PausePoint::Commit);
             let (count, bytes) = (flushed.rows, flushed.bytes);
             manifest.publish_built(flushed, unix_now()).or_raise();

@@ -175,16 +175,20 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
     };
     crate::debug::pause_at(PausePoint::Commit);
     let (rows, bytes) = (flushed.rows, flushed.bytes);
+    let keys_later = (!object_pages::is_embedded(manifest.storage_url.as_deref())).then(|| flushed.row_keys.clone());
     publish(index, flushed);
+    if let Some(keys) = keys_later {
+        object_pages::write_keys_after_flush(index, segment, &keys);
+    }
     job.done(rows, bytes);
     Ok(Flushed::Rows(rows))
 }
 
 /// Writes `rows` as segment `segment` to the index's storage (insert binlog,
 /// graph from `graph_min_rows` rows on, both cached), on a helper thread
-/// that reports its phases to `job`, and into the index's pages (its
-/// objects on the embedded store, its rows' keys on a shared one): what the
-/// manifest then lists, and the lock to hold until it does. A flush reads the rows from a sealed chain; CREATE INDEX hands
+/// that reports its phases to `job`, and on the embedded store into the
+/// index's pages: what the manifest then lists, and the lock to hold until
+/// it does (a shared store's keys go to pages: `object_pages::keys_into_pages`). A flush reads the rows from a sealed chain; CREATE INDEX hands
 /// over the table's rows directly, and keeps them (the `Arc` is its own
 /// again once this returns) to write them to pages if storage refused.
 pub fn write_segment(

@@ -33,11 +33,12 @@ use std::sync::Arc;
 
 use milvus_core::format::manifest::{Flushed, Manifest, ObjectRef, SegmentEntry};
 use milvus_core::pages::objects;
+use milvus_core::segment::SegmentId;
 use milvus_core::storage::{Storage, StorageError};
 use pgrx::prelude::*;
 
 use super::segment_lock::SegmentLock;
-use crate::error::raise_error;
+use crate::error::{OrRaise, raise_error};
 use crate::pages::{Index, Lock, manifest_chain};
 use crate::storage;
 use crate::{catalog, gucs};
@@ -68,19 +69,40 @@ pub fn write<'a>(
     Ok(Some(lock))
 }
 
-/// Writes into the index's pages what they must hold of a segment a job
-/// wrote (a flush, a merge, CREATE INDEX) before the manifest change that
-/// publishes it: on the embedded store, its objects; on a shared one, its
-/// rows' keys, which VACUUM reads there instead of the store. Returns the
-/// lock to hold until that change is committed.
+/// Writes into the index's pages the objects of a segment a job wrote (a
+/// flush, a merge, CREATE INDEX) before the manifest change that publishes
+/// it, if they are the embedded store's. Returns the lock to hold until
+/// that change is committed (the keys of [`keys_into_pages`] are written
+/// under it too).
 pub fn write_segment(index: Index, url: Option<&str>, flushed: &mut Flushed) -> Result<SegmentLock, StorageError> {
-    if let Some(lock) = write(index, url, flushed.objects_mut())? {
-        return Ok(lock);
+    match write(index, url, flushed.objects_mut())? {
+        Some(lock) => Ok(lock),
+        None => Ok(SegmentLock::writing_objects(index)),
     }
-    let lock = SegmentLock::writing_objects(index);
-    let name = format!("keys of segment {}", flushed.segment);
-    flushed.keys = Some(objects::write_keys(index, name, &flushed.row_keys));
-    Ok(lock)
+}
+
+/// On a shared store, writes the segment's rows' keys into the index's
+/// pages, where VACUUM reads them instead of the store, and names them in
+/// `flushed` for its publication: for a merge and CREATE INDEX. A flush
+/// writes them after its publication, into the pages its rows leave
+/// ([`write_keys_after_flush`]). The caller holds the lock
+/// [`write_segment`] returned.
+pub fn keys_into_pages(index: Index, url: Option<&str>, flushed: &mut Flushed) {
+    if !is_embedded(url) {
+        flushed.keys =
+            Some(objects::write_keys(index, format!("keys of segment {}", flushed.segment), &flushed.row_keys));
+    }
+}
+
+/// For a flush on a shared store, after its publication: writes the
+/// segment's keys into the pages its rows left and names them in the
+/// manifest. The caller holds the segment's lock, so the segment is still
+/// flushed. A crash in between leaves a segment without keys in pages,
+/// which VACUUM loads instead.
+pub fn write_keys_after_flush(index: Index, segment: SegmentId, keys: &[u64]) {
+    let _writing = SegmentLock::writing_objects(index);
+    let written = objects::write_keys(index, format!("keys of segment {segment}"), keys);
+    manifest_chain::change(index, |m| m.set_keys(segment, written)).or_raise();
 }
 
 /// Writes a delta binlog (`bytes`, the object `delta` references) into the

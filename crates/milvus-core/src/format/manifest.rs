@@ -526,6 +526,21 @@ impl Manifest {
         Ok(())
     }
 
+    /// Names the chain of pages holding a flushed segment's keys (an index
+    /// on a shared store), written after its flush was published, into the
+    /// pages its rows left.
+    pub fn set_keys(&mut self, id: SegmentId, keys: ObjectRef) -> Result<(), ManifestError> {
+        let entry = self.segment_mut(id)?;
+        if entry.meta.state != SegmentState::Flushed {
+            return Err(
+                LifecycleError::Segment { segment: id, from: entry.meta.state, to: SegmentState::Flushed }.into()
+            );
+        }
+        entry.keys = Some(keys);
+        self.generation += 1;
+        Ok(())
+    }
+
     /// Records rows of a flushed segment that VACUUM found dead, in the
     /// manifest alone: searches skip them from this change on, and
     /// [`Manifest::settle_tombstones`] moves them to a delta binlog later.
@@ -1008,7 +1023,10 @@ mod tests {
         let mut m = sample();
         let mut keys = ObjectRef::of("keys of segment 1", &7u64.to_le_bytes());
         keys.pages = Some(30);
-        m.segments[0].keys = Some(keys.clone());
+        let generation = m.generation;
+        m.set_keys(SegmentId(1), keys.clone()).unwrap();
+        assert_eq!((m.segments[0].keys.as_ref(), m.generation), (Some(&keys), generation + 1));
+        assert!(m.set_keys(SegmentId(2), keys.clone()).is_err(), "a growing segment has no keys in pages");
         assert_eq!(Manifest::decode("o", &m.encode()).unwrap(), m, "round-trips");
         assert!(m.objects().all(|o| o.key != keys.key), "not the store's: never collected, verified or adopted");
         assert!(m.kept_keys(0, std::time::Duration::ZERO).all(|k| k != keys.key));
