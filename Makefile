@@ -1,13 +1,14 @@
 # pg_milvus: every entry point. `make demo` and `make test` work on a fresh
 # machine: each starts with scripts/setup.sh, which installs what is missing.
 
-.PHONY: demo test lint stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-replay bench-768 bench-768-half bench-768-large bench-ip bench-core bench-hnsw bench-quantized bench-inverted bench-sparse fuzz clean
+.PHONY: demo test test-18 lint stop setup install install-debug test-core test-pg test-regress test-e2e bench bench-quick bench-replay bench-768 bench-768-half bench-768-large bench-ip bench-core bench-hnsw bench-quantized bench-inverted bench-sparse fuzz clean
 
 demo:
 	bash scripts/demo.sh
 
 stop:
 	bash scripts/cluster.sh stop-all
+	PG_MILVUS_PG=18 bash scripts/cluster.sh stop-all
 
 setup:
 	bash scripts/setup.sh
@@ -18,8 +19,17 @@ install: setup
 install-debug: setup
 	bash scripts/install.sh --debug
 
-# Every tier, fastest first; any failure stops the run with a non-zero exit.
-test: setup lint test-core test-pg install-debug test-regress test-e2e
+# Every tier, fastest first, on PostgreSQL 15, then the server tiers on 18;
+# any failure stops the run with a non-zero exit.
+test: setup lint test-core test-pg install-debug test-regress test-e2e test-18
+
+# The server tiers on PostgreSQL 18 (.tools/pg18, scripts/pg-env.sh):
+# pg_test, pg_regress and end to end (but pg_cron's test: no pg_cron for 18).
+test-18:
+	PG_MILVUS_PG=18 bash scripts/test-pg.sh
+	PG_MILVUS_PG=18 bash scripts/install.sh --debug
+	PG_MILVUS_PG=18 bash scripts/regress.sh
+	PG_MILVUS_PG=18 bash scripts/e2e.sh
 
 # The gate, in seconds: formatting, clippy on every target with warnings as
 # errors, and the layers of both crates (docs/design.md, "Code: a pure core and a thin skin").
@@ -36,7 +46,7 @@ test-regress:
 	bash scripts/regress.sh
 
 test-e2e:
-	.venv/bin/python -m pytest -q tests
+	bash scripts/e2e.sh
 
 # The end-to-end workload (benches/workload): ingest, time to indexed,
 # recall and QPS, deletes and compaction, beside pgvector and a plain table.
@@ -101,4 +111,5 @@ fuzz:
 
 clean:
 	bash scripts/cluster.sh stop-all
+	PG_MILVUS_PG=18 bash scripts/cluster.sh stop-all
 	cargo clean

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Local PostgreSQL 15 clusters for the demo and the tests, run as `postgres`
-# (initdb refuses root), each in its own directory and on its own port.
+# Local PostgreSQL clusters for the demo and the tests, run as `postgres`
+# (initdb refuses root), each in its own directory and on its own port; of
+# PostgreSQL 15, or 18 with PG_MILVUS_PG=18 (scripts/pg-env.sh).
 #
 #   cluster.sh start NAME [extra postgresql.conf lines...]   fresh initdb + start
 #   cluster.sh stop NAME | stop-all
@@ -22,15 +23,14 @@
 #                              running SOURCE, then started as its standby
 #   cluster.sh port NAME | host NAME | psql NAME [psql args]
 #
-# Clusters live under $PG_MILVUS_RUN (default /tmp/pg_milvus). `start` always
+# Clusters live under $PG_MILVUS_RUN (default /tmp/pg_milvus, for 18
+# /tmp/pg_milvus-18). `start` always
 # starts from an empty data directory, so a run never sees an old one's state.
 set -euo pipefail
 
-RUN=${PG_MILVUS_RUN:-/tmp/pg_milvus}
-BIN=$(pg_config --bindir)
-# Debian's pg_config --bindir points at /usr/bin wrappers; the server binaries
-# are beside initdb.
-[ -x "$BIN/initdb" ] || BIN=/usr/lib/postgresql/15/bin
+source "$(dirname "$0")/pg-env.sh"
+RUN=$PG_MILVUS_RUN
+BIN=$PG_BIN
 
 # Servers get the caller's environment (RUST_BACKTRACE included: the
 # extension keeps backtraces out of client messages whatever it says).

@@ -58,7 +58,15 @@ pub fn is_built_milvus_index(index: Index) -> bool {
 /// Whether the current user owns the relation (superusers own everything).
 pub fn owns(oid: pg_sys::Oid) -> bool {
     // SAFETY: a catalog check of the current user.
-    unsafe { pg_sys::pg_class_ownercheck(oid, pg_sys::GetUserId()) }
+    #[cfg(feature = "pg15")]
+    unsafe {
+        pg_sys::pg_class_ownercheck(oid, pg_sys::GetUserId())
+    }
+    // SAFETY: the same check, as PostgreSQL 16 on spell it.
+    #[cfg(feature = "pg18")]
+    unsafe {
+        pg_sys::object_ownercheck(pg_sys::RelationRelationId, oid, pg_sys::GetUserId())
+    }
 }
 
 /// Refuses a user who does not own the index (superusers own everything).

@@ -259,7 +259,12 @@ pub fn report_cache_use() {
 /// docs/benchmark-runs.md, "Seal small"). A graph is built on one thread.
 pub fn job_threads() -> usize {
     // SAFETY: a process global, set when the process starts.
-    if unsafe { pg_sys::IsBackgroundWorker } {
+    #[cfg(feature = "pg15")]
+    let worker = unsafe { pg_sys::IsBackgroundWorker };
+    // SAFETY: the same, as PostgreSQL 17 on keep it.
+    #[cfg(feature = "pg18")]
+    let worker = unsafe { pg_sys::MyBackendType == pg_sys::BackendType::B_BG_WORKER };
+    if worker {
         return 1;
     }
     std::thread::available_parallelism().map(|n| n.get().min(4)).unwrap_or(1)

@@ -16,6 +16,15 @@ from pgvector.psycopg import register_vector
 ROOT = Path(__file__).resolve().parent.parent
 DIMS = 64  # of the `items` table the index tests share
 CLUSTER = ROOT / "scripts" / "cluster.sh"
+# The PostgreSQL under test (scripts/pg-env.sh exports these; 15 without it).
+PG_CONFIG = os.environ.get("PG_CONFIG", "/usr/bin/pg_config")
+PG_BIN = Path(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"))
+PG_MAJOR = int(os.environ.get("PG_MILVUS_PG", "15"))
+
+
+def sharedir() -> Path:
+    """Where the server under test finds extensions' control and SQL files."""
+    return Path(subprocess.check_output([PG_CONFIG, "--sharedir"], text=True).strip()) / "extension"
 
 
 class Cluster:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from pgvector.psycopg import register_vector
 
-from conftest import DIMS, Cluster, replayed
+from conftest import Cluster, DIMS, PG_BIN, replayed
 from test_index import all_index_ids, index_ids, load, near
 
-PG_CTL = "/usr/lib/postgresql/15/bin/pg_ctl"
+PG_CTL = str(PG_BIN / "pg_ctl")
 
 
 def empty_cache(cluster):

@@ -9,18 +9,19 @@ tests/fixtures/pgvector_standin, an extension named `vector` with pgvector's
 type name, binary layout and distance functions."""
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import sharedir
 
 STANDIN = Path(__file__).parent / "fixtures" / "pgvector_standin"
 DIMS = 16
 METRICS = {"l2_ops": "<->", "ip_ops": "<#>", "cosine_ops": "<=>", "l1_ops": "<+>"}
 
 
-SHARE = Path(subprocess.check_output(["pg_config", "--sharedir"], text=True).strip()) / "extension"
+SHARE = sharedir()
 
 
 def vector_extension(conn) -> str:

@@ -8,7 +8,6 @@ REINDEX or compaction."""
 import numpy as np
 import pytest
 
-from conftest import DIMS
 from test_index import load, near, objects_of
 
 METRICS = {"vector_l2_ops": "<->", "vector_ip_ops": "<#>", "vector_cosine_ops": "<=>"}

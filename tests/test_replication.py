@@ -55,8 +55,10 @@ def object_files(server):
 
 
 def archived(conn, archive):
-    """Switches the WAL file and waits until the archive has it."""
-    last = conn.execute("SELECT pg_walfile_name(pg_current_wal_lsn())").fetchone()[0]
+    """Switches the WAL file and waits until the archive has it: after a
+    record of its own, so the file is never one nothing was written to
+    (whose switch does nothing)."""
+    last = conn.execute("SELECT pg_walfile_name(pg_logical_emit_message(false, 'test', 'archived'))").fetchone()[0]
     conn.execute("SELECT pg_switch_wal()")
     deadline = time.time() + 60
     while not (archive / last).exists():

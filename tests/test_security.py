@@ -4,13 +4,13 @@ names never reach object keys; the extension works from a schema of its
 own, off the search path, beside another extension's type named `vector`."""
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
 import pytest
 
+from conftest import sharedir
 from test_index import load
 
 
@@ -86,7 +86,7 @@ def test_installs_in_its_own_schema_off_the_search_path(cluster, conn):
 def install_lookalike():
     """Puts tests/fixtures' vector_lookalike extension (a foreign type named
     `vector`, as pgvector's) where the server finds extensions."""
-    share = Path(subprocess.check_output(["pg_config", "--sharedir"], text=True).strip()) / "extension"
+    share = sharedir()
     for f in (Path(__file__).parent / "fixtures").glob("vector_lookalike*"):
         if not (share / f.name).exists() or (share / f.name).read_bytes() != f.read_bytes():
             shutil.copyfile(f, share / f.name)

@@ -14,7 +14,7 @@ import pytest
 from pgvector import HalfVector, SparseVector
 from pgvector.psycopg import register_vector
 
-from conftest import CLUSTER, Cluster, replayed
+from conftest import CLUSTER, Cluster, PG_BIN, replayed
 from test_index import all_index_ids, index_ids, load, near
 from test_quantization import milvus_scan
 
@@ -85,7 +85,7 @@ def test_standby_replays_reads_the_same_storage_and_takes_over():
                     s.execute("SELECT * FROM milvus_flush('items_idx')")
         # Failover: the primary goes, the standby is promoted and carries on.
         primary.stop()
-        subprocess.run(["runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pg_ctl", "-D",
+        subprocess.run(["runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D",
                         f"{standby.host}/data", "-w", "promote"], check=True, capture_output=True)
         with standby.connect() as s:
             register_vector(s)

@@ -8,13 +8,13 @@ released (pgrx generates only the current one); sql/ holds the upgrade
 scripts, which `cargo pgrx install` puts beside it."""
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 from pgvector.psycopg import register_vector
 
+from conftest import sharedir
 from test_index import load
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -39,7 +39,7 @@ SELECT pg_describe_object(d.classid, d.objid, d.objsubid),
 
 
 def install_earlier_versions():
-    share = Path(subprocess.check_output(["pg_config", "--sharedir"], text=True).strip()) / "extension"
+    share = sharedir()
     for f in FIXTURES.glob("pg_milvus--*.sql"):
         if not (share / f.name).exists() or (share / f.name).read_bytes() != f.read_bytes():
             shutil.copyfile(f, share / f.name)

@@ -112,7 +112,17 @@ SELECT count(*) FROM (SELECT id FROM items ORDER BY embedding <-> NULL LIMIT 5) 
 -- come after every distance, and a NULL query (every distance NULL)
 -- returns every row.
 SET enable_seqscan = off;
-EXPLAIN (COSTS OFF) SELECT id FROM items ORDER BY embedding <-> (SELECT NULL::vector) LIMIT 5;
+-- (the plan's scan line only: how EXPLAIN names the sub-select differs
+-- between PostgreSQL 15 and 18)
+CREATE FUNCTION scans_of(query text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE line text;
+BEGIN
+    FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || query LOOP
+        IF line ~ 'Scan' THEN RETURN NEXT line; END IF;
+    END LOOP;
+END $$;
+SELECT scans_of('SELECT id FROM items ORDER BY embedding <-> (SELECT NULL::vector) LIMIT 5');
+DROP FUNCTION scans_of(text);
 SELECT count(*), count(DISTINCT id) FROM (SELECT id FROM items ORDER BY embedding <-> (SELECT NULL::vector) LIMIT 1000) s;
 SELECT id, embedding FROM items ORDER BY embedding <-> '[0,0,0]' LIMIT 5 OFFSET 299;
 CREATE TABLE sparse (id int, v vector(2));

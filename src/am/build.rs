@@ -38,6 +38,7 @@ use milvus_core::format::manifest::Manifest;
 use milvus_core::format::meta::MetaPage;
 use milvus_core::search::PageRows;
 use milvus_core::segment::{SealReason, unix_now};
+use pgrx::PgTupleDesc;
 use pgrx::prelude::*;
 
 use super::flush::{self, SealRequest};
@@ -362,7 +363,8 @@ fn opclass_of(index: Index) -> (Metric, Element) {
 /// The dimensions of the indexed column, from its type modifier.
 fn dims_of(index: Index, element: Element) -> usize {
     // SAFETY: an open index with one key column.
-    let typmod = unsafe { (*(*index.raw()).rd_att).attrs.as_slice(1)[0].atttypmod };
+    let typmod =
+        unsafe { PgTupleDesc::from_pg_unchecked((*index.raw()).rd_att) }.get(0).expect("a key column").atttypmod;
     if typmod < 1 {
         ereport!(
             ERROR,

@@ -51,6 +51,13 @@ pub unsafe extern "C-unwind" fn amcostestimate(
             *total_cost = f64::INFINITY;
             *selectivity = 0.0;
             *pages = 0.0;
+            // PostgreSQL 18 compares how many nodes a path disables before
+            // its cost: more than a sequential scan that enable_seqscan =
+            // off disables, so this path still loses.
+            #[cfg(feature = "pg18")]
+            {
+                (*path).path.disabled_nodes = 2;
+            }
             return;
         }
         let info = (*path).indexinfo;

@@ -159,28 +159,33 @@ unsafe extern "C-unwind" fn validate_storage_url(value: *const std::ffi::c_char)
     crate::storage::check_index_location(&url);
 }
 
+/// One option of [`Options`] for `build_reloptions`, at `offset`.
+fn element(
+    name: &'static std::ffi::CStr,
+    opttype: pg_sys::relopt_type::Type,
+    offset: usize,
+) -> pg_sys::relopt_parse_elt {
+    pg_sys::relopt_parse_elt {
+        optname: name.as_ptr(),
+        opttype,
+        offset: offset as i32,
+        // PostgreSQL 18: no field records whether the option was given.
+        #[cfg(feature = "pg18")]
+        isset_offset: 0,
+    }
+}
+
 #[pgrx::pg_guard]
 pub unsafe extern "C-unwind" fn amoptions(reloptions: pg_sys::Datum, validate: bool) -> *mut pg_sys::bytea {
-    let int = |name: &'static std::ffi::CStr, offset: usize| pg_sys::relopt_parse_elt {
-        optname: name.as_ptr(),
-        opttype: pg_sys::relopt_type::RELOPT_TYPE_INT,
-        offset: offset as i32,
-    };
+    let int =
+        |name: &'static std::ffi::CStr, offset: usize| element(name, pg_sys::relopt_type::RELOPT_TYPE_INT, offset);
     let table = [
         int(c"m", offset_of!(Options, m)),
         int(c"ef_construction", offset_of!(Options, ef_construction)),
         int(c"segment_max_rows", offset_of!(Options, segment_max_rows)),
         int(c"growing_max_rows", offset_of!(Options, growing_max_rows)),
-        pg_sys::relopt_parse_elt {
-            optname: c"storage_url".as_ptr(),
-            opttype: pg_sys::relopt_type::RELOPT_TYPE_STRING,
-            offset: offset_of!(Options, storage_url_offset) as i32,
-        },
-        pg_sys::relopt_parse_elt {
-            optname: c"quantization".as_ptr(),
-            opttype: pg_sys::relopt_type::RELOPT_TYPE_ENUM,
-            offset: offset_of!(Options, quantization) as i32,
-        },
+        element(c"storage_url", pg_sys::relopt_type::RELOPT_TYPE_STRING, offset_of!(Options, storage_url_offset)),
+        element(c"quantization", pg_sys::relopt_type::RELOPT_TYPE_ENUM, offset_of!(Options, quantization)),
     ];
     // SAFETY: the table describes `Options`, which starts with a varlena header.
     unsafe {

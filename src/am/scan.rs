@@ -265,7 +265,14 @@ unsafe fn count_index_scan(index: pg_sys::Relation) {
             pg_sys::pgstat_assoc_relation(index);
         }
         if !(*index).pgstat_info.is_null() {
-            (*(*index).pgstat_info).t_counts.t_numscans += 1;
+            #[cfg(feature = "pg15")]
+            {
+                (*(*index).pgstat_info).t_counts.t_numscans += 1;
+            }
+            #[cfg(feature = "pg18")]
+            {
+                (*(*index).pgstat_info).counts.numscans += 1;
+            }
         }
     }
 }

@@ -48,6 +48,23 @@ use crate::error::{OrRaise, raise_error};
 use crate::pages::rows::unpack_tid;
 use crate::pages::{Index, Lock, chain, free, manifest_chain};
 
+/// VACUUM's cost-based delay (PostgreSQL 18's says it is not ANALYZE's).
+///
+/// # Safety
+/// In VACUUM, on the main thread.
+unsafe fn vacuum_delay_point() {
+    // SAFETY: the caller's.
+    #[cfg(feature = "pg15")]
+    unsafe {
+        pg_sys::vacuum_delay_point()
+    }
+    // SAFETY: the caller's.
+    #[cfg(feature = "pg18")]
+    unsafe {
+        pg_sys::vacuum_delay_point(false)
+    }
+}
+
 #[pg_guard]
 pub unsafe extern "C-unwind" fn ambulkdelete(
     info: *mut pg_sys::IndexVacuumInfo,
@@ -75,7 +92,7 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         let meta = index.meta_copy();
         if let Some((_, head)) = meta.in_pages().find(|(s, _)| *s == segment) {
             // SAFETY: VACUUM's cost-based delay, between pages.
-            let delay = || unsafe { pg_sys::vacuum_delay_point() };
+            let delay = || unsafe { vacuum_delay_point() };
             let (removed, kept) = chain::delete_rows(index, head, meta.shape(), &is_dead, delay);
             stats.tuples_removed += removed as f64;
             live += kept as f64;
@@ -128,7 +145,7 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         }
         if !dead.is_empty() {
             // SAFETY: VACUUM's cost-based delay, between segments.
-            unsafe { pg_sys::vacuum_delay_point() };
+            unsafe { vacuum_delay_point() };
             manifest_chain::change(index, |m| m.add_pending_tombstones(id, &dead)).or_raise();
             stats.tuples_removed += dead.len() as f64;
         }

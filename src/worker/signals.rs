@@ -13,13 +13,20 @@ unsafe extern "C-unwind" {
     fn postgres_reload(signal: std::ffi::c_int);
 }
 
+/// `pqsignal`, which PostgreSQL 18's headers make a macro for the backend's
+/// `pqsignal_be`.
+#[cfg(feature = "pg15")]
+use pg_sys::pqsignal;
+#[cfg(feature = "pg18")]
+use pg_sys::pqsignal_be as pqsignal;
+
 /// The signal handlers of both kinds of process: reload on SIGHUP, Postgres'
 /// own `die` on SIGTERM (so CHECK_FOR_INTERRUPTS ends the process cleanly).
 pub(super) fn attach_signals() {
     // SAFETY: installing Postgres' own handlers, before unblocking signals.
     unsafe {
-        pg_sys::pqsignal(libc::SIGHUP, Some(postgres_reload));
-        pg_sys::pqsignal(libc::SIGTERM, Some(postgres_die));
+        pqsignal(libc::SIGHUP, Some(postgres_reload));
+        pqsignal(libc::SIGTERM, Some(postgres_die));
         pg_sys::BackgroundWorkerUnblockSignals();
     }
 }

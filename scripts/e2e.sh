@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The end-to-end tier (tests/) against the PostgreSQL PG_MILVUS_PG names
+# (scripts/pg-env.sh); extra arguments go to pytest (`-x`,
+# `tests/test_flush.py::test_...`). On 18,
+# tests/test_cron.py is left out: pg_cron is packaged for Debian's 15 only,
+# and nothing is fetched or built from source at test time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/pg-env.sh
+args=()
+[ "$PG_MILVUS_PG" = 15 ] || args=(--ignore tests/test_cron.py)
+# The whole of tests/ unless the arguments name files or tests of it.
+[[ " $* " == *" tests/"* ]] || args+=(tests)
+exec .venv/bin/python -m pytest -q "${args[@]}" "$@"
