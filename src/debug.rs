@@ -17,10 +17,10 @@ use crate::gucs::{self, PausePoint};
 /// backend in `pg_stat_activity` by it).
 pub fn pause_at(point: PausePoint) {
     let Some(pause) = gucs::debug_pause(point) else { return };
-    // SAFETY: plain backend calls on the main thread: a WAL flush up to the
-    // insert position, then the latch wait pg_sleep() does.
+    // SAFETY: plain backend calls on the main thread: a flush of this
+    // backend's WAL, then the latch wait pg_sleep() does.
     unsafe {
-        pg_sys::XLogFlush(pg_sys::GetXLogInsertRecPtr());
+        flush_own_wal();
         let deadline = Instant::now() + pause;
         while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
             pg_sys::WaitLatch(
@@ -31,6 +31,22 @@ pub fn pause_at(point: PausePoint) {
             );
             pg_sys::ResetLatch(pg_sys::MyLatch);
             pgrx::check_for_interrupts!();
+        }
+    }
+}
+
+/// Makes the WAL this backend wrote so far durable. Up to its last
+/// record's end, not the insert position: at a page boundary that lies
+/// past the next page's header, which nothing has written, and PostgreSQL
+/// refuses a flush request beyond what was written.
+///
+/// # Safety
+/// On the backend's own thread.
+unsafe fn flush_own_wal() {
+    // SAFETY: the caller's; a backend global.
+    unsafe {
+        if pg_sys::XactLastRecEnd != 0 {
+            pg_sys::XLogFlush(pg_sys::XactLastRecEnd);
         }
     }
 }
@@ -79,7 +95,7 @@ fn reached(point: pause::Point, cancel: &AtomicBool) {
     if ms > 0 && matches!(point, pause::Point::ObjectRestored | pause::Point::ChainPageFreed) {
         // SAFETY: these two are reached on the backend's own thread: as in
         // pause_at, what was logged before the point survives a kill.
-        unsafe { pg_sys::XLogFlush(pg_sys::GetXLogInsertRecPtr()) };
+        unsafe { flush_own_wal() };
     }
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(ms) && !cancel.load(Ordering::Relaxed) {
