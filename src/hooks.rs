@@ -123,61 +123,30 @@ unsafe extern "C-unwind" fn explain_one_query(
         explain::start_collecting((*es).analyze);
         match PREVIOUS_EXPLAIN {
             Some(previous) => previous(query, cursor_options, into, es, query_string, params, query_env),
-            None => standard_explain_one_query(query, cursor_options, into, es, query_string, params, query_env),
+            // PostgreSQL 17 on has the standard path as a function.
+            #[cfg(feature = "pg18")]
+            None => raw_standard_explain_one_query(query, cursor_options, into, es, query_string, params, query_env),
+            #[cfg(feature = "pg15")]
+            None => {
+                // What ExplainOneQuery does without a hook: plan, timing the
+                // planning and counting its buffers, then ExplainOnePlan.
+                // Nothing here needs dropping (see the declarations above).
+                let buffers = (*es).buffers;
+                let buffers_before = pg_sys::pgBufferUsage;
+                let started = std::time::Instant::now();
+                let plan = raw_pg_plan_query(query, query_string, cursor_options, params);
+                let took = started.elapsed();
+                let planning = pg_sys::instr_time { tv_sec: took.as_secs() as _, tv_nsec: took.subsec_nanos() as _ };
+                let mut used: pg_sys::BufferUsage = std::mem::zeroed();
+                if buffers {
+                    pg_sys::BufferUsageAccumDiff(&mut used, &raw const pg_sys::pgBufferUsage, &buffers_before);
+                }
+                let used_ptr = if buffers { &raw const used } else { std::ptr::null() };
+                raw_explain_one_plan(plan, into, es, query_string, params, query_env, &planning, used_ptr);
+            }
         }
         print_reports(es);
     }
-}
-
-/// What ExplainOneQuery does without a hook: plan, timing the planning and
-/// counting its buffers, then ExplainOnePlan. PostgreSQL 15 has no function
-/// for it. Nothing here needs dropping (see the declarations above).
-///
-/// # Safety
-/// The hook's arguments, on the main thread.
-#[cfg(feature = "pg15")]
-unsafe fn standard_explain_one_query(
-    query: *mut pg_sys::Query,
-    cursor_options: i32,
-    into: *mut pg_sys::IntoClause,
-    es: *mut pg_sys::ExplainState,
-    query_string: *const c_char,
-    params: pg_sys::ParamListInfo,
-    query_env: *mut pg_sys::QueryEnvironment,
-) {
-    // SAFETY: the caller's.
-    unsafe {
-        let buffers = (*es).buffers;
-        let buffers_before = pg_sys::pgBufferUsage;
-        let started = std::time::Instant::now();
-        let plan = raw_pg_plan_query(query, query_string, cursor_options, params);
-        let took = started.elapsed();
-        let planning = pg_sys::instr_time { tv_sec: took.as_secs() as _, tv_nsec: took.subsec_nanos() as _ };
-        let mut used: pg_sys::BufferUsage = std::mem::zeroed();
-        if buffers {
-            pg_sys::BufferUsageAccumDiff(&mut used, &raw const pg_sys::pgBufferUsage, &buffers_before);
-        }
-        let used_ptr = if buffers { &raw const used } else { std::ptr::null() };
-        raw_explain_one_plan(plan, into, es, query_string, params, query_env, &planning, used_ptr);
-    }
-}
-
-/// The same, PostgreSQL's own from 17 on.
-///
-/// # Safety
-/// The hook's arguments, on the main thread.
-#[cfg(feature = "pg18")]
-unsafe fn standard_explain_one_query(
-    query: *mut pg_sys::Query,
-    cursor_options: i32,
-    into: *mut pg_sys::IntoClause,
-    es: *mut pg_sys::ExplainState,
-    query_string: *const c_char,
-    params: pg_sys::ParamListInfo,
-    query_env: *mut pg_sys::QueryEnvironment,
-) {
-    // SAFETY: the caller's.
-    unsafe { raw_standard_explain_one_query(query, cursor_options, into, es, query_string, params, query_env) }
 }
 
 /// The `Milvus Scan` lines of the statement just explained (text format).

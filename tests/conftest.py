@@ -84,7 +84,7 @@ class Cluster:
         subprocess.run([CLUSTER, "restart", self.name], check=True)
 
     def promote(self):
-        """A standby becomes a primary."""
+        """A standby becomes a primary (pg_ctl waits until it has)."""
         subprocess.run([CLUSTER, "promote", self.name], check=True)
 
     def rewind_from(self, source: "Cluster"):

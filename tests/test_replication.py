@@ -13,6 +13,7 @@ TABLESPACE, CREATE DATABASE ... TEMPLATE, DROP DATABASE and REINDEX keep
 one file for each object. On a shared store, a restore finds the objects
 the garbage collection's grace period kept, and names those it did not."""
 
+import contextlib
 import subprocess
 import time
 from pathlib import Path
@@ -31,6 +32,19 @@ def promoted(conn):
     while conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
         assert time.time() < deadline, "recovery did not end"
         time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def restored(made, name, backup, archive, *settings):
+    """A connection to the tar base backup `backup` restored from the WAL
+    in `archive` (to the target `settings` name, else to the end), once it
+    is promoted; the server goes into `made`, to be stopped."""
+    server = Cluster.restored(name, backup, archive, list(settings))
+    made.append(server)
+    with server.connect() as r:
+        register_vector(r)
+        promoted(r)
+        yield r
 
 
 def damage_a_file(server):
@@ -180,28 +194,16 @@ def test_standbys_and_restored_backups_answer_like_the_primary():
         # end (by a server that does not preload pg_milvus: replay runs
         # none of its code), and to the restore point between the flush
         # and the merge.
-        to_end = Cluster.restored("repl-restored", backup, archive, ["shared_preload_libraries = ''"])
-        made.append(to_end)
-        with to_end.connect() as r:
-            register_vector(r)
-            promoted(r)
+        with restored(made, "repl-restored", backup, archive, "shared_preload_libraries = ''") as r:
             assert answers(r, queries) == final
             # Promoted, it carries on: a flush of new rows.
             load(r, 200, seed=3, start_id=20000)
             assert [x[2] for x in r.execute("SELECT * FROM milvus_flush('items_idx')")] == ["flushed"]
-        to_point = Cluster.restored("repl-restored-point", backup, archive, ["recovery_target_name = 'after_flush'"])
-        made.append(to_point)
-        with to_point.connect() as r:
-            register_vector(r)
-            promoted(r)
+        with restored(made, "repl-restored-point", backup, archive, "recovery_target_name = 'after_flush'") as r:
             assert answers(r, queries) == at_restore_point
         # And to a time between the merge and the collection of its inputs.
-        to_time = Cluster.restored("repl-restored-time", backup, archive,
-                                   [f"recovery_target_time = '{before_gc_time.isoformat()}'"])
-        made.append(to_time)
-        with to_time.connect() as r:
-            register_vector(r)
-            promoted(r)
+        with restored(made, "repl-restored-time", backup, archive,
+                      f"recovery_target_time = '{before_gc_time.isoformat()}'") as r:
             assert answers(r, queries) == before_gc
     finally:
         for c in reversed(made):
@@ -234,7 +236,6 @@ def test_a_former_primary_rewound_after_a_failover_answers_like_the_new_one():
         # The new primary flushes, deletes, merges and collects.
         with standby.connect() as s:
             register_vector(s)
-            promoted(s)
             load(s, 2000, seed=6, start_id=10_000)
             s.execute("SELECT * FROM milvus_flush('items_idx')")
             s.execute("DELETE FROM items WHERE id % 3 = 0")
@@ -362,23 +363,14 @@ def test_a_restore_on_a_shared_store_finds_what_the_grace_period_kept_and_names_
             archived(p, archive)
 
         # Restored to before the merge, within the grace period: exact.
-        within = Cluster.restored("pitr-within", backup, archive, ["recovery_target_name = 'before_merge'"])
-        made.append(within)
-        with within.connect() as r:
-            register_vector(r)
-            promoted(r)
+        with restored(made, "pitr-within", backup, archive, "recovery_target_name = 'before_merge'") as r:
             assert answers(r, queries) == at_point
-        within.stop()
 
         # Past it (here: no grace period), GC deletes them.
         with primary.connect() as p:
             p.execute("SET milvus.gc_grace_period = 0")
             assert p.execute("SELECT deleted_objects FROM milvus_gc('items_idx')").fetchone()[0] > 0
-        past = Cluster.restored("pitr-past", backup, archive, ["recovery_target_name = 'before_merge'"])
-        made.append(past)
-        with past.connect() as r:
-            register_vector(r)
-            promoted(r)
+        with restored(made, "pitr-past", backup, archive, "recovery_target_name = 'before_merge'") as r:
             # The first query names the missing object and the remedy.
             with pytest.raises(psycopg.errors.IoError) as gone:
                 index_ids(r, "<->", queries[0], 10)

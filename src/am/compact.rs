@@ -134,7 +134,7 @@ pub fn run_plan(
         },
     );
     let written = flushed.and_then(|mut flushed| {
-        let writing = object_pages::write_segment(index, url.as_deref(), &mut flushed)?;
+        let writing = object_pages::write(index, url.as_deref(), flushed.objects_mut())?;
         object_pages::keys_into_pages(index, url.as_deref(), &mut flushed);
         Ok((flushed, writing))
     });

@@ -165,7 +165,7 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
     let job =
         JobRecord::start(JobKind::Flush, index.oid().to_u32(), &[segment.0], describe(index, segment), why.into());
     let written = write_segment(index, segment, meta.metric(), &manifest, Arc::new(rows), graph_min_rows, &job);
-    let (flushed, _writing) = match written {
+    let (mut flushed, _writing) = match written {
         Ok(written) => written,
         Err(cause) => {
             let failed = Failed::new(format!("flush {}", describe(index, segment)), cause);
@@ -175,9 +175,9 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
     };
     crate::debug::pause_at(PausePoint::Commit);
     let (rows, bytes) = (flushed.rows, flushed.bytes);
-    let keys_later = (!object_pages::is_embedded(manifest.storage_url.as_deref())).then(|| flushed.row_keys.clone());
+    let keys = std::mem::take(&mut flushed.row_keys);
     publish(index, flushed);
-    if let Some(keys) = keys_later {
+    if !object_pages::is_embedded(manifest.storage_url.as_deref()) {
         object_pages::write_keys_after_flush(index, segment, &keys);
     }
     job.done(rows, bytes);
@@ -188,7 +188,9 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
 /// graph from `graph_min_rows` rows on, both cached), on a helper thread
 /// that reports its phases to `job`, and on the embedded store into the
 /// index's pages: what the manifest then lists, and the lock to hold until
-/// it does (a shared store's keys go to pages: `object_pages::keys_into_pages`). A flush reads the rows from a sealed chain; CREATE INDEX hands
+/// it does (a shared store's keys go to pages too, before the publication
+/// or, for a flush, after it: `object_pages`). A flush reads the rows from
+/// a sealed chain; CREATE INDEX hands
 /// over the table's rows directly, and keeps them (the `Arc` is its own
 /// again once this returns) to write them to pages if storage refused.
 pub fn write_segment(
@@ -218,7 +220,7 @@ pub fn write_segment(
             jobs::flush(target, &new, control)
         },
     )?;
-    let writing = object_pages::write_segment(index, url, &mut flushed)?;
+    let writing = object_pages::write(index, url, flushed.objects_mut())?;
     Ok((flushed, writing))
 }
 

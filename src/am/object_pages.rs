@@ -27,7 +27,8 @@
 //! Indexes on S3 or another `file://` location keep their objects there:
 //! their store is shared, not carried. Their pages hold only what VACUUM
 //! reads, so that it never needs the store nor the cache: each segment's
-//! keys ([`write_segment`]) and its delta binlogs ([`write_delta`]).
+//! keys ([`keys_into_pages`], [`write_keys_after_flush`]) and its delta
+//! binlogs ([`write_delta`]).
 
 use std::sync::Arc;
 
@@ -52,41 +53,30 @@ pub fn is_embedded(url: Option<&str>) -> bool {
 /// Writes every object of `refs` that is not in pages yet into the
 /// index's pages, if its manifest's store (`url`) is the embedded one.
 /// Returns the lock to hold until the manifest change that references them
-/// is committed (`None` for other stores), or why a file could not be read.
+/// is committed (whatever the store: what else a job writes into pages
+/// before that change, keys and delta binlogs, is written under it too), or
+/// why a file could not be read.
 pub fn write<'a>(
     index: Index,
     url: Option<&str>,
     refs: impl IntoIterator<Item = &'a mut ObjectRef>,
-) -> Result<Option<SegmentLock>, StorageError> {
-    if !is_embedded(url) {
-        return Ok(None);
-    }
+) -> Result<SegmentLock, StorageError> {
     let lock = SegmentLock::writing_objects(index);
-    let local = storage::try_storage_at(url)?;
-    for object in refs.into_iter().filter(|o| o.pages.is_none()) {
-        objects::write_from_local(index, &local, object)?;
+    if is_embedded(url) {
+        let local = storage::try_storage_at(url)?;
+        for object in refs.into_iter().filter(|o| o.pages.is_none()) {
+            objects::write_from_local(index, &local, object)?;
+        }
     }
-    Ok(Some(lock))
-}
-
-/// Writes into the index's pages the objects of a segment a job wrote (a
-/// flush, a merge, CREATE INDEX) before the manifest change that publishes
-/// it, if they are the embedded store's. Returns the lock to hold until
-/// that change is committed (the keys of [`keys_into_pages`] are written
-/// under it too).
-pub fn write_segment(index: Index, url: Option<&str>, flushed: &mut Flushed) -> Result<SegmentLock, StorageError> {
-    match write(index, url, flushed.objects_mut())? {
-        Some(lock) => Ok(lock),
-        None => Ok(SegmentLock::writing_objects(index)),
-    }
+    Ok(lock)
 }
 
 /// On a shared store, writes the segment's rows' keys into the index's
 /// pages, where VACUUM reads them instead of the store, and names them in
 /// `flushed` for its publication: for a merge and CREATE INDEX. A flush
 /// writes them after its publication, into the pages its rows leave
-/// ([`write_keys_after_flush`]). The caller holds the lock
-/// [`write_segment`] returned.
+/// ([`write_keys_after_flush`]). The caller holds the lock [`write`]
+/// returned.
 pub fn keys_into_pages(index: Index, url: Option<&str>, flushed: &mut Flushed) {
     if !is_embedded(url) {
         flushed.keys =
@@ -114,11 +104,10 @@ pub fn write_delta(
     delta: &mut ObjectRef,
     bytes: &[u8],
 ) -> Result<SegmentLock, StorageError> {
-    if let Some(lock) = write(index, url, [&mut *delta])? {
-        return Ok(lock);
+    let lock = write(index, url, [&mut *delta])?;
+    if delta.pages.is_none() {
+        objects::write_bytes(index, delta, bytes);
     }
-    let lock = SegmentLock::writing_objects(index);
-    objects::write_bytes(index, delta, bytes);
     Ok(lock)
 }
 
@@ -133,22 +122,22 @@ pub fn reading_store(index: Index, manifest: &Manifest) -> Result<Arc<Storage>, 
     Ok(store)
 }
 
-/// After a load of `entries` (of `manifest`) failed: their files in the
-/// embedded directory whose bytes are not their objects' (damaged on disk)
-/// are removed and written again from the pages. Returns how many; 0 for an
+/// After a load of `entries` (of `manifest`) from `store` (the manifest's,
+/// as [`reading_store`] opened it) failed: their files in the embedded
+/// directory whose bytes are not their objects' (damaged on disk) are
+/// removed and written again from the pages. Returns how many; 0 for an
 /// index on another store, or when every file was whole (the failure is
 /// then elsewhere: the pages themselves, the disk).
-pub fn heal(index: Index, manifest: &Manifest, entries: &[SegmentEntry]) -> usize {
+pub fn heal(index: Index, manifest: &Manifest, store: &Arc<Storage>, entries: &[SegmentEntry]) -> usize {
     if !is_embedded(manifest.storage_url.as_deref()) {
         return 0;
     }
-    let local = storage::try_storage_at(None).unwrap_or_else(|e| raise_error(&e));
     let objects: Vec<ObjectRef> = entries.iter().flat_map(|e| e.objects().cloned()).collect();
-    let checked = Arc::clone(&local);
+    let checked = Arc::clone(store);
     let discarded = storage::run_job("heal", move |_| objects::discard_damaged(&checked, &objects))
         .unwrap_or_else(|e| raise_error(&e));
     if !discarded.is_empty() {
-        restore(index, &local);
+        restore(index, store);
         warning!(
             "pg_milvus: index \"{}\": {} damaged files in pg_milvus/objects written again from the index's pages",
             index.name(),

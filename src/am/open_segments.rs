@@ -70,7 +70,7 @@ pub fn loaded(index: Index, manifest: &Manifest, metric: Metric) -> Vec<Arc<Load
             .filter(|e| results.iter().any(|r| r.1 == e.meta.id && r.3.is_err()))
             .cloned()
             .collect();
-        if !failed.is_empty() && super::object_pages::heal(index, manifest, &failed) > 0 {
+        if !failed.is_empty() && super::object_pages::heal(index, manifest, &store, &failed) > 0 {
             results.retain(|r| r.3.is_ok());
             results.extend(load(oid, &store, manifest, failed, metric));
         }

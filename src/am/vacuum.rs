@@ -111,10 +111,9 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         seen.insert(id);
         let _lock = SegmentLock::acquire(index, id.0);
         let (meta, manifest) = manifest_chain::snapshot(index);
-        if manifest.segment(id).is_none_or(|e| e.meta.state != SegmentState::Flushed) {
+        let Some(entry) = manifest.segment(id).filter(|e| e.meta.state == SegmentState::Flushed) else {
             continue;
-        }
-        let entry = manifest.segment(id).expect("flushed");
+        };
         let mut dead = Vec::new();
         let mut visit = |row: usize, key: u64| {
             if is_dead(key) {

@@ -358,7 +358,7 @@ fn milvus_verify(
         if !damaged.is_empty() {
             let index = crate::pages::OpenIndex::open(oid, pg_sys::AccessShareLock);
             let (_, manifest) = manifest_chain::snapshot(*index);
-            if crate::am::object_pages::heal(*index, &manifest, &damaged) > 0 {
+            if crate::am::object_pages::heal(*index, &manifest, &storage, &damaged) > 0 {
                 checked.retain(|(id, _)| damaged.iter().all(|e| e.meta.id != *id));
                 checked.extend(verify(&storage, damaged));
                 checked.sort_by_key(|(id, _)| *id);

@@ -690,13 +690,10 @@ impl Manifest {
         self.segments.iter().flat_map(|s| s.chains())
     }
 
-    /// Every object key a non-dropped segment references: what GC must keep.
+    /// Every object key a non-dropped segment references: what GC keeps
+    /// with no grace period.
     pub fn referenced_keys(&self) -> impl Iterator<Item = &str> {
-        self.segments
-            .iter()
-            .filter(|s| s.meta.state != SegmentState::Dropped)
-            .flat_map(|s| s.objects())
-            .map(|o| o.key.as_str())
+        self.kept_keys(0, std::time::Duration::ZERO)
     }
 
     /// What garbage collection keeps at `now` (Unix seconds): the objects

@@ -351,23 +351,11 @@ pub fn restore_missing<S: PageStore>(
 /// for its commit is unnamed too. Returns what it removed.
 pub fn remove_unreferenced(local: &Storage, prefix: &str, manifest: &Manifest) -> Restored {
     let named: HashSet<&str> = manifest.objects().map(|o| o.key.as_str()).collect();
-    let Some(root) = local.local_root() else { return Restored::default() };
     let mut removed = Restored::default();
-    let mut dirs = vec![root.join(prefix)];
-    while let Some(dir) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries.flatten() {
-            let (path, Ok(meta)) = (entry.path(), entry.metadata()) else { continue };
-            if meta.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            let Ok(key) = path.strip_prefix(root) else { continue };
-            let key = key.to_string_lossy();
-            if !named.contains(key.split('#').next().unwrap_or_default()) && std::fs::remove_file(&path).is_ok() {
-                removed.objects += 1;
-                removed.bytes += meta.len();
-            }
+    for file in local.local_files(prefix) {
+        if !named.contains(file.key.split('#').next().unwrap_or_default()) && std::fs::remove_file(&file.path).is_ok() {
+            removed.objects += 1;
+            removed.bytes += file.meta.len();
         }
     }
     removed

@@ -391,11 +391,6 @@ impl Storage {
         Ok(Some(LocalObject { file, key: key.to_owned(), label: self.label.clone() }))
     }
 
-    /// The directory of a `file://` store; `None` for other stores.
-    pub fn local_root(&self) -> Option<&std::path::Path> {
-        self.local_root.as_deref()
-    }
-
     /// Where a `file://` store keeps `key`; `None` for other stores.
     pub fn local_path(&self, key: &str) -> Option<std::path::PathBuf> {
         Some(self.local_root.as_ref()?.join(self.full(key).as_ref()))
@@ -481,26 +476,46 @@ impl Storage {
         }
         // Staging files of uploads a crash cut short (file:// only): never
         // listed, never referenced; removed past the same grace period.
-        if let Some(root) = &self.local_root {
-            let mut dirs = vec![root.join(prefix)];
-            while let Some(dir) = dirs.pop() {
-                let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-                for entry in entries.flatten() {
-                    let (path, Ok(meta)) = (entry.path(), entry.metadata()) else { continue };
-                    if meta.is_dir() {
-                        dirs.push(path);
-                    } else if entry.file_name().to_string_lossy().contains('#')
-                        && now.duration_since(meta.modified().unwrap_or(now)).unwrap_or_default() >= grace
-                        && std::fs::remove_file(&path).is_ok()
-                    {
-                        report.deleted_bytes += meta.len();
-                        report.deleted.push(path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned());
-                    }
-                }
+        for file in self.local_files(prefix) {
+            if file.key.contains('#')
+                && now.duration_since(file.meta.modified().unwrap_or(now)).unwrap_or_default() >= grace
+                && std::fs::remove_file(&file.path).is_ok()
+            {
+                report.deleted_bytes += file.meta.len();
+                report.deleted.push(file.key);
             }
         }
         Ok(report)
     }
+
+    /// Every file a `file://` store holds under `prefix`, the staging files
+    /// of writes included (which no listing shows), each with its key (its
+    /// path below the store's directory); none for other stores.
+    pub fn local_files(&self, prefix: &str) -> Vec<LocalFile> {
+        let Some(root) = &self.local_root else { return Vec::new() };
+        let (mut files, mut dirs) = (Vec::new(), vec![root.join(prefix)]);
+        while let Some(dir) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                let (path, Ok(meta)) = (entry.path(), entry.metadata()) else { continue };
+                if meta.is_dir() {
+                    dirs.push(path);
+                } else if let Ok(key) = path.strip_prefix(root).map(|k| k.to_string_lossy().into_owned()) {
+                    files.push(LocalFile { path, key, meta });
+                }
+            }
+        }
+        files
+    }
+}
+
+/// A file of a `file://` store ([`Storage::local_files`]).
+pub struct LocalFile {
+    pub path: std::path::PathBuf,
+    /// Its path below the store's directory: the object's key, and a
+    /// staging suffix (`#...`) for a write in progress or cut short.
+    pub key: String,
+    pub meta: std::fs::Metadata,
 }
 
 /// Errors that a later attempt may not see: network, timeouts, 5xx. A
