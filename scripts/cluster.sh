@@ -21,6 +21,13 @@
 #   cluster.sh rewind NAME SOURCE
 #                              pg_rewind of a stopped former primary from the
 #                              running SOURCE, then started as its standby
+#   cluster.sh upgrade NAME OLD [pg_upgrade options...] [-- postgresql.conf lines...]
+#                              pg_upgrade of OLD, a PostgreSQL 15 cluster (stopped
+#                              first), into NAME, a new cluster of the version
+#                              PG_MILVUS_PG names; started unless the options say
+#                              --check. Options: --link, --copy (the default),
+#                              --clone; --new-bindir DIR (another installation of
+#                              the new version)
 #   cluster.sh port NAME | host NAME | psql NAME [psql args]
 #
 # Clusters live under $PG_MILVUS_RUN (default /tmp/pg_milvus, for 18
@@ -152,6 +159,56 @@ case "${1:-}" in
     as_pg touch "$d/data/recovery.signal"
     launch "$d" "$(free_port 55500)"
     ;;
+  upgrade)
+    name=${2:?new cluster name}; old_name=${3:?old cluster name}
+    shift 3
+    # The old cluster is one of 15's (scripts/pg-env.sh).
+    read -r old_bin old_run < <(PG_MILVUS_PG=15 PG_MILVUS_RUN='' bash -c \
+      'source "$0"; echo "$PG_BIN $PG_MILVUS_RUN"' "$(dirname "$0")/pg-env.sh")
+    o=$old_run/$old_name; d=$(dir_of "$name")
+    options=(); new_bin=$BIN; check=false
+    while (($#)) && [ "$1" != -- ]; do
+      case "$1" in
+        --new-bindir) new_bin=$2; shift ;;
+        --check) check=true; options+=("$1") ;;
+        *) options+=("$1") ;;
+      esac
+      shift
+    done
+    [ "${1:-}" != -- ] || shift
+    [ ! -f "$o/data/postmaster.pid" ] ||
+      as_pg "$old_bin/pg_ctl" -D "$o/data" -m fast -w -t 60 stop >/dev/null
+    stop "$name"
+    install -d -o postgres -g postgres -m 0755 "$RUN"
+    rm -rf "$d"
+    install -d -o postgres -g postgres -m 0700 "$d"
+    # pg_upgrade wants both clusters' checksum settings alike; 18's initdb
+    # turns them on by default.
+    checksums=--no-data-checksums
+    as_pg "$old_bin/pg_controldata" "$o/data" | grep -q 'checksum version: *[1-9]' && checksums=--data-checksums
+    as_pg "$new_bin/initdb" -D "$d/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 $checksums \
+      >"$d/initdb.log" 2>&1 || { cat "$d/initdb.log"; exit 1; }
+    {
+      echo "listen_addresses = '127.0.0.1'"
+      echo "unix_socket_directories = '$d'"
+      echo "shared_preload_libraries = 'pg_milvus'"
+      echo "fsync = off"
+      echo "log_min_messages = warning"
+      for line in "$@"; do echo "$line"; done
+    } >>"$d/data/postgresql.conf"
+    # pg_upgrade writes its reports into the current directory and talks
+    # to both servers through a socket there, on two free ports.
+    old_port=$(free_port 50432); new_port=$(free_port $((old_port + 1)))
+    if ! (cd "$d" && as_pg "$new_bin/pg_upgrade" -b "$old_bin" -B "$new_bin" -d "$o/data" -D "$d/data" \
+          -p "$old_port" -P "$new_port" -s "$d" "${options[@]}" >"$d/pg_upgrade.log" 2>&1); then
+      # Its report names the log of the failing step: show that step's errors.
+      cat "$d/pg_upgrade.log"
+      grep -hiE "error|fatal" "$d"/data/pg_upgrade_output.d/*/log/*.log 2>/dev/null | tail -5
+      exit 1
+    fi
+    if $check; then cat "$d/pg_upgrade.log"; exit 0; fi
+    launch "$d" "$(free_port 55600)"
+    ;;
   stop) stop "${2:?cluster name}" ;;
   promote) as_pg "$BIN/pg_ctl" -D "$(dir_of "${2:?cluster name}")/data" -w promote >/dev/null ;;
   rewind)
@@ -192,5 +249,5 @@ case "${1:-}" in
     name=${2:?cluster name}; shift 2
     exec psql -X -h "$(dir_of "$name")" -p "$(cat "$(dir_of "$name")/port")" -U postgres "$@"
     ;;
-  *) sed -n '2,26p' "$0"; exit 2 ;;
+  *) sed -n '2,33p' "$0"; exit 2 ;;
 esac

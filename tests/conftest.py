@@ -28,20 +28,34 @@ def sharedir() -> Path:
 
 
 class Cluster:
-    def __init__(self, name: str, settings: list[str] = (), env: dict | None = None):
+    def __init__(self, name: str, settings: list[str] = (), env: dict | None = None, pg: int | None = None):
         """Starts a fresh cluster; `settings` are extra postgresql.conf lines,
-        `env` extra variables of the server's environment."""
+        `env` extra variables of the server's environment, `pg` the major
+        version (the one under test if None)."""
         self.name = name
-        environment = {**os.environ, **(env or {})}
-        self.port = int(subprocess.check_output([CLUSTER, "start", name, *settings], text=True, env=environment).strip())
-        self.host = subprocess.check_output([CLUSTER, "host", name], text=True).strip()
+        self.env = self._environment(pg)
+        self.port = int(self._cluster(["start", name, *settings], env={**self.env, **(env or {})}))
+        self.host = self._cluster(["host", name])
+
+    @staticmethod
+    def _environment(pg: int | None) -> dict:
+        if pg is None:
+            return dict(os.environ)
+        # scripts/pg-env.sh derives the rest from the version.
+        environment = {k: v for k, v in os.environ.items() if k not in ("PG_CONFIG", "PG_BIN", "PG_MILVUS_RUN")}
+        return {**environment, "PG_MILVUS_PG": str(pg)}
+
+    def _cluster(self, args: list[str], env: dict | None = None) -> str:
+        """Runs scripts/cluster.sh for this cluster's version; its output."""
+        return subprocess.check_output([CLUSTER, *args], text=True, env=env or self.env).strip()
 
     @classmethod
-    def _made(cls, name: str, *command: str) -> "Cluster":
+    def _made(cls, name: str, *command: str, pg: int | None = None) -> "Cluster":
         c = cls.__new__(cls)
         c.name = name
-        c.port = int(subprocess.check_output([CLUSTER, *command], text=True).strip())
-        c.host = subprocess.check_output([CLUSTER, "host", name], text=True).strip()
+        c.env = cls._environment(pg)
+        c.port = int(c._cluster(list(command)))
+        c.host = c._cluster(["host", name])
         return c
 
     @classmethod
@@ -57,10 +71,17 @@ class Cluster:
         promoted."""
         return cls._made(name, "restore", name, str(backup), str(archive), *settings)
 
+    @classmethod
+    def upgraded(cls, name: str, old: "Cluster", *options: str, settings: list[str] = ()) -> "Cluster":
+        """`old`, a PostgreSQL 15 cluster, stopped and upgraded with pg_upgrade
+        (`options`: --link, --copy) into a new cluster of the version under
+        test with `settings` in its postgresql.conf, started."""
+        return cls._made(name, "upgrade", name, old.name, *options, "--", *settings)
+
     def backup(self, into: Path, *basebackup_args: str):
         """A base backup of this cluster in tar form (its WAL fetched unless
         `basebackup_args` say otherwise)."""
-        subprocess.run([CLUSTER, "backup", str(into), self.name, *basebackup_args], check=True)
+        self._cluster(["backup", str(into), self.name, *basebackup_args])
 
     def connect(self, dbname: str = "postgres", **kwargs) -> psycopg.Connection:
         # prepare_threshold=None: psycopg would otherwise prepare a statement
@@ -73,24 +94,24 @@ class Cluster:
         )
 
     def stop(self):
-        subprocess.run([CLUSTER, "stop", self.name], check=True)
+        self._cluster(["stop", self.name])
 
     def crash(self):
         """kill -9 of the postmaster and all its backends."""
-        subprocess.run([CLUSTER, "crash", self.name], check=True)
+        self._cluster(["crash", self.name])
 
     def restart(self):
         """Starts the cluster again; crash recovery replays the WAL."""
-        subprocess.run([CLUSTER, "restart", self.name], check=True)
+        self._cluster(["restart", self.name])
 
     def promote(self):
         """A standby becomes a primary (pg_ctl waits until it has)."""
-        subprocess.run([CLUSTER, "promote", self.name], check=True)
+        self._cluster(["promote", self.name])
 
     def rewind_from(self, source: "Cluster"):
         """pg_rewind of this former primary (stopped first) from `source`,
         then started as its standby."""
-        subprocess.run([CLUSTER, "rewind", self.name, source.name], check=True)
+        self._cluster(["rewind", self.name, source.name])
 
 
 def replayed(primary, standby):

@@ -17,6 +17,13 @@
 //! `milvus_compact()` or `milvus_gc()`. A crash in between leaves copies
 //! nobody references, garbage under the index's own prefix.
 //!
+//! A copy made by `pg_upgrade` is one too: the new cluster has a system
+//! identifier, and so a writer id, of its own, and none of the old one's
+//! `pg_milvus/` directory. So the first job also records the index's
+//! location among those GC searches for dropped indexes
+//! (`storage::remember_location`): the old cluster's record of it stayed
+//! behind.
+//!
 //! The same first job writes into the index's pages the objects of an
 //! embedded index that a version before the manifest's version 4 left in
 //! the directory only (`object_pages.rs`), so from then on they travel
@@ -35,6 +42,9 @@ use crate::pages::{Block, Index, manifest_chain};
 /// Adopts the objects of `index` that another instance wrote, if any;
 /// returns how many references it moved, or why it could not.
 pub fn adopt_if_copied(index: Index) -> Result<usize, Failed<JobError>> {
+    if let Some(url) = manifest_chain::snapshot(index).1.storage_url {
+        crate::storage::remember_location(&url);
+    }
     let adopted = adopt_foreign(index)?;
     write_unpaged(index)?;
     Ok(adopted)

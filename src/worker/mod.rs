@@ -41,10 +41,15 @@ use crate::shared;
 /// How long a database that had no milvus index is left alone.
 const IDLE_DATABASE_RECHECK: Duration = Duration::from_secs(60);
 
-/// Registers the launcher (unless `milvus.max_workers` is 0); from
-/// `_PG_init`, when preloading only.
+/// Registers the launcher (unless `milvus.max_workers` is 0, or the server
+/// runs for `pg_upgrade`); from `_PG_init`, when preloading only.
 pub fn init() {
-    if crate::gucs::max_workers() == 0 {
+    // SAFETY: a postmaster global, set from its `-b` option before it
+    // loads shared_preload_libraries. pg_upgrade starts both clusters so:
+    // the old one for its checks and dumps, the new one while it restores
+    // the schema into empty tables; a worker's job on either would be work
+    // done on relations about to be replaced.
+    if crate::gucs::max_workers() == 0 || unsafe { pg_sys::IsBinaryUpgrade } {
         return;
     }
     BackgroundWorkerBuilder::new("pg_milvus launcher")
