@@ -47,40 +47,43 @@ test-e2e:
 
 # The end-to-end workload (benches/workload): ingest, time to indexed,
 # recall and QPS, deletes and compaction, beside pgvector and a plain table.
-# Writes bench-results/{report.json,report.md,recall_qps.svg}.
+# Writes bench-results/{report.json,report.md,recall_qps.svg}. Every bench
+# target takes the server version: `make bench PG=18` (bench-results/pg18/).
+BENCH = bash scripts/bench.sh $(if $(PG),--pg $(PG))
+
 bench:
-	bash scripts/bench.sh
+	$(BENCH)
 
 bench-quick:
-	bash scripts/bench.sh --quick
+	$(BENCH) --quick
 
 # The same at 50k x 768 under cosine: bench-results/768-cosine; and with
 # halfvec columns: bench-results/768-cosine-halfvec.
 bench-768:
-	bash scripts/bench.sh --768
+	$(BENCH) --768
 
 bench-768-half:
-	bash scripts/bench.sh --768-half
+	$(BENCH) --768-half
 
 # 500k x 768, recall and QPS with the cache fitting and at a quarter of the
 # rows' bytes: some 15 minutes on 2 cores, never part of `make test`.
 bench-768-large:
-	bash scripts/bench.sh --768-large
+	$(BENCH) --768-large
 
 # A streaming standby's replay lag while its primary loads, builds and
 # deletes, beside pgvector's HNSW and no index: bench-results/replay-lag.
 bench-replay:
-	bash scripts/bench.sh --replay
+	$(BENCH) --replay
 
 # Inner-product recall beside pgvector on Gaussian and normalised rows at
 # 64, 768 and 1,536 dimensions: bench-results/ip-*.
 bench-ip:
-	bash scripts/bench.sh --ip
+	$(BENCH) --ip
 
 # 100k sparse rows beside pgvector's HNSW on sparsevec (some 10 minutes):
 # bench-results/sparse.
 bench-sparse:
-	bash scripts/bench.sh --sparse
+	$(BENCH) --sparse
 
 # Criterion benches of the core: distance kernels, the growing scan over row pages, binlog formats, merge,
 # brute force against HNSW per segment size.

@@ -29,10 +29,21 @@
 #                      index and deletes a third, for pg_milvus, pgvector's
 #                      HNSW and no index (benches/replay_lag.py; some 5
 #                      minutes): bench-results/replay-lag
+#   bench.sh --pg 18 [...]  any of the above on PostgreSQL 18 (scripts/pg-env.sh),
+#                      beside pgvector if it is installed there; results
+#                      under bench-results/pg18/
 # Extra arguments go to the driver (see benches/workload/main.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-args=(--n 100000 --dim 128 --clusters 1000 --queries 500 --repeats 3 --out bench-results)
+if [ "${1:-}" = --pg ]; then
+  export PG_MILVUS_PG=${2:?--pg takes the major version}
+  shift 2
+fi
+source scripts/pg-env.sh
+# Each server version but 15 has its results in a folder of its own.
+results=bench-results
+[ "$PG_MILVUS_PG" = 15 ] || results=bench-results/pg$PG_MILVUS_PG
+args=(--n 100000 --dim 128 --clusters 1000 --queries 500 --repeats 3 --out $results)
 ip=0
 replay=0
 # maintenance_work_mem, the same for both indexes' builds: 4 GB for the
@@ -50,29 +61,30 @@ elif [ "${1:-}" = --replay ]; then
   replay=1
 elif [ "${1:-}" = --quick ]; then
   shift
-  args=(--n 20000 --dim 128 --clusters 200 --queries 200 --repeats 2 --out bench-results/quick)
+  args=(--n 20000 --dim 128 --clusters 200 --queries 200 --repeats 2 --out $results/quick)
 elif [ "${1:-}" = --768 ]; then
   shift
-  args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --out bench-results/768-cosine)
+  args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --out $results/768-cosine)
 elif [ "${1:-}" = --768-large ]; then
   shift
   args=(--n 500000 --dim 768 --clusters 2000 --metric cosine --queries 200 --repeats 2 --recall-only
-        --ef 20,40,100,200 --out bench-results/768-cosine-500k)
+        --ef 20,40,100,200 --out $results/768-cosine-500k)
   build_memory=4GB
   cache_mb=4096
 elif [ "${1:-}" = --sparse ]; then
   shift
-  args=(--sparse --n 100000 --queries 300 --repeats 2 --ef 40,100,200 --out bench-results/sparse)
+  args=(--sparse --n 100000 --queries 300 --repeats 2 --ef 40,100,200 --out $results/sparse)
 elif [ "${1:-}" = --768-half ]; then
   shift
   args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --type halfvec
-        --out bench-results/768-cosine-halfvec)
+        --out $results/768-cosine-halfvec)
 fi
 
 scripts/setup.sh
 # pgvector, to compare against, where the machine's package sources have it
-# (Debian 12's own do not: then the report says it was skipped).
-if ! dpkg -s postgresql-15-pgvector >/dev/null 2>&1; then
+# (Debian 12's own do not: then the report says it was skipped; nor do they
+# for 18, which the report measures it on only if built there from source).
+if [ "$PG_MILVUS_PG" = 15 ] && ! dpkg -s postgresql-15-pgvector >/dev/null 2>&1; then
   apt-get update -qq >/dev/null 2>&1 || true
   if apt-cache show postgresql-15-pgvector >/dev/null 2>&1; then
     apt-get install -y -qq postgresql-15-pgvector >/dev/null
@@ -83,7 +95,7 @@ fi
 scripts/install.sh
 if ((replay)); then
   # Its own primary and standby, started and stopped by the script.
-  exec .venv/bin/python benches/replay_lag.py "$@"
+  exec .venv/bin/python benches/replay_lag.py --out "$results/replay-lag" "$@"
 fi
 # The same memory for both indexes' builds; workers look every second.
 port=$(scripts/cluster.sh start bench "shared_buffers = '1GB'" "maintenance_work_mem = '$build_memory'" "milvus.cache_size = $cache_mb" "milvus.naptime = 1" "max_connections = 120")
@@ -96,7 +108,7 @@ if ((ip)); then
       [ "$data" = normalised ] && flags+=(--normalise)
       cargo run --release -q -p milvus-workload -- --host "$host" --port "$port" --n 20000 --dim "$dim" \
         --metric ip "${flags[@]}" --queries 1000 --repeats 1 --recall-only --ef 40,200,1000 \
-        --out "bench-results/ip-$data-$dim" "$@"
+        --out "$results/ip-$data-$dim" "$@"
     done
   done
 else
