@@ -131,13 +131,14 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"milvus.cache_size",
-        c"Bound of the local segment cache, in megabytes.",
-        c"Least recently used segments are evicted beyond it. Range 16 to 2147483647; default 1024.",
+        c"Bound of the local segment cache.",
+        c"Least recently used segments are evicted beyond it. A size with its unit ('16GB', '512MB'), a bare \
+            number in megabytes; 16MB to 2147483647MB, default 1GB.",
         &CACHE_SIZE_MB,
         16,
         i32::MAX,
         GucContext::Suset,
-        GucFlags::default(),
+        GucFlags::UNIT_MB,
     );
     // S3 settings: superuser-only, and the credentials hidden from everyone
     // else (not in SHOW, pg_settings or current_setting for other users).

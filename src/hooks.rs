@@ -13,6 +13,10 @@
 //!   for segments built from now on, `storage_url` at the next REINDEX, `segment_max_rows` and
 //!   `growing_max_rows` at once), from the `ProcessUtility` hook after the
 //!   command succeeded.
+//! - **CREATE EXTENSION vector** where pg_milvus' types are, or **CREATE
+//!   EXTENSION pg_milvus** where pgvector's are: refused before the script
+//!   runs, with Postgres' own message (`type "vector" already exists`) and
+//!   a HINT naming the two set-ups that work.
 //!
 //! Errors raised by the statement pass through the hooks untouched (see the
 //! declarations below). Both are installed by `_PG_init`, so they act in every backend when the
@@ -163,9 +167,9 @@ unsafe fn print_reports(es: *mut pg_sys::ExplainState) {
     }
 }
 
-/// Utility statements: the standard processing (or the hook installed
-/// before ours), then the notice an `ALTER INDEX ... SET` of milvus options
-/// deserves.
+/// Utility statements: a type clash between pg_milvus and pgvector refused,
+/// then the standard processing (or the hook installed before ours), then
+/// the notice an `ALTER INDEX ... SET` of milvus options deserves.
 #[pg_guard]
 #[allow(clippy::too_many_arguments)] // Postgres' signature
 unsafe extern "C-unwind" fn process_utility(
@@ -181,6 +185,7 @@ unsafe extern "C-unwind" fn process_utility(
     // SAFETY: Postgres calls the hook on the main thread with a valid
     // statement; the arguments go on to the previous hook unchanged.
     unsafe {
+        refuse_type_clash(statement);
         // Read before running: the command may scribble on its tree.
         let altered = altered_index_options(statement);
         ALTERED.with_borrow_mut(|a| *a = altered);
@@ -203,6 +208,86 @@ unsafe extern "C-unwind" fn process_utility(
             notice_option_changes(relation, &options);
         }
     }
+}
+
+/// `CREATE EXTENSION vector` where pg_milvus' types already are, or
+/// `CREATE EXTENSION pg_milvus` where pgvector's are: both define types
+/// named `vector`, `halfvec` and `sparsevec`. Refused before the script
+/// runs with the error Postgres would raise, `type "vector" already
+/// exists`, and the two ways that work.
+///
+/// # Safety
+/// `statement` is the planned utility statement the hook was given, on the
+/// main thread inside a transaction.
+unsafe fn refuse_type_clash(statement: *mut pg_sys::PlannedStmt) {
+    // SAFETY: the caller's; each node is read only after its tag says what
+    // it is.
+    let (creating, schema) = unsafe {
+        let node = (*statement).utilityStmt;
+        if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_CreateExtensionStmt {
+            return;
+        }
+        let create = node.cast::<pg_sys::CreateExtensionStmt>();
+        let creating = CStr::from_ptr((*create).extname).to_string_lossy().into_owned();
+        let schema = list_pointers((*create).options)
+            .into_iter()
+            .map(|o| o.cast::<pg_sys::DefElem>())
+            .find(|o| CStr::from_ptr((**o).defname).to_bytes() == b"schema")
+            .map(|o| CStr::from_ptr(pg_sys::defGetString(o)).to_string_lossy().into_owned());
+        (creating, schema)
+    };
+    let holder = match creating.as_str() {
+        "vector" => "pg_milvus",
+        "pg_milvus" => "vector",
+        _ => return,
+    };
+    // An extension already there is Postgres' to report (or to skip, for
+    // IF NOT EXISTS).
+    let name = std::ffi::CString::new(creating).expect("a name from the parser has no NUL");
+    // SAFETY: a catalog lookup on the main thread, in the transaction.
+    if unsafe { pg_sys::get_extension_oid(name.as_ptr(), true) } != pg_sys::InvalidOid {
+        return;
+    }
+    // Where the new extension's types would go: its SCHEMA, else the
+    // first schema of the search path, as CREATE EXTENSION decides.
+    let clash = Spi::get_two_with_args::<String, String>(
+        "SELECT t.typname::text, n.nspname::text
+           FROM pg_type t
+           JOIN pg_namespace n ON n.oid = t.typnamespace
+           JOIN pg_depend d ON d.classid = 'pg_type'::regclass AND d.objid = t.oid AND d.deptype = 'e'
+           JOIN pg_extension e ON e.oid = d.refobjid
+          WHERE e.extname = $1 AND t.typname IN ('vector', 'halfvec', 'sparsevec')
+            AND n.nspname = coalesce($2, current_schema())
+          ORDER BY t.typname = 'vector' DESC, t.typname
+          LIMIT 1",
+        &[holder.into(), schema.into()],
+    );
+    let Ok((Some(type_name), Some(schema))) = clash else {
+        return;
+    };
+    let (detail, hint) = if holder == "pg_milvus" {
+        (
+            format!(
+                "Extension \"pg_milvus\" has it in schema \"{schema}\": it provides pgvector's types, functions and \
+                 operators itself."
+            ),
+            "Use pg_milvus alone (pgvector's clients work unchanged with it), or give pg_milvus a schema of its own \
+             (CREATE EXTENSION pg_milvus SCHEMA milvus) and add pg_milvus_pgvector beside pgvector: README.md, \
+             \"Coming from pgvector\".",
+        )
+    } else {
+        (
+            format!("Extension \"vector\" (pgvector) has it in schema \"{schema}\"."),
+            "Give pg_milvus a schema of its own (CREATE SCHEMA milvus; CREATE EXTENSION pg_milvus SCHEMA milvus) and \
+             add pg_milvus_pgvector for milvus indexes on pgvector's columns: README.md, \"Coming from pgvector\".",
+        )
+    };
+    crate::error::raise(
+        PgSqlErrorCode::ERRCODE_DUPLICATE_OBJECT,
+        format!("type \"{type_name}\" already exists"),
+        Some(&detail),
+        Some(hint),
+    );
 }
 
 /// For `ALTER INDEX name SET (...)`: the index and the option names set.

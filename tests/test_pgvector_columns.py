@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
 
 from conftest import sharedir
@@ -202,3 +203,40 @@ def test_bit_columns_with_pgvector_operators(pgv, opclass, op):
     assert "Index Scan using items_idx" in plan, plan
     exact = sum(distances(q, "enable_seqscan") == distances(q, "enable_indexscan") for q in rows[:20])
     assert exact >= 18, (which, exact)
+
+
+@pytest.mark.parametrize("first", ["pg_milvus", "vector"])
+def test_both_in_one_schema_is_refused_with_the_ways_that_work(db, first):
+    """pg_milvus and pgvector both define a type `vector`: the second
+    `CREATE EXTENSION` into the schema of the first fails with Postgres'
+    own words and SQLSTATE, and a HINT naming the set-ups that work
+    (`hooks.rs`); nothing is created. A schema of its own for pg_milvus
+    then works, as README.md says."""
+    which = vector_extension(db)
+    try:
+        db.execute("DROP EXTENSION pg_milvus")
+        second = "vector" if first == "pg_milvus" else "pg_milvus"
+        db.execute(f"CREATE EXTENSION {first}")
+        with pytest.raises(psycopg.errors.DuplicateObject) as refused:
+            db.execute(f"CREATE EXTENSION {second}")
+        diag = refused.value.diag
+        assert diag.message_primary == 'type "vector" already exists'
+        assert 'schema "public"' in diag.message_detail
+        assert "CREATE EXTENSION pg_milvus SCHEMA milvus" in diag.message_hint
+        assert "pg_milvus_pgvector" in diag.message_hint
+        if first == "pg_milvus":
+            assert "pg_milvus alone" in diag.message_hint
+        assert db.execute("SELECT count(*) FROM pg_extension WHERE extname = %s", (second,)).fetchone() == (0,)
+        # The set-up the hint names.
+        db.execute("DROP EXTENSION IF EXISTS pg_milvus")
+        db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        db.execute("CREATE SCHEMA milvus")
+        db.execute("CREATE EXTENSION pg_milvus SCHEMA milvus")
+        db.execute("CREATE EXTENSION pg_milvus_pgvector")
+        # Already there: Postgres' own answer, not a clash.
+        db.execute("CREATE EXTENSION IF NOT EXISTS pg_milvus")
+        with pytest.raises(psycopg.errors.DuplicateObject, match='extension "pg_milvus" already exists'):
+            db.execute("CREATE EXTENSION pg_milvus")
+    finally:
+        if which == "stand-in":
+            remove_standin()

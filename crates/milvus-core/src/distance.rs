@@ -174,16 +174,37 @@ pub fn inner_product(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// Cosine distance `1 - cos(a, b)`, NaN when either vector is all zeros.
+///
+/// simsimd's kernel divides by an approximate square root, which is off
+/// by some 1e-8: a pair of parallel vectors comes out at 4e-9, not 0, and
+/// pairs that nearly are get an order their distances do not have. So a
+/// distance below [`NEAR_PARALLEL`] is computed again as pgvector does
+/// (the three sums, then the quotient, clamped): parallel and
+/// identical vectors are exactly 0 apart. It also answers for zero
+/// vectors, which simsimd puts at 0 or 1.
 #[inline]
 pub fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     let d = <f32 as SpatialSimilarity>::cos(a, b).expect("equal lengths") as f32;
-    // simsimd answers 0 or 1 for zero vectors instead of NaN; only those two
-    // exact values need the (rare, linear) check.
-    if (d == 0.0 || d == 1.0) && (is_zero(a) || is_zero(b)) {
+    if d < NEAR_PARALLEL || d == 1.0 { cosine_distance_exact(a, b) } else { d }
+}
+
+/// Below this, [`cosine_distance`] computes the exact quotient.
+const NEAR_PARALLEL: f32 = 1e-3;
+
+/// [`cosine_distance`] as pgvector computes it (but summed in f64, so that
+/// squares beyond f32 do not overflow), NaN for a zero vector.
+fn cosine_distance_exact(a: &[f32], b: &[f32]) -> f32 {
+    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
+    for (x, y) in a.iter().zip(b).map(|(x, y)| (*x as f64, *y as f64)) {
+        ab += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    if aa == 0.0 || bb == 0.0 {
         return f32::NAN;
     }
-    d.max(0.0)
+    (1.0 - (ab / (aa * bb).sqrt()).clamp(-1.0, 1.0)) as f32
 }
 
 /// The L1 (taxicab) distance, `sum |a_i - b_i|`, accumulated in f32 as
@@ -293,10 +314,6 @@ pub fn jaccard(a: &[u8], b: &[u8]) -> f64 {
 /// 5e37, not infinity).
 pub fn norm(a: &[f32]) -> f64 {
     a.iter().map(|x| *x as f64 * *x as f64).sum::<f64>().sqrt()
-}
-
-fn is_zero(a: &[f32]) -> bool {
-    a.iter().all(|x| *x == 0.0)
 }
 
 /// Distances over half floats, summed in f32: with F16C and FMA (x86-64
@@ -602,5 +619,18 @@ mod tests {
         assert_eq!(Metric::Cosine.distance(&[3e38], &[3e38]), 0.0);
         // Orthogonal vectors are distance 1, not NaN.
         assert_eq!(Metric::Cosine.distance(&[1.0, 0.0], &[0.0, 1.0]), 1.0);
+    }
+
+    #[test]
+    fn cosine_of_parallel_vectors_is_exactly_zero_and_near_parallel_ones_keep_their_order() {
+        assert_eq!(Metric::Cosine.distance(&[1.0, 2.0], &[2.0, 4.0]), 0.0);
+        assert_eq!(Metric::Cosine.distance(&[1.0, 1.0], &[1.0, 1.0]), 0.0);
+        assert_eq!(Metric::Cosine.distance(&[0.3, -7.0, 2.5], &[0.6, -14.0, 5.0]), 0.0);
+        let at = |angle: f32| Metric::Cosine.distance(&[1.0, 0.0, 0.0], &[angle.cos(), angle.sin(), 0.0]);
+        let distances: Vec<f32> = [0.01, 0.02, 0.03, 0.04].into_iter().map(at).collect();
+        assert!(distances.windows(2).all(|w| w[0] < w[1]), "{distances:?}");
+        for (d, angle) in distances.iter().zip([0.01f64, 0.02, 0.03, 0.04]) {
+            assert!((*d as f64 - (1.0 - angle.cos())).abs() < 1e-7, "{d} at {angle}");
+        }
     }
 }

@@ -47,6 +47,13 @@ pub enum VectorError {
     BitLengthMismatch(usize, usize),
     #[error("{0}")]
     Typmod(String),
+    /// A type modifier that is not an integer, in Postgres' own words for
+    /// that (pgvector leaves it to `ArrayGetIntegerTypmods`).
+    #[error("invalid input syntax for type integer: \"{0}\"")]
+    TypmodSyntax(String),
+    /// A numeral beyond f32's range, as written (`strtof`'s ERANGE).
+    #[error("\"{0}\" is out of range for type vector")]
+    OutOfRange(String),
     #[error("invalid binary vector: {0}")]
     Binary(String),
     #[error("value out of range: overflow (element {index})")]
@@ -88,6 +95,7 @@ impl SqlError for VectorError {
         match self {
             VectorError::Syntax { .. }
             | VectorError::Typmod(_)
+            | VectorError::TypmodSyntax(_)
             | VectorError::HalfOutOfRange { .. }
             | VectorError::BitLengthMismatch(..)
             | VectorError::SparseOutOfRange(_)
@@ -114,9 +122,8 @@ impl SqlError for VectorError {
     /// pgvector's SQLSTATE for each refusal.
     fn sqlstate(&self) -> SqlState {
         match self {
-            VectorError::Syntax { .. } => SqlState::InvalidTextRepresentation,
-            VectorError::Empty
-            | VectorError::TooManyDimensions(_)
+            VectorError::Syntax { .. } | VectorError::TypmodSyntax(_) => SqlState::InvalidTextRepresentation,
+            VectorError::TooManyDimensions(_)
             | VectorError::SparseTooManyDimensions
             | VectorError::TooManyNonZero
             | VectorError::TooManyNonZeroForIndex
@@ -126,7 +133,7 @@ impl SqlError for VectorError {
             | VectorError::IndicesNotAscending
             | VectorError::DuplicateIndex
             | VectorError::ZeroInBinary => SqlState::DataException,
-            VectorError::NaN { .. } | VectorError::Infinite { .. } => SqlState::DataException,
+            VectorError::Empty | VectorError::NaN { .. } | VectorError::Infinite { .. } => SqlState::DataException,
             VectorError::TypmodMismatch { .. }
             | VectorError::DimensionMismatch(..)
             | VectorError::BitLengthMismatch(..) => SqlState::DataException,
@@ -134,6 +141,7 @@ impl SqlError for VectorError {
             VectorError::Binary(_) => SqlState::InvalidBinaryRepresentation,
             VectorError::Overflow { .. }
             | VectorError::Underflow { .. }
+            | VectorError::OutOfRange(_)
             | VectorError::HalfOutOfRange { .. }
             | VectorError::SparseOutOfRange(_) => SqlState::NumericValueOutOfRange,
         }
@@ -175,7 +183,7 @@ pub fn typmod_in_up_to(type_name: &str, list: &[&str], max: usize) -> Result<usi
     let [one] = list else {
         return Err(VectorError::Typmod(format!("invalid type modifier: {type_name} takes one dimension count")));
     };
-    let dims: i64 = one.trim().parse().map_err(|_| VectorError::Typmod(format!("invalid type modifier \"{one}\"")))?;
+    let dims: i64 = one.trim().parse().map_err(|_| VectorError::TypmodSyntax((*one).to_owned()))?;
     if dims < 1 {
         return Err(VectorError::Typmod(format!("dimensions for type {type_name} must be at least 1")));
     }
@@ -279,18 +287,21 @@ pub fn parse_as(type_name: &'static str, input: &str) -> Result<Vec<f32>, Vector
         if values.len() == MAX_DIM {
             return Err(VectorError::TooManyDimensions(body.split(',').count()));
         }
-        values.push(
-            parse_element(element)
-                .ok_or_else(|| syntax(format!("Element {} \"{element}\" is not a number.", i + 1)))?,
-        );
+        let value = parse_element(element)
+            .ok_or_else(|| syntax(format!("Element {} \"{element}\" is not a number.", i + 1)))?;
+        if value.is_infinite() && !element.to_ascii_lowercase().contains("inf") {
+            return Err(VectorError::OutOfRange(element.to_owned()));
+        }
+        values.push(value);
     }
     check_elements(&values)?;
     Ok(values)
 }
 
 /// One element. Rust's `f32` parser reads what `strtof` reads for decimal
-/// input, and reads `nan`/`inf`/`infinity` and out-of-range numerals such as
-/// `1e39` (as infinity) so that [`check_elements`] can name them precisely.
+/// input, and reads `nan`/`inf`/`infinity` (which [`check_elements`]
+/// names) and out-of-range numerals such as `1e39` as infinity (which
+/// [`parse_as`] refuses as out of range, as pgvector does).
 fn parse_element(s: &str) -> Option<f32> {
     s.parse().ok()
 }
@@ -625,7 +636,14 @@ mod tests {
         assert_eq!(parse("[1,NaN]"), Err(VectorError::NaN { index: 2 }));
         assert_eq!(parse("[inf]"), Err(VectorError::Infinite { index: 1 }));
         assert_eq!(parse("[-Infinity]"), Err(VectorError::Infinite { index: 1 }));
-        assert_eq!(parse("[1e39]"), Err(VectorError::Infinite { index: 1 }));
+        assert_eq!(parse("[1e39]"), Err(VectorError::OutOfRange("1e39".into())));
+        assert_eq!(parse("[ -4e38 ]").unwrap_err().to_string(), "\"-4e38\" is out of range for type vector");
+        assert_eq!(
+            parse_as("halfvec", "[4e38]").unwrap_err().message_for("halfvec"),
+            "\"4e38\" is out of range for type halfvec"
+        );
+        assert_eq!(parse("[1e39]").unwrap_err().sqlstate(), SqlState::NumericValueOutOfRange);
+        assert_eq!(parse("[]").unwrap_err().sqlstate(), SqlState::DataException);
         let big = format!("[{}]", vec!["1"; MAX_DIM + 1].join(","));
         assert_eq!(parse(&big), Err(VectorError::TooManyDimensions(MAX_DIM + 1)));
         let max = format!("[{}]", vec!["1"; MAX_DIM].join(","));
@@ -638,7 +656,8 @@ mod tests {
         let msg = |l: &[&str]| typmod_in("vector", l).unwrap_err().to_string();
         assert_eq!(msg(&["0"]), "dimensions for type vector must be at least 1");
         assert_eq!(msg(&["16001"]), "dimensions for type vector cannot exceed 16000");
-        assert_eq!(msg(&["x"]), "invalid type modifier \"x\"");
+        assert_eq!(msg(&["x"]), "invalid input syntax for type integer: \"x\"");
+        assert_eq!(typmod_in("vector", &["x"]).unwrap_err().sqlstate(), SqlState::InvalidTextRepresentation);
         assert_eq!(msg(&["1", "2"]), "invalid type modifier: vector takes one dimension count");
     }
 
