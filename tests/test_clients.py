@@ -9,8 +9,12 @@ that fails is a failing test."""
 
 import asyncio
 import importlib
+import json
+import os
 import re
+import subprocess
 import sys
+import time
 
 import numpy as np
 import psycopg
@@ -325,3 +329,59 @@ def test_the_index_options_are_checked_before_the_server_sees_them():
 def test_a_psycopg_error_carries_pgvectors_sqlstate(db):
     with pytest.raises(psycopg.errors.DataException, match="vector must have at least 1 dimension"):
         db.execute("SELECT '[]'::vector")
+
+
+LANGCHAIN = ROOT / ".venv-langchain" / "bin" / "python"
+
+
+def test_langchain_pgvector_store_through_the_companion(cluster, db):
+    """LangChain's PGVector store keeps pgvector's column type (and runs
+    `CREATE EXTENSION IF NOT EXISTS vector`), so pg_milvus joins it through
+    the companion: pgvector (here its stand-in) in public, pg_milvus in a
+    schema of its own, a milvus index on the store's table. LangChain runs in
+    a venv of its own (scripts/setup.sh): langchain-postgres wants
+    pgvector-python below 0.4. Its searches, plain and filtered by metadata,
+    return a sequential scan's rows and go through the index."""
+    from test_pgvector_columns import remove_standin, vector_extension
+
+    which = vector_extension(db)
+    try:
+        db.execute("DROP EXTENSION pg_milvus")
+        db.execute("CREATE EXTENSION vector")
+        db.execute("CREATE SCHEMA milvus")
+        db.execute("CREATE EXTENSION pg_milvus SCHEMA milvus")
+        db.execute("CREATE EXTENSION pg_milvus_pgvector")
+        dbname = db.info.dbname
+        db.execute(f'ALTER DATABASE "{dbname}" SET milvus.ef_search = 1000')
+        env = {**os.environ, "DATABASE_URL": f"postgresql://postgres@/{dbname}?host={cluster.host}&port={cluster.port}"}
+        script = str(ROOT / "tests" / "clients" / "langchain_store.py")
+
+        def store(step):
+            return subprocess.run([str(LANGCHAIN), script, step], env=env, check=True, capture_output=True,
+                                  text=True).stdout
+
+        store("load")
+        db.execute("CREATE INDEX langchain_embedding_idx ON langchain_pg_embedding "
+                   "USING milvus (embedding vector_cosine_ops)")
+        db.execute("SELECT * FROM milvus.milvus_flush('langchain_embedding_idx')")
+        db.execute("ANALYZE langchain_pg_embedding")
+        scans = "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'langchain_embedding_idx'"
+        before = db.execute(scans).fetchone()[0]
+        answers = json.loads(store("search"))
+        query = db.execute("SELECT embedding FROM langchain_pg_embedding WHERE id = '7'").fetchone()[0]
+        with db.transaction():
+            db.execute("SET LOCAL enable_indexscan = off")
+            want = [r[0] for r in db.execute(
+                "SELECT id FROM langchain_pg_embedding ORDER BY embedding <=> %s::text::vector LIMIT 5", (query,))]
+            want_odd = [r[0] for r in db.execute(
+                "SELECT id FROM langchain_pg_embedding WHERE cmetadata->>'parity' = '1' "
+                "ORDER BY embedding <=> %s::text::vector LIMIT 5", (query,))]
+        assert answers == {"found": want, "filtered": want_odd}
+        # The searching backend's statistics reach the others once it ends.
+        deadline = time.time() + 10
+        while db.execute(scans).fetchone()[0] < before + 2 and time.time() < deadline:
+            time.sleep(0.1)
+        assert db.execute(scans).fetchone()[0] >= before + 2
+    finally:
+        if which == "stand-in":
+            remove_standin()
