@@ -45,7 +45,7 @@ LAYERS = {
     "core": [
         ("leaves", ["error", "segment", "pause", "policy", "policy/retry", "policy/schedule"]),
         ("values and their rules",
-         ["format", "element", "distance", "vector", "sparse", "synthetic", "graph", "quant", "inverted",
+         ["format", "element", "distance", "vector", "sparse", "synthetic", "graph", "quant", "inverted", "filter",
           "policy/seal", "policy/compaction"]),
         ("formats, the meta page, stores",
          ["format/delta", "format/insert", "format/manifest", "format/index", "format/inverted", "format/page", "format/meta",

@@ -25,6 +25,7 @@ pub mod distance;
 #[allow(unsafe_code)]
 pub mod element;
 pub mod error;
+pub mod filter;
 #[allow(unsafe_code)]
 pub mod format;
 pub mod graph;

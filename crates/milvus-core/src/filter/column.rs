@@ -1,0 +1,220 @@
+//! A segment's filter columns, column-wise, and what their statistics say.
+
+use std::collections::BTreeSet;
+
+use super::bitset::Bitset;
+
+/// One row's value of a filter column. Postgres' integer-like types
+/// (`int2`, `int4`, `int8`, `bool`, `date` in days, `timestamptz` in
+/// microseconds) are all `Int`, whose order is theirs; a `uuid` is its 16
+/// bytes read big-endian, whose order is Postgres' (memcmp).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Uuid(u128),
+    Text(String),
+    Ints(Vec<i64>),
+    Texts(Vec<String>),
+}
+
+/// What a column holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    Int,
+    Uuid,
+    Text,
+    IntArray,
+    TextArray,
+}
+
+/// One filter column of a segment's rows. Text is dictionary-encoded: the
+/// segment's distinct strings, sorted, and a code per row (or per element),
+/// so an equality is one binary search and then integer compares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Column {
+    Int { values: Vec<i64>, nulls: Bitset },
+    Uuid { values: Vec<u128>, nulls: Bitset },
+    Text { dict: Vec<String>, codes: Vec<u32>, nulls: Bitset },
+    IntArray { offsets: Vec<u32>, values: Vec<i64>, nulls: Bitset },
+    TextArray { dict: Vec<String>, offsets: Vec<u32>, codes: Vec<u32>, nulls: Bitset },
+}
+
+/// Why values do not make a column.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("row {row}: {found:?} in a column of {column:?}")]
+pub struct WrongType {
+    pub row: usize,
+    pub column: ColumnType,
+    pub found: Value,
+}
+
+impl Column {
+    /// The column of `values`, one per row, each `Null` or of `kind`.
+    pub fn build(kind: ColumnType, values: &[Value]) -> Result<Column, WrongType> {
+        let nulls = Bitset::from_fn(values.len(), |r| values[r] == Value::Null);
+        let wrong = |row: usize| WrongType { row, column: kind, found: values[row].clone() };
+        let dict_of = |strings: &mut dyn Iterator<Item = &String>| -> Vec<String> {
+            strings.cloned().collect::<BTreeSet<_>>().into_iter().collect()
+        };
+        let code = |dict: &[String], s: &String| dict.binary_search(s).expect("in the dictionary") as u32;
+        Ok(match kind {
+            ColumnType::Int => Column::Int {
+                values: (0..values.len())
+                    .map(|r| match &values[r] {
+                        Value::Int(v) => Ok(*v),
+                        Value::Null => Ok(0),
+                        _ => Err(wrong(r)),
+                    })
+                    .collect::<Result<_, _>>()?,
+                nulls,
+            },
+            ColumnType::Uuid => Column::Uuid {
+                values: (0..values.len())
+                    .map(|r| match &values[r] {
+                        Value::Uuid(v) => Ok(*v),
+                        Value::Null => Ok(0),
+                        _ => Err(wrong(r)),
+                    })
+                    .collect::<Result<_, _>>()?,
+                nulls,
+            },
+            ColumnType::Text => {
+                if let Some(r) = (0..values.len()).find(|r| !matches!(values[*r], Value::Text(_) | Value::Null)) {
+                    return Err(wrong(r));
+                }
+                let dict =
+                    dict_of(&mut values.iter().filter_map(|v| if let Value::Text(s) = v { Some(s) } else { None }));
+                let codes = values.iter().map(|v| if let Value::Text(s) = v { code(&dict, s) } else { 0 }).collect();
+                Column::Text { dict, codes, nulls }
+            }
+            ColumnType::IntArray => {
+                let (mut offsets, mut flat) = (vec![0u32], Vec::new());
+                for (r, v) in values.iter().enumerate() {
+                    match v {
+                        Value::Ints(items) => flat.extend_from_slice(items),
+                        Value::Null => {}
+                        _ => return Err(wrong(r)),
+                    }
+                    offsets.push(flat.len() as u32);
+                }
+                Column::IntArray { offsets, values: flat, nulls }
+            }
+            ColumnType::TextArray => {
+                if let Some(r) = (0..values.len()).find(|r| !matches!(values[*r], Value::Texts(_) | Value::Null)) {
+                    return Err(wrong(r));
+                }
+                let dict =
+                    dict_of(&mut values.iter().flat_map(|v| if let Value::Texts(s) = v { s.as_slice() } else { &[] }));
+                let (mut offsets, mut codes) = (vec![0u32], Vec::new());
+                for v in values {
+                    if let Value::Texts(items) = v {
+                        codes.extend(items.iter().map(|s| code(&dict, s)));
+                    }
+                    offsets.push(codes.len() as u32);
+                }
+                Column::TextArray { dict, offsets, codes, nulls }
+            }
+        })
+    }
+
+    /// How many rows the column has.
+    pub fn rows(&self) -> usize {
+        self.nulls().len()
+    }
+
+    pub fn nulls(&self) -> &Bitset {
+        match self {
+            Column::Int { nulls, .. }
+            | Column::Uuid { nulls, .. }
+            | Column::Text { nulls, .. }
+            | Column::IntArray { nulls, .. }
+            | Column::TextArray { nulls, .. } => nulls,
+        }
+    }
+
+    /// Row `row`'s value, as it was built.
+    pub fn value(&self, row: usize) -> Value {
+        if self.nulls().contains(row) {
+            return Value::Null;
+        }
+        match self {
+            Column::Int { values, .. } => Value::Int(values[row]),
+            Column::Uuid { values, .. } => Value::Uuid(values[row]),
+            Column::Text { dict, codes, .. } => Value::Text(dict[codes[row] as usize].clone()),
+            Column::IntArray { offsets, values, .. } => {
+                Value::Ints(values[offsets[row] as usize..offsets[row + 1] as usize].to_vec())
+            }
+            Column::TextArray { dict, offsets, codes, .. } => Value::Texts(
+                codes[offsets[row] as usize..offsets[row + 1] as usize]
+                    .iter()
+                    .map(|c| dict[*c as usize].clone())
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The statistics a segment keeps of this column.
+    pub fn stats(&self) -> ColumnStats {
+        let rows = self.rows();
+        let nulls = self.nulls().count();
+        let present = || (0..rows).filter(|r| !self.nulls().contains(*r));
+        let (min, max) = match self {
+            Column::Int { values, .. } => bounds(present().map(|r| Value::Int(values[r]))),
+            Column::Uuid { values, .. } => bounds(present().map(|r| Value::Uuid(values[r]))),
+            Column::IntArray { values, .. } => bounds(values.iter().map(|v| Value::Int(*v))),
+            // Text sorts by its collation, which the core does not know:
+            // no bounds, the dictionary says which values occur.
+            Column::Text { .. } | Column::TextArray { .. } => (None, None),
+        };
+        ColumnStats { rows, nulls, min, max }
+    }
+}
+
+fn bounds(values: impl Iterator<Item = Value>) -> (Option<Value>, Option<Value>) {
+    values.fold((None, None), |(lo, hi): (Option<Value>, Option<Value>), v| {
+        (Some(lo.map_or(v.clone(), |l| l.min(v.clone()))), Some(hi.map_or(v.clone(), |h| h.max(v))))
+    })
+}
+
+/// What a segment knows of one column without reading it: enough to skip
+/// the segment when a filter's keys cannot hold for any of its rows. For
+/// arrays the bounds are over their elements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnStats {
+    pub rows: usize,
+    pub nulls: usize,
+    pub min: Option<Value>,
+    pub max: Option<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_give_back_their_values_and_keep_their_bounds() {
+        let ints = [Value::Int(5), Value::Null, Value::Int(-3), Value::Int(9)];
+        let column = Column::build(ColumnType::Int, &ints).unwrap();
+        assert_eq!((0..4).map(|r| column.value(r)).collect::<Vec<_>>(), ints);
+        let stats = column.stats();
+        assert_eq!((stats.rows, stats.nulls, stats.min, stats.max), (4, 1, Some(Value::Int(-3)), Some(Value::Int(9))));
+
+        let texts = [Value::Text("b".into()), Value::Text("a".into()), Value::Null, Value::Text("b".into())];
+        let column = Column::build(ColumnType::Text, &texts).unwrap();
+        assert!(matches!(&column, Column::Text { dict, .. } if dict == &["a", "b"]));
+        assert_eq!((0..4).map(|r| column.value(r)).collect::<Vec<_>>(), texts);
+
+        let labels = [Value::Texts(vec!["x".into(), "y".into()]), Value::Texts(vec![]), Value::Null];
+        let column = Column::build(ColumnType::TextArray, &labels).unwrap();
+        assert_eq!((0..3).map(|r| column.value(r)).collect::<Vec<_>>(), labels);
+
+        let arrays = [Value::Ints(vec![3, 1]), Value::Null, Value::Ints(vec![7])];
+        let column = Column::build(ColumnType::IntArray, &arrays).unwrap();
+        assert_eq!((0..3).map(|r| column.value(r)).collect::<Vec<_>>(), arrays);
+        assert_eq!(column.stats().max, Some(Value::Int(7)));
+
+        let wrong = Column::build(ColumnType::Int, &[Value::Int(1), Value::Text("1".into())]).unwrap_err();
+        assert_eq!(wrong.row, 1);
+    }
+}
