@@ -57,7 +57,8 @@ CREATE OPERATOR CLASS bit_jaccard_ops
     FUNCTION 1 jaccard_distance(bit, bit);
 
 -- sparsevec: sealed segments are inverted indexes, searched exactly
--- (L2, inner product, cosine; L1 has no inverted form). A row holds at most
+-- (L2, inner product, cosine); under L1, which has no inverted form, every
+-- row is read, also exactly. A row holds at most
 -- 1,000 non-zero entries, pgvector's limit for its HNSW index on sparsevec.
 CREATE OPERATOR CLASS sparsevec_l2_ops
     DEFAULT FOR TYPE sparsevec USING milvus AS
@@ -73,3 +74,8 @@ CREATE OPERATOR CLASS sparsevec_cosine_ops
     FOR TYPE sparsevec USING milvus AS
     OPERATOR 1 <=> (sparsevec, sparsevec) FOR ORDER BY float_ops,
     FUNCTION 1 cosine_distance(sparsevec, sparsevec);
+
+CREATE OPERATOR CLASS sparsevec_l1_ops
+    FOR TYPE sparsevec USING milvus AS
+    OPERATOR 1 <+> (sparsevec, sparsevec) FOR ORDER BY float_ops,
+    FUNCTION 1 l1_distance(sparsevec, sparsevec);

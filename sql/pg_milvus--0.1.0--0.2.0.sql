@@ -851,3 +851,8 @@ CREATE OPERATOR CLASS sparsevec_cosine_ops
     FOR TYPE sparsevec USING milvus AS
     OPERATOR 1 <=> (sparsevec, sparsevec) FOR ORDER BY float_ops,
     FUNCTION 1 cosine_distance(sparsevec, sparsevec);
+
+CREATE OPERATOR CLASS sparsevec_l1_ops
+    FOR TYPE sparsevec USING milvus AS
+    OPERATOR 1 <+> (sparsevec, sparsevec) FOR ORDER BY float_ops,
+    FUNCTION 1 l1_distance(sparsevec, sparsevec);

@@ -57,7 +57,7 @@ SELECT id, val <#> '{1:1,3:0.5}/5' AS d FROM t ORDER BY val <#> '{1:1,3:0.5}/5' 
 DROP TABLE t;
 
 -- What the index refuses: more entries than one page holds (pgvector's
--- HNSW limit too), another width, a column without dimensions, L1.
+-- HNSW limit too), another width, a column without dimensions.
 CREATE TABLE t (val sparsevec(2000));
 CREATE INDEX ON t USING milvus (val);
 INSERT INTO t SELECT format('{%s}/2000', string_agg(i || ':1', ','))::sparsevec FROM generate_series(1, 1001) i;
@@ -66,6 +66,18 @@ INSERT INTO t VALUES ('{1:1}/3');
 SELECT count(*) FROM t;
 CREATE TABLE nodims (val sparsevec);
 CREATE INDEX ON nodims USING milvus (val sparsevec_l2_ops);
-CREATE INDEX ON t USING milvus (val sparsevec_l1_ops);
 DROP TABLE t, nodims;
+
+-- L1 has no inverted form: its segments are read row by row, as exactly.
+CREATE TABLE t (id int, val sparsevec(5));
+INSERT INTO t SELECT i, format('{%s:%s,%s:1}/5', i % 5 + 1, i, (i + 2) % 5 + 1)::sparsevec FROM generate_series(1, 40) i;
+CREATE INDEX t_l1 ON t USING milvus (val sparsevec_l1_ops);
+INSERT INTO t VALUES (41, '{1:3}/5'), (42, '{}/5');
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM t ORDER BY val <+> '{1:3,3:1}/5' LIMIT 4;
+SELECT id, val <+> '{1:3,3:1}/5' AS d FROM t ORDER BY val <+> '{1:3,3:1}/5', id LIMIT 4;
+SELECT id FROM t ORDER BY val <+> '{1:3,3:1}/5' LIMIT 4;
+RESET enable_seqscan;
+SELECT state, index_state, rows FROM milvus_segments('t_l1') ORDER BY segment_id;
+DROP TABLE t;
 DROP EXTENSION pg_milvus;

@@ -46,6 +46,7 @@ BEGIN
             ('sparsevec', 'sparsevec_l2_ops', 'DEFAULT', '<->', 'l2_distance'),
             ('sparsevec', 'sparsevec_ip_ops', '', '<#>', 'sparsevec_negative_inner_product'),
             ('sparsevec', 'sparsevec_cosine_ops', '', '<=>', 'cosine_distance'),
+            ('sparsevec', 'sparsevec_l1_ops', '', '<+>', 'l1_distance'),
             ('bit', 'bit_hamming_ops', '', '<~>', 'hamming_distance'),
             ('bit', 'bit_jaccard_ops', '', '<%>', 'jaccard_distance')) AS v(type, name, dflt, op, fn)
     LOOP

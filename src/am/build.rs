@@ -353,8 +353,7 @@ fn opclass_of(index: Index) -> (Metric, Element) {
         "sparsevec" => Element::Sparse,
         other => error!("milvus index opclass is for an unknown type \"{other}\""),
     };
-    let inverted = element != Element::Sparse || milvus_core::inverted::supports(metric);
-    if !metric.measures(element) || !inverted {
+    if !metric.measures(element) {
         error!("milvus index opclass orders {arg_type} by {name}, which does not measure it");
     }
     (metric, element)

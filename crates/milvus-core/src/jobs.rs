@@ -238,17 +238,22 @@ pub struct NewSegment<'a> {
 /// cancellable between chunks), and puts both into the local
 /// cache, so the first search maps them instead of downloading them.
 /// Sparse rows get an inverted index file whatever their number
-/// (`crate::inverted`: it answers exactly, and costs one pass to build).
+/// (`crate::inverted`: it answers exactly, and costs one pass to build),
+/// under the metrics it answers; under L1 none: every row is read.
 pub fn flush(to: Target, rows: &NewSegment, control: &JobControl) -> Result<Flushed, JobError> {
     let NewSegment { segment, metric, dims, keys, ref vectors, params, graph_min_rows, ref seed } = *rows;
     let binlog_bytes = insert::encode_vectors(segment, metric, dims, keys, vectors);
     let binlog = InsertBinlog::decode("new insert binlog", &binlog_bytes)?;
     // Build before uploading anything: a cancelled build then leaves nothing.
     let index_bytes = if let Vectors::Sparse(rows) = binlog.vectors() {
-        control.set_phase(Phase::Building);
-        crate::pause::reach(crate::pause::Point::Build, control.cancel_flag());
-        let index = Inverted::build(metric, (0..rows.len()).map(|i| crate::element::sparse_view(rows.row(i))));
-        Some(crate::format::inverted::encode(segment, &index))
+        if !crate::inverted::supports(metric) {
+            None
+        } else {
+            control.set_phase(Phase::Building);
+            crate::pause::reach(crate::pause::Point::Build, control.cancel_flag());
+            let index = Inverted::build(metric, (0..rows.len()).map(|i| crate::element::sparse_view(rows.row(i))));
+            Some(crate::format::inverted::encode(segment, &index))
+        }
     } else if binlog.len() > graph_min_rows.max(BRUTE_FORCE_MAX_ROWS) {
         control.set_phase(Phase::Building);
         crate::pause::reach(crate::pause::Point::Build, control.cancel_flag());
