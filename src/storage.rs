@@ -114,7 +114,12 @@ pub fn remember_location(url: &str) {
         f.sync_all()
     });
     if let Err(e) = written {
-        error!("cannot record storage location in {}: {e}", path.display());
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_IO_ERROR,
+            format!("cannot record storage location in {}: {e}", path.display()),
+            None,
+            None,
+        );
     }
 }
 
@@ -173,7 +178,14 @@ pub fn writer_id() -> u64 {
         std::fs::rename(&tmp, &path)?;
         Ok(id)
     })();
-    let id = decided.unwrap_or_else(|e| error!("cannot record the writer id in pg_milvus/writer: {e}"));
+    let id = decided.unwrap_or_else(|e| {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_IO_ERROR,
+            format!("cannot record the writer id in pg_milvus/writer: {e}"),
+            None,
+            None,
+        )
+    });
     WRITER.set(Some((timeline, id)));
     id
 }
@@ -355,7 +367,14 @@ pub fn run_job_meanwhile<T: Send + 'static>(
             job(&for_job)
         });
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        spawned.unwrap_or_else(|e| error!("cannot start a thread for {name}: {e}"))
+        spawned.unwrap_or_else(|e| {
+            crate::error::raise(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_RESOURCES,
+                format!("cannot start a thread for {name}: {e}"),
+                None,
+                None,
+            )
+        })
     };
     // Catalog lookups take a fresh snapshot when needed: holding one through
     // an upload or a build would hold back VACUUM's horizon for nothing.

@@ -171,5 +171,19 @@ REINDEX TABLE u;
 SELECT id FROM u ORDER BY v <-> '[2.1,2.1]' LIMIT 1;
 
 DROP TABLE u;
+
+-- An operator class whose function the index does not know is refused when
+-- the index is built (invalid_object_definition).
+CREATE FUNCTION zero_distance(vector, vector) RETURNS float8 LANGUAGE sql IMMUTABLE AS 'SELECT 0::float8';
+CREATE OPERATOR <<>> (LEFTARG = vector, RIGHTARG = vector, FUNCTION = zero_distance);
+CREATE OPERATOR CLASS zero_ops FOR TYPE vector USING milvus AS
+    OPERATOR 1 <<>> (vector, vector) FOR ORDER BY float_ops, FUNCTION 1 zero_distance(vector, vector);
+\set VERBOSITY sqlstate
+CREATE INDEX ON items USING milvus (embedding zero_ops);
+\set VERBOSITY default
+CREATE INDEX ON items USING milvus (embedding zero_ops);
+DROP OPERATOR CLASS zero_ops USING milvus;
+DROP OPERATOR <<>> (vector, vector);
+DROP FUNCTION zero_distance(vector, vector);
 DROP TABLE items;
 DROP EXTENSION pg_milvus;

@@ -343,7 +343,7 @@ fn opclass_of(index: Index) -> (Metric, Element) {
         "l1_distance" => Metric::L1,
         "hamming_distance" => Metric::Hamming,
         "jaccard_distance" => Metric::Jaccard,
-        other => error!("milvus index opclass has an unknown distance function \"{other}\""),
+        other => bad_opclass(format!("milvus index opclass has an unknown distance function \"{other}\"")),
     };
     // `format_type_be` qualifies a type outside the search path.
     let element = match arg_type.rsplit('.').next().unwrap_or_default().trim_matches('"') {
@@ -351,12 +351,22 @@ fn opclass_of(index: Index) -> (Metric, Element) {
         "halfvec" => Element::F16,
         "bit" => Element::Bit,
         "sparsevec" => Element::Sparse,
-        other => error!("milvus index opclass is for an unknown type \"{other}\""),
+        other => bad_opclass(format!("milvus index opclass is for an unknown type \"{other}\"")),
     };
     if !metric.measures(element) {
-        error!("milvus index opclass orders {arg_type} by {name}, which does not measure it");
+        bad_opclass(format!("milvus index opclass orders {arg_type} by {name}, which does not measure it"));
     }
     (metric, element)
+}
+
+/// An operator class whose distance function the index cannot use.
+fn bad_opclass(message: String) -> ! {
+    crate::error::raise(
+        PgSqlErrorCode::ERRCODE_INVALID_OBJECT_DEFINITION,
+        message,
+        None,
+        Some("Use one of the extension's operator classes: README.md, \"The milvus index\"."),
+    )
 }
 
 /// The dimensions of the indexed column, from its type modifier.

@@ -132,7 +132,12 @@ pub unsafe extern "C-unwind" fn amgettuple(
     direction: pg_sys::ScanDirection::Type,
 ) -> bool {
     if direction != pg_sys::ScanDirection::ForwardScanDirection {
-        error!("milvus index scans only forward");
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            "a milvus index scans forward only".into(),
+            None,
+            Some("Order by the distance ascending, as ORDER BY embedding <-> $1 LIMIT 10 does."),
+        );
     }
     // SAFETY: a scan ambeginscan began, on the main thread; Postgres reads
     // `xs_heaptid` and the recheck flags after this returns.
@@ -215,7 +220,12 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
     unsafe {
         let index = (*scan).indexRelation;
         if (*scan).numberOfOrderBys != 1 {
-            error!("a milvus index answers ORDER BY <distance> only, e.g. ORDER BY embedding <-> '[...]' LIMIT 10");
+            crate::error::raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                "a milvus index answers ORDER BY <distance> only".into(),
+                None,
+                Some("Order by the distance to a query vector, e.g. ORDER BY embedding <-> '[...]' LIMIT 10."),
+            );
         }
         count_index_scan(index);
         SCANS_STARTED.set(SCANS_STARTED.get() + 1);

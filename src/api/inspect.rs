@@ -99,7 +99,14 @@ fn milvus_segments(
 fn seconds_to_timestamptz(unix_secs: u64) -> TimestampWithTimeZone {
     // SAFETY: a pure conversion.
     let ts = unsafe { pg_sys::time_t_to_timestamptz(unix_secs as pg_sys::pg_time_t) };
-    TimestampWithTimeZone::try_from(ts).unwrap_or_else(|_| error!("timestamp out of range: {unix_secs}"))
+    TimestampWithTimeZone::try_from(ts).unwrap_or_else(|_| {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW, // 22008, datetime_value_out_of_range too
+            format!("timestamp out of range: {unix_secs}"),
+            None,
+            None,
+        )
+    })
 }
 
 fn micros_to_timestamptz(unix_micros: i64) -> Option<TimestampWithTimeZone> {

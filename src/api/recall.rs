@@ -99,7 +99,12 @@ fn answer(query: &CStr) -> Vec<String> {
         unsafe {
             let status = pg_sys::SPI_execute(query.as_ptr(), true, 0);
             if status != pg_sys::SPI_OK_SELECT as i32 {
-                error!("milvus_recall: the query ended with SPI status {status}, not a SELECT's");
+                crate::error::raise(
+                    PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                    format!("milvus_recall: the query ended with SPI status {status}, not a SELECT's"),
+                    None,
+                    Some("Pass one SELECT ... ORDER BY <distance> LIMIT k."),
+                );
             }
             let table = pg_sys::SPI_tuptable;
             (0..pg_sys::SPI_processed as usize)

@@ -167,13 +167,31 @@ unsafe impl SqlTranslatable for PgHalfvec {
     const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal("halfvec")));
 }
 
+/// A non-NULL argument of one of the extension's types, through its
+/// FromDatum. The functions taking these types are STRICT, so Postgres
+/// never passes a NULL; one that came anyway is refused, never read.
+///
+/// # Safety
+/// `arg` is an argument of a function declared with type `T`.
+unsafe fn unbox_not_null<'fcx, T: FromDatum>(arg: pgrx::callconv::Arg<'_, 'fcx>) -> T {
+    let index = arg.index();
+    // SAFETY: the caller's; FromDatum checks for NULL.
+    unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            format!("argument {index} must not be null"),
+            None,
+            None,
+        )
+    })
+}
+
 // SAFETY: the argument is unboxed through FromDatum, which checks for NULL.
 unsafe impl<'fcx, E: Element> ArgAbi<'fcx> for Packed<E> {
     unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
-        let index = arg.index();
         // SAFETY: pgrx passes the argument of a function declared with
-        // this type; a NULL one is refused, not read.
-        unsafe { arg.unbox_arg_using_from_datum().unwrap_or_else(|| panic!("argument {index} must not be null")) }
+        // this type.
+        unsafe { unbox_not_null(arg) }
     }
 }
 

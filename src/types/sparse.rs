@@ -136,10 +136,9 @@ unsafe impl SqlTranslatable for PgSparsevec {
 // SAFETY: the argument is unboxed through FromDatum, which checks for NULL.
 unsafe impl<'fcx> ArgAbi<'fcx> for PgSparsevec {
     unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
-        let index = arg.index();
         // SAFETY: pgrx passes the argument of a function declared with
-        // this type; a NULL one is refused, not read.
-        unsafe { arg.unbox_arg_using_from_datum().unwrap_or_else(|| panic!("argument {index} must not be null")) }
+        // this type.
+        unsafe { super::unbox_not_null(arg) }
     }
 }
 
