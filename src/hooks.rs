@@ -272,14 +272,14 @@ unsafe fn refuse_type_clash(statement: *mut pg_sys::PlannedStmt) {
                  operators itself."
             ),
             "Use pg_milvus alone (pgvector's clients work unchanged with it), or give pg_milvus a schema of its own \
-             (CREATE EXTENSION pg_milvus SCHEMA milvus) and add pg_milvus_pgvector beside pgvector: README.md, \
+             (CREATE EXTENSION pg_milvus SCHEMA milvus) and add pg_milvus_pgvector beside pgvector: docs/usage.md, \
              \"Coming from pgvector\".",
         )
     } else {
         (
             format!("Extension \"vector\" (pgvector) has it in schema \"{schema}\"."),
             "Give pg_milvus a schema of its own (CREATE SCHEMA milvus; CREATE EXTENSION pg_milvus SCHEMA milvus) and \
-             add pg_milvus_pgvector for milvus indexes on pgvector's columns: README.md, \"Coming from pgvector\".",
+             add pg_milvus_pgvector for milvus indexes on pgvector's columns: docs/usage.md, \"Coming from pgvector\".",
         )
     };
     crate::error::raise(

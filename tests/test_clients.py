@@ -190,7 +190,7 @@ def readme_blocks():
     """The Python blocks of README.md's "Clients", in order: the ones a
     first line names (`# models.py`) by that name, the rest in a list."""
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Clients"):text.index("### The `milvus` index")]
+    section = text[text.index("## Clients"):text.index("## Documentation")]
     named, runnable = {}, []
     for block in re.findall(r"```python\n(.*?)```", section, re.S):
         first = block.splitlines()[0]
@@ -199,6 +199,17 @@ def readme_blocks():
         else:
             runnable.append(block)
     return named, runnable
+
+
+def test_the_readme_first_query_runs_as_it_stands(db):
+    """README.md's "A first query", in a database without the extension."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## A first query"):text.index("## pg_milvus or pgvector")]
+    [block] = re.findall(r"```sql\n(.*?)```", section, re.S)
+    db.execute("DROP EXTENSION pg_milvus")
+    db.execute(block)
+    assert db.execute("SELECT state, rows FROM milvus_segments('items_embedding_idx') ORDER BY segment_id").fetchall() \
+        == [("flushed", 2), ("growing", 0)]
 
 
 def test_the_readme_client_examples_run_as_they_stand(cluster, db, monkeypatch):

@@ -567,7 +567,7 @@ def test_growing_segments_hold_a_mebibyte_of_rows_by_default(conn, type_, dims, 
 
 def test_a_flush_in_a_rolled_back_transaction_stays_and_loses_nothing(conn):
     """milvus_flush() is maintenance, as VACUUM is: ROLLBACK does not undo
-    it (README), and it changes nothing a query returns: the rolled-back
+    it (docs/usage.md), and it changes nothing a query returns: the rolled-back
     rows it flushed are never returned, the committed ones all, once."""
     conn.execute("CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops)")
     load(conn, 300)

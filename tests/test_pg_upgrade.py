@@ -11,7 +11,7 @@ directory: the embedded store's directory stays behind (the new cluster
 writes it again from the index pages, `am/object_pages.rs`), and the new
 cluster has a system identifier, so a writer id, of its own: its first job
 on each index copies the objects it references under its own prefix
-(`am/adopt.rs`), as after a failover. README.md, "Upgrading PostgreSQL",
+(`am/adopt.rs`), as after a failover. docs/operations.md, "PostgreSQL's major version: pg_upgrade",
 says what the DBA does."""
 
 import os
@@ -211,7 +211,7 @@ def test_pg_upgrade_check_names_an_installation_without_pg_milvus(tmp_path):
         bindir = bare / Path(PG_BIN).relative_to(wheel)
         (bindir.parent / "lib" / "pg_milvus.so").unlink()
         check = [CLUSTER, "upgrade", "upgrade-check-new", old.name, "--check"]
-        # With pg_milvus preloaded, as README.md has the DBA set the new
+        # With pg_milvus preloaded, as docs/operations.md has the DBA set the new
         # cluster up, the new server cannot start, and says why.
         refused = subprocess.run([*check, "--new-bindir", str(bindir)], capture_output=True, text=True)
         assert refused.returncode != 0

@@ -211,7 +211,7 @@ def test_both_in_one_schema_is_refused_with_the_ways_that_work(db, first):
     `CREATE EXTENSION` into the schema of the first fails with Postgres'
     own words and SQLSTATE, and a HINT naming the set-ups that work
     (`hooks.rs`); nothing is created. A schema of its own for pg_milvus
-    then works, as README.md says."""
+    then works, as docs/usage.md says."""
     which = vector_extension(db)
     try:
         db.execute("DROP EXTENSION pg_milvus")

@@ -439,7 +439,7 @@ def test_a_failover_on_s3_adopts_by_server_side_copies_and_the_old_prefix_can_be
     its own prefix (one server-side copy request each, no bytes through the
     server). The old writer's prefix, the first part of the keys
     milvus_verify() lists before that job, is then the DBA's to delete, as
-    README.md says."""
+    docs/operations.md says."""
     settings = [f"milvus.s3_endpoint = '{s3.endpoint}'", "milvus.s3_region = 'us-east-1'",
                 "milvus.s3_access_key_id = 'testing'", "milvus.s3_secret_access_key = 'testing-secret'",
                 "milvus.s3_allow_http = on", "milvus.s3_path_style = on",

@@ -39,7 +39,7 @@ class MilvusIndex(PostgresIndex):
 
     `opclasses` as pgvector's (`vector_l2_ops`, `vector_ip_ops`,
     `vector_cosine_ops`, `vector_l1_ops`, `halfvec_*_ops`, `bit_hamming_ops`,
-    `sparsevec_*_ops`); the options those of README.md, "The milvus index":
+    `sparsevec_*_ops`); the options those of docs/usage.md, "The milvus index":
     `m`, `ef_construction`, `quantization` ('rabitq', 'sq8', 'none'),
     `segment_max_rows`, `growing_max_rows`, `storage_url`. Unset options keep
     the server's defaults.

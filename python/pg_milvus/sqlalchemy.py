@@ -21,7 +21,7 @@ from ._options import literals
 def milvus_index(name: str, column: Any, opclass: str = "vector_l2_ops", **options: int | str) -> Index:
     """`CREATE INDEX name ... USING milvus (column opclass) WITH (options)`,
     created with the table's metadata (`metadata.create_all`) or by
-    `index.create(engine)`. The options as in README.md, "The milvus index"."""
+    `index.create(engine)`. The options as in docs/usage.md, "The milvus index"."""
     key = column.key if hasattr(column, "key") else str(column)
     return Index(
         name,

@@ -365,7 +365,7 @@ fn bad_opclass(message: String) -> ! {
         PgSqlErrorCode::ERRCODE_INVALID_OBJECT_DEFINITION,
         message,
         None,
-        Some("Use one of the extension's operator classes: README.md, \"The milvus index\"."),
+        Some("Use one of the extension's operator classes: docs/usage.md, \"The milvus index\"."),
     )
 }
 
