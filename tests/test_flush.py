@@ -79,8 +79,13 @@ def test_kill_9_between_upload_and_manifest_commit(cluster, conn):
 
     t = threading.Thread(target=flush_and_pause)
     t.start()
+    # Held at the pause before the commit (after its WAL so far is
+    # durable): the objects are uploaded, the manifest not changed. The
+    # files alone appear before that, while the objects are still being
+    # written into the index's pages.
     deadline = time.time() + 60
-    while not (objects.exists() and list(objects.rglob("index-*.hnsw"))) and time.time() < deadline:
+    while not conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'").fetchone()[0] \
+            and time.time() < deadline:
         time.sleep(0.05)
     assert list(objects.rglob("index-*.hnsw")), "the flush uploaded its objects"
     cluster.crash()
