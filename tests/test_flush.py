@@ -505,7 +505,7 @@ def test_pages_freed_by_flushes_are_reused(cluster, conn):
 
 def test_an_embedded_index_grows_by_its_objects_alone(conn):
     """On the embedded store a flush writes its objects into the index's
-    pages ("Replication, backups and PITR") while its rows still take
+    pages (docs/operations.md, "Replication, backups and PITR") while its rows still take
     theirs: under a steady insert-and-flush load the index grows by the
     objects alone, the rows' pages are reused, and the pages beside the
     objects stay a few and one cycle's rows' at most."""
