@@ -53,6 +53,20 @@ free_port() {
 
 dir_of() { echo "$RUN/$1"; }
 
+# A new cluster's postgresql.conf lines: loopback and its own socket
+# directory ($1), pg_milvus preloaded, then the caller's lines.
+configure() {
+  local d=$1; shift
+  {
+    echo "listen_addresses = '127.0.0.1'"
+    echo "unix_socket_directories = '$d'"
+    echo "shared_preload_libraries = 'pg_milvus'"
+    echo "fsync = off"                 # test clusters: speed over power-loss safety
+    echo "log_min_messages = warning"
+    for line in "$@"; do echo "$line"; done
+  } >>"$d/data/postgresql.conf"
+}
+
 # Starts the server of directory $1 and waits up to $2 seconds for it.
 start_server() {
   as_pg "$BIN/pg_ctl" -D "$1/data" -l "$1/server.log" -w -t "$2" start >/dev/null ||
@@ -101,14 +115,7 @@ case "${1:-}" in
     base=54900
     [ "$name" = demo ] || base=$((54910 + $(cksum <<<"$name" | cut -c1-2)))
     port=$(free_port "$base")
-    {
-      echo "listen_addresses = '127.0.0.1'"
-      echo "unix_socket_directories = '$d'"
-      echo "shared_preload_libraries = 'pg_milvus'"
-      echo "fsync = off"                 # test clusters: speed over power-loss safety
-      echo "log_min_messages = warning"
-      for line in "$@"; do echo "$line"; done
-    } >>"$d/data/postgresql.conf"
+    configure "$d" "$@"
     launch "$d" "$port"
     ;;
   standby)
@@ -188,14 +195,7 @@ case "${1:-}" in
     as_pg "$old_bin/pg_controldata" "$o/data" | grep -q 'checksum version: *[1-9]' && checksums=--data-checksums
     as_pg "$new_bin/initdb" -D "$d/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 $checksums \
       >"$d/initdb.log" 2>&1 || { cat "$d/initdb.log"; exit 1; }
-    {
-      echo "listen_addresses = '127.0.0.1'"
-      echo "unix_socket_directories = '$d'"
-      echo "shared_preload_libraries = 'pg_milvus'"
-      echo "fsync = off"
-      echo "log_min_messages = warning"
-      for line in "$@"; do echo "$line"; done
-    } >>"$d/data/postgresql.conf"
+    configure "$d" "$@"
     # pg_upgrade writes its reports into the current directory and talks
     # to both servers through a socket there, on two free ports.
     old_port=$(free_port 50432); new_port=$(free_port $((old_port + 1)))

@@ -186,11 +186,16 @@ def test_sqlalchemy_orm_sync_and_async_engines(cluster, db):
     asyncio.run(run_async())
 
 
+def readme_section(heading, next_heading):
+    """README.md's text from `heading` to `next_heading`."""
+    text = (ROOT / "README.md").read_text()
+    return text[text.index(heading):text.index(next_heading)]
+
+
 def readme_blocks():
     """The Python blocks of README.md's "Clients", in order: the ones a
     first line names (`# models.py`) by that name, the rest in a list."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Clients"):text.index("## Documentation")]
+    section = readme_section("## Clients", "## Documentation")
     named, runnable = {}, []
     for block in re.findall(r"```python\n(.*?)```", section, re.S):
         first = block.splitlines()[0]
@@ -203,8 +208,7 @@ def readme_blocks():
 
 def test_the_readme_first_query_runs_as_it_stands(db):
     """README.md's "A first query", in a database without the extension."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## A first query"):text.index("## pg_milvus or pgvector")]
+    section = readme_section("## A first query", "## pg_milvus or pgvector")
     [block] = re.findall(r"```sql\n(.*?)```", section, re.S)
     db.execute("DROP EXTENSION pg_milvus")
     db.execute(block)

@@ -42,18 +42,18 @@ use crate::pages::{Block, Index, manifest_chain};
 /// Adopts the objects of `index` that another instance wrote, if any;
 /// returns how many references it moved, or why it could not.
 pub fn adopt_if_copied(index: Index) -> Result<usize, Failed<JobError>> {
-    if let Some(url) = manifest_chain::snapshot(index).1.storage_url {
-        crate::storage::remember_location(&url);
-    }
     let adopted = adopt_foreign(index)?;
     write_unpaged(index)?;
     Ok(adopted)
 }
 
 /// Adoption proper: copies what another instance wrote under this one's
-/// prefix.
+/// prefix, after recording where the index keeps its objects.
 fn adopt_foreign(index: Index) -> Result<usize, Failed<JobError>> {
     let (_, snapshot) = manifest_chain::snapshot(index);
+    if let Some(url) = &snapshot.storage_url {
+        crate::storage::remember_location(url);
+    }
     let id = catalog::index_id(index);
     let foreign = snapshot.foreign_objects(&id.prefix());
     if foreign.is_empty() {

@@ -193,18 +193,11 @@ pub fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
 const NEAR_PARALLEL: f32 = 1e-3;
 
 /// [`cosine_distance`] as pgvector computes it (but summed in f64, so that
-/// squares beyond f32 do not overflow), NaN for a zero vector.
+/// squares beyond f32 do not overflow): [`reference::cosine_distance`],
+/// NaN for a zero vector. Its f64 rounding past 2 (opposite vectors) is far
+/// below what the f32 result holds.
 fn cosine_distance_exact(a: &[f32], b: &[f32]) -> f32 {
-    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
-    for (x, y) in a.iter().zip(b).map(|(x, y)| (*x as f64, *y as f64)) {
-        ab += x * y;
-        aa += x * x;
-        bb += y * y;
-    }
-    if aa == 0.0 || bb == 0.0 {
-        return f32::NAN;
-    }
-    (1.0 - (ab / (aa * bb).sqrt()).clamp(-1.0, 1.0)) as f32
+    reference::cosine_distance(a, b) as f32
 }
 
 /// The L1 (taxicab) distance, `sum |a_i - b_i|`, accumulated in f32 as

@@ -245,21 +245,22 @@ pub fn flush(to: Target, rows: &NewSegment, control: &JobControl) -> Result<Flus
     let binlog_bytes = insert::encode_vectors(segment, metric, dims, keys, vectors);
     let binlog = InsertBinlog::decode("new insert binlog", &binlog_bytes)?;
     // Build before uploading anything: a cancelled build then leaves nothing.
-    let index_bytes = if let Vectors::Sparse(rows) = binlog.vectors() {
-        if !crate::inverted::supports(metric) {
-            None
-        } else {
-            control.set_phase(Phase::Building);
-            crate::pause::reach(crate::pause::Point::Build, control.cancel_flag());
+    let building = || {
+        control.set_phase(Phase::Building);
+        crate::pause::reach(crate::pause::Point::Build, control.cancel_flag());
+    };
+    let index_bytes = match binlog.vectors() {
+        Vectors::Sparse(rows) if crate::inverted::supports(metric) => {
+            building();
             let index = Inverted::build(metric, (0..rows.len()).map(|i| crate::element::sparse_view(rows.row(i))));
             Some(crate::format::inverted::encode(segment, &index))
         }
-    } else if binlog.len() > graph_min_rows.max(BRUTE_FORCE_MAX_ROWS) {
-        control.set_phase(Phase::Building);
-        crate::pause::reach(crate::pause::Point::Build, control.cancel_flag());
-        Some(SegmentIndex::build_seeded(&binlog, params, seed.as_ref(), control.cancel_flag())?.to_index_file())
-    } else {
-        None
+        Vectors::Sparse(_) => None,
+        _ if binlog.len() > graph_min_rows.max(BRUTE_FORCE_MAX_ROWS) => {
+            building();
+            Some(SegmentIndex::build_seeded(&binlog, params, seed.as_ref(), control.cancel_flag())?.to_index_file())
+        }
+        _ => None,
     };
     control.set_phase(Phase::Uploading);
     let key = |kind| to.index.key(segment, kind);

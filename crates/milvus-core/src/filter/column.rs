@@ -58,52 +58,42 @@ impl Column {
             strings.cloned().collect::<BTreeSet<_>>().into_iter().collect()
         };
         let code = |dict: &[String], s: &String| dict.binary_search(s).expect("in the dictionary") as u32;
+        // The first row neither NULL nor of the column's kind, if any.
+        let check = |of_kind: fn(&Value) -> bool| match values.iter().position(|v| *v != Value::Null && !of_kind(v)) {
+            Some(r) => Err(wrong(r)),
+            None => Ok(()),
+        };
         Ok(match kind {
-            ColumnType::Int => Column::Int {
-                values: (0..values.len())
-                    .map(|r| match &values[r] {
-                        Value::Int(v) => Ok(*v),
-                        Value::Null => Ok(0),
-                        _ => Err(wrong(r)),
-                    })
-                    .collect::<Result<_, _>>()?,
-                nulls,
-            },
-            ColumnType::Uuid => Column::Uuid {
-                values: (0..values.len())
-                    .map(|r| match &values[r] {
-                        Value::Uuid(v) => Ok(*v),
-                        Value::Null => Ok(0),
-                        _ => Err(wrong(r)),
-                    })
-                    .collect::<Result<_, _>>()?,
-                nulls,
-            },
+            ColumnType::Int => {
+                check(|v| matches!(v, Value::Int(_)))?;
+                let values = values.iter().map(|v| if let Value::Int(i) = v { *i } else { 0 }).collect();
+                Column::Int { values, nulls }
+            }
+            ColumnType::Uuid => {
+                check(|v| matches!(v, Value::Uuid(_)))?;
+                let values = values.iter().map(|v| if let Value::Uuid(u) = v { *u } else { 0 }).collect();
+                Column::Uuid { values, nulls }
+            }
             ColumnType::Text => {
-                if let Some(r) = (0..values.len()).find(|r| !matches!(values[*r], Value::Text(_) | Value::Null)) {
-                    return Err(wrong(r));
-                }
+                check(|v| matches!(v, Value::Text(_)))?;
                 let dict =
                     dict_of(&mut values.iter().filter_map(|v| if let Value::Text(s) = v { Some(s) } else { None }));
                 let codes = values.iter().map(|v| if let Value::Text(s) = v { code(&dict, s) } else { 0 }).collect();
                 Column::Text { dict, codes, nulls }
             }
             ColumnType::IntArray => {
+                check(|v| matches!(v, Value::Ints(_)))?;
                 let (mut offsets, mut flat) = (vec![0u32], Vec::new());
-                for (r, v) in values.iter().enumerate() {
-                    match v {
-                        Value::Ints(items) => flat.extend_from_slice(items),
-                        Value::Null => {}
-                        _ => return Err(wrong(r)),
+                for v in values {
+                    if let Value::Ints(items) = v {
+                        flat.extend_from_slice(items);
                     }
                     offsets.push(flat.len() as u32);
                 }
                 Column::IntArray { offsets, values: flat, nulls }
             }
             ColumnType::TextArray => {
-                if let Some(r) = (0..values.len()).find(|r| !matches!(values[*r], Value::Texts(_) | Value::Null)) {
-                    return Err(wrong(r));
-                }
+                check(|v| matches!(v, Value::Texts(_)))?;
                 let dict =
                     dict_of(&mut values.iter().flat_map(|v| if let Value::Texts(s) = v { s.as_slice() } else { &[] }));
                 let (mut offsets, mut codes) = (vec![0u32], Vec::new());

@@ -80,8 +80,9 @@ impl Filter {
                 Test::IsNotNull => present == 0,
                 _ if present == 0 => true,
                 Test::Cmp(cmp, v) => outside(s, *cmp, v),
-                Test::In(values) => values.iter().all(|v| *v == Value::Null || outside(s, Cmp::Eq, v)),
-                Test::Overlaps(values) => values.iter().all(|v| *v == Value::Null || outside(s, Cmp::Eq, v)),
+                Test::In(values) | Test::Overlaps(values) => {
+                    values.iter().all(|v| *v == Value::Null || outside(s, Cmp::Eq, v))
+                }
                 Test::Contains(values) => values.iter().any(|v| *v != Value::Null && outside(s, Cmp::Eq, v)),
             }
         })
