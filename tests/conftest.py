@@ -5,6 +5,7 @@ extension must already be installed (`make test` installs it first).
 """
 
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -25,6 +26,31 @@ PG_MAJOR = int(os.environ.get("PG_MILVUS_PG", "15"))
 def sharedir() -> Path:
     """Where the server under test finds extensions' control and SQL files."""
     return Path(subprocess.check_output([PG_CONFIG, "--sharedir"], text=True).strip()) / "extension"
+
+
+STANDIN = ROOT / "tests" / "fixtures" / "pgvector_standin"
+
+
+def vector_extension(conn) -> str:
+    """Makes `CREATE EXTENSION vector` possible: pgvector if it is
+    installed, else tests/fixtures/pgvector_standin, an extension named
+    `vector` with pgvector's type name, binary layout and distance
+    functions. Returns which."""
+    real = conn.execute(
+        "SELECT count(*) FROM pg_available_extension_versions WHERE name = 'vector' AND version <> 'standin'"
+    ).fetchone()[0]
+    if real:
+        return "pgvector"
+    for f in STANDIN.iterdir():
+        shutil.copyfile(f, sharedir() / f.name)
+    return "stand-in"
+
+
+def remove_standin():
+    """Takes the stand-in out of the installation again: left there, it
+    would pass for pgvector to `make bench`, which then finds no `hnsw`."""
+    for f in STANDIN.iterdir():
+        (sharedir() / f.name).unlink(missing_ok=True)
 
 
 class Cluster:

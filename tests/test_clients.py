@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from conftest import DIMS, ROOT
+from conftest import DIMS, ROOT, remove_standin, vector_extension
 
 ROWS = 2000
 
@@ -357,8 +357,6 @@ def test_langchain_pgvector_store_through_the_companion(cluster, db):
     a venv of its own (scripts/setup.sh): langchain-postgres wants
     pgvector-python below 0.4. Its searches, plain and filtered by metadata,
     return a sequential scan's rows and go through the index."""
-    from test_pgvector_columns import remove_standin, vector_extension
-
     which = vector_extension(db)
     try:
         db.execute("DROP EXTENSION pg_milvus")

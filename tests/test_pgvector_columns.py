@@ -8,41 +8,16 @@ Run against pgvector itself where it is installed; elsewhere (CI) against
 tests/fixtures/pgvector_standin, an extension named `vector` with pgvector's
 type name, binary layout and distance functions."""
 
-import shutil
-from pathlib import Path
 
 import numpy as np
 import psycopg
 import pytest
 
-from conftest import sharedir
+from conftest import remove_standin, vector_extension
 
-STANDIN = Path(__file__).parent / "fixtures" / "pgvector_standin"
 DIMS = 16
 METRICS = {"l2_ops": "<->", "ip_ops": "<#>", "cosine_ops": "<=>", "l1_ops": "<+>"}
 
-
-SHARE = sharedir()
-
-
-def vector_extension(conn) -> str:
-    """Makes `CREATE EXTENSION vector` possible: pgvector if it is
-    installed, else the stand-in. Returns which."""
-    real = conn.execute(
-        "SELECT count(*) FROM pg_available_extension_versions WHERE name = 'vector' AND version <> 'standin'"
-    ).fetchone()[0]
-    if real:
-        return "pgvector"
-    for f in STANDIN.iterdir():
-        shutil.copyfile(f, SHARE / f.name)
-    return "stand-in"
-
-
-def remove_standin():
-    """Takes the stand-in out of the installation again: left there, it
-    would pass for pgvector to `make bench`, which then finds no `hnsw`."""
-    for f in STANDIN.iterdir():
-        (SHARE / f.name).unlink(missing_ok=True)
 
 
 def text(v) -> str:
