@@ -66,6 +66,14 @@ impl Bitset {
         self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a |= b);
     }
 
+    /// Keeps the rows for which `keep` holds.
+    pub fn retain(&mut self, mut keep: impl FnMut(usize) -> bool) {
+        let drop: Vec<usize> = self.rows().filter(|r| !keep(*r)).collect();
+        for row in drop {
+            self.words[row / 64] &= !(1 << (row % 64));
+        }
+    }
+
     /// The rows that are in, ascending.
     pub fn rows(&self) -> impl Iterator<Item = usize> + '_ {
         self.words.iter().enumerate().flat_map(|(i, w)| {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::cache::{CacheError, ObjectBytes};
 use crate::distance::Metric;
 use crate::element::{Element, Row, Vectors};
+use crate::filter::{Column, ColumnStats};
 use crate::format::index::IndexFile;
 use crate::format::insert::InsertBinlog;
 use crate::format::ranges::RowRanges;
@@ -50,6 +51,10 @@ pub struct LoadedSegment {
     codes: Option<Codes<'static>>,
     inverted: Option<Inverted<'static>>,
     tombstones: RowBits,
+    /// The filter columns of a multicolumn index, row for row, and what
+    /// their statistics say; none for an index of a vector alone.
+    columns: Vec<Column>,
+    stats: Vec<ColumnStats>,
     files: Vec<ObjectBytes>,
 }
 
@@ -192,7 +197,46 @@ impl LoadedSegment {
         for row in tombstones.into_iter().filter(|r| (*r as usize) < len) {
             set.insert(row);
         }
-        LoadedSegment { id, rows, graph, codes, inverted: None, tombstones: set, files }
+        LoadedSegment {
+            id,
+            rows,
+            graph,
+            codes,
+            inverted: None,
+            tombstones: set,
+            columns: Vec::new(),
+            stats: Vec::new(),
+            files,
+        }
+    }
+
+    /// The segment with its filter columns (those of a multicolumn index,
+    /// in the index's order), which must hold a value for each row.
+    pub fn with_columns(mut self, columns: Vec<Column>) -> Result<Self, OpenError> {
+        if let Some((i, c)) = columns.iter().enumerate().find(|(_, c)| c.rows() != self.rows()) {
+            return Err(OpenError::Mismatch {
+                object: format!("segment {}", self.id),
+                message: format!(
+                    "filter column {} holds {} rows against the binlog's {}",
+                    i + 1,
+                    c.rows(),
+                    self.rows()
+                ),
+            });
+        }
+        self.stats = columns.iter().map(Column::stats).collect();
+        self.columns = columns;
+        Ok(self)
+    }
+
+    /// Its filter columns, one per filter column of the index.
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    /// Its filter columns' statistics.
+    pub fn column_stats(&self) -> &[ColumnStats] {
+        &self.stats
     }
 
     /// Whether rows and graph are read in place from mapped files (or the
@@ -402,12 +446,24 @@ impl LoadedSegment {
                 .collect();
             return Ok((hits, reads));
         }
+        let (hits, read) = self.nearest_of(query, k, (0..self.rows() as u32).filter(|r| !excluded(*r)))?;
+        reads.by_range.add(read);
+        Ok((hits, reads))
+    }
+
+    /// The `k` nearest of `rows` by exact distance, nearest first: every
+    /// one of them measured.
+    pub(super) fn nearest_of(
+        &self,
+        query: Row<'_>,
+        k: usize,
+        rows: impl Iterator<Item = u32>,
+    ) -> Result<(Vec<Hit>, RangeReads), CacheError> {
+        let (source, keys) = (Source::Segment(self.id), self.keys());
         let mut top = TopK::new(k);
-        let rows = (0..self.rows() as u32).filter(|r| !excluded(*r));
         let read = self
             .distances(query, rows, |row, distance| top.push(Hit { source, row, key: keys[row as usize], distance }))?;
-        reads.by_range.add(read);
-        Ok((top.into_sorted(), reads))
+        Ok((top.into_sorted(), read))
     }
 }
 
