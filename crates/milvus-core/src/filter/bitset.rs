@@ -31,6 +31,23 @@ impl Bitset {
         set
     }
 
+    /// The set whose row `r` is bit `r % 64` of `words[r / 64]`; none if
+    /// the words are not `len`'s or a bit past `len` is set.
+    pub fn from_words(words: Vec<u64>, len: usize) -> Option<Self> {
+        let mut set = Bitset { words, len };
+        if set.words.len() != len.div_ceil(64) {
+            return None;
+        }
+        let before = set.words.last().copied();
+        set.clear_tail();
+        (set.words.last().copied() == before).then_some(set)
+    }
+
+    /// The set's words, as [`Self::from_words`] takes them.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
     /// How many rows there are in all, in or out.
     pub fn len(&self) -> usize {
         self.len

@@ -20,6 +20,7 @@ pub mod manifest;
 pub mod meta;
 pub mod page;
 pub mod ranges;
+pub mod scalar;
 
 use crate::error::{SqlError, SqlState};
 use std::borrow::Cow;
