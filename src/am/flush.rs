@@ -216,7 +216,8 @@ pub fn write_segment(
             let store = store?;
             let target = Target { storage: &store, cache: &cache, index: id };
             let (keys, vectors) = (&rows.keys, rows.vectors.view());
-            let new = NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, seed: None };
+            let new =
+                NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, seed: None, columns: &[] };
             jobs::flush(target, &new, control)
         },
     )?;

@@ -121,6 +121,7 @@ fn loading(c: &mut Criterion) {
             params,
             graph_min_rows: 0,
             seed: None,
+            columns: &[],
         };
         let to = Target { storage: &storage, cache: &cache, index: id };
         let flushed = jobs::flush(to, &rows, &JobControl::default()).unwrap();
@@ -167,6 +168,7 @@ fn by_range(c: &mut Criterion) {
         params: HnswParams::default(),
         graph_min_rows: 0,
         seed: None,
+        columns: &[],
     };
     let to = Target { storage: &storage, cache: &cache, index: IndexId { cluster: 1, database: 1, index: 1 } };
     m.publish_flush(jobs::flush(to, &new, &JobControl::default()).unwrap(), 0).unwrap();

@@ -7,7 +7,7 @@
 //! period: never a manifest entry pointing at a missing object.
 //!
 //! - [`flush`]: a sealed segment's rows become an insert binlog and an index
-//!   file;
+//!   file, and its filter columns (a multicolumn index's) a scalar binlog;
 //! - [`write_tombstones`]: deleted rows of a flushed segment become a delta
 //!   binlog;
 //! - [`load`]: a flushed segment is opened for search, its files mapped
@@ -25,11 +25,13 @@ use crate::cache::{CacheError, ObjectBytes, SegmentCache};
 use crate::distance::Metric;
 use crate::element::Vectors;
 use crate::error::{SqlError, SqlState};
+use crate::filter::Column;
 use crate::format::delta::{self, DeltaBinlog};
 use crate::format::index::IndexFile;
 use crate::format::insert::{self, InsertBinlog};
 use crate::format::manifest::{Flushed, ObjectRef, SegmentEntry};
 use crate::format::ranges;
+use crate::format::scalar::{self, ScalarBinlog};
 use crate::format::{Check, FormatError};
 use crate::graph::build::{self, Seed};
 use crate::hnsw::{HnswParams, IndexError, SegmentIndex};
@@ -178,13 +180,15 @@ pub fn adopt(
 }
 
 /// The kind of object a key names, from its file name (`insert-`, `index-`,
-/// `delta-`, in every key format so far).
+/// `delta-`, `scalar-`, in every key format so far).
 fn object_kind(key: &str) -> ObjectKind {
     let name = key.rsplit('/').next().unwrap_or(key);
     if name.starts_with("index-") {
         ObjectKind::IndexFile
     } else if name.starts_with("delta-") {
         ObjectKind::DeltaBinlog
+    } else if name.starts_with("scalar-") {
+        ObjectKind::ScalarBinlog
     } else {
         ObjectKind::InsertBinlog
     }
@@ -231,17 +235,20 @@ pub struct NewSegment<'a> {
     pub graph_min_rows: usize,
     /// A graph to start from (a merge's largest input), if any.
     pub seed: Option<Seed<'a>>,
+    /// Its filter columns, a value for each key (a multicolumn index's;
+    /// none for an index of a vector alone).
+    pub columns: &'a [Column],
 }
 
-/// Writes a sealed segment: its insert binlog, then, past
-/// `graph_min_rows` rows, its HNSW index file (built on this thread,
+/// Writes a sealed segment: its insert binlog, its scalar binlog if it has
+/// filter columns, then, past `graph_min_rows` rows, its HNSW index file (built on this thread,
 /// cancellable between chunks), and puts both into the local
 /// cache, so the first search maps them instead of downloading them.
 /// Sparse rows get an inverted index file whatever their number
 /// (`crate::inverted`: it answers exactly, and costs one pass to build),
 /// under the metrics it answers; under L1 none: every row is read.
 pub fn flush(to: Target, rows: &NewSegment, control: &JobControl) -> Result<Flushed, JobError> {
-    let NewSegment { segment, metric, dims, keys, ref vectors, params, graph_min_rows, ref seed } = *rows;
+    let NewSegment { segment, metric, dims, keys, ref vectors, params, graph_min_rows, ref seed, columns } = *rows;
     let binlog_bytes = insert::encode_vectors(segment, metric, dims, keys, vectors);
     let binlog = InsertBinlog::decode("new insert binlog", &binlog_bytes)?;
     // Build before uploading anything: a cancelled build then leaves nothing.
@@ -265,14 +272,20 @@ pub fn flush(to: Target, rows: &NewSegment, control: &JobControl) -> Result<Flus
     control.set_phase(Phase::Uploading);
     let key = |kind| to.index.key(segment, kind);
     let insert_binlog = put(to.storage, Some(to.cache), key(ObjectKind::InsertBinlog), binlog_bytes)?;
+    let scalar_binlog = (!columns.is_empty())
+        .then(|| {
+            put(to.storage, Some(to.cache), key(ObjectKind::ScalarBinlog), scalar::encode(segment, keys.len(), columns))
+        })
+        .transpose()?;
     crate::pause::reach(crate::pause::Point::BinlogUploaded, control.cancel_flag());
     let index_file = index_bytes.map(|b| put(to.storage, Some(to.cache), key(ObjectKind::IndexFile), b)).transpose()?;
-    let bytes = insert_binlog.size + index_file.as_ref().map_or(0, |o| o.size);
+    let bytes = insert_binlog.size + index_file.iter().chain(&scalar_binlog).map(|o| o.size).sum::<u64>();
     Ok(Flushed {
         segment,
         rows: keys.len() as u64,
         insert_binlog,
         index_file,
+        scalar_binlog,
         bytes,
         row_keys: keys.to_vec(),
         keys: None,
@@ -298,8 +311,7 @@ pub fn write_tombstones(
 /// it. A segment without codes (`quantization = none`, bits), whose graph
 /// walk reads full rows, still loads its binlog whole.
 pub fn rows_by_range<'a>(cache: &SegmentCache, entries: impl IntoIterator<Item = &'a SegmentEntry>) -> bool {
-    let bytes: u64 =
-        entries.into_iter().flat_map(|e| e.insert_binlog.iter().chain(&e.index_file)).map(|o| o.size).sum();
+    let bytes: u64 = entries.into_iter().flat_map(|e| e.segment_files()).map(|o| o.size).sum();
     bytes > cache.capacity()
 }
 
@@ -356,7 +368,7 @@ pub fn load(
     tombstones.extend(entry.pending_tombstones.iter());
     match open(storage, cache, entry, metric, tombstones.clone(), by_range) {
         Err(JobError::Open(_) | JobError::Format(_)) => {
-            for object in entry.insert_binlog.iter().chain(&entry.index_file) {
+            for object in entry.segment_files() {
                 cache.remove(&object.key);
                 cache.remove(&read_index_name(object));
             }
@@ -387,7 +399,22 @@ fn open(
     } else {
         RowsFrom::Binlog(&insert_ref.key, cache.map(storage, insert_ref)?)
     };
-    Ok(LoadedSegment::open(rows, index, tombstones, Check::Header)?)
+    let segment = LoadedSegment::open(rows, index, tombstones, Check::Header)?;
+    match &entry.scalar_binlog {
+        // Small beside the rows, and copied into columns: read whole.
+        Some(object) => {
+            let columns = ScalarBinlog::decode(&object.key, &cache.get(storage, object)?)?;
+            if columns.segment != entry.meta.id {
+                return Err(OpenError::Mismatch {
+                    object: object.key.clone(),
+                    message: format!("segment {} against the manifest's {}", columns.segment, entry.meta.id),
+                }
+                .into());
+            }
+            Ok(segment.with_columns(columns.columns)?)
+        }
+        None => Ok(segment),
+    }
 }
 
 /// The cache name of a binlog's read index.
@@ -460,7 +487,7 @@ fn map_index(
 /// the files found damaged, each with what was wrong.
 pub fn verify_cached(cache: &SegmentCache, entry: &SegmentEntry) -> Vec<String> {
     let mut damaged = Vec::new();
-    for object in entry.insert_binlog.iter().chain(&entry.index_file) {
+    for object in entry.segment_files() {
         if let Err(e) = cache.verify_entry(object) {
             damaged.push(e.to_string());
         }
@@ -502,7 +529,7 @@ pub struct StoredObject {
 /// which a search served from the cache does not tell. Stops between two
 /// objects once `cancel` is set.
 pub fn verify_stored(storage: &Storage, entry: &SegmentEntry, cancel: &AtomicBool) -> Vec<StoredObject> {
-    let objects = entry.insert_binlog.iter().chain(&entry.index_file).chain(&entry.delta_binlogs);
+    let objects = entry.objects();
     objects
         .take_while(|_| !cancel.load(Ordering::Relaxed))
         .map(|object| {
@@ -572,7 +599,24 @@ pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Flushe
     let seed = kept.and_then(|i| inputs[i].graph()).map(|graph| Seed { graph, positions: &positions });
     // A merge's output is searched for long: a graph wherever one pays.
     let graph_min_rows = BRUTE_FORCE_MAX_ROWS;
-    let rows = NewSegment { segment: output, metric, dims, keys: &keys, vectors, params, graph_min_rows, seed };
+    // Filter columns follow their rows, in the output's order.
+    let columns: Vec<Column> = (0..inputs.first().map_or(0, |s| s.columns().len()))
+        .map(|c| {
+            let parts: Vec<&Column> = inputs.iter().map(|s| &s.columns()[c]).collect();
+            Column::gather(&parts, merged_rows(inputs.iter().copied()))
+        })
+        .collect();
+    let rows = NewSegment {
+        segment: output,
+        metric,
+        dims,
+        keys: &keys,
+        vectors,
+        params,
+        graph_min_rows,
+        seed,
+        columns: &columns,
+    };
     flush(to, &rows, control)
 }
 

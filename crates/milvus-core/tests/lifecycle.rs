@@ -118,6 +118,7 @@ fn lifecycle(url: &str) {
             params,
             graph_min_rows: 0,
             seed: None,
+            columns: &[],
         };
         let flushed = jobs::flush(to, &rows, &control).unwrap();
         assert!(flushed.index_file.is_some());
@@ -250,6 +251,7 @@ fn one_segment_at(url: &str) -> OneSegment {
         params: HnswParams::default(),
         graph_min_rows: 0,
         seed: None,
+        columns: &[],
     };
     let flushed = jobs::flush(Target { storage: &storage, cache: &cache, index: ID }, &rows, &JobControl::default());
     manifest.publish_flush(flushed.unwrap(), 102).unwrap();
@@ -560,6 +562,7 @@ fn sparse_segments_answer_exactly_through_flush_tombstones_and_merge() {
                 params: HnswParams::default(),
                 graph_min_rows: 0,
                 seed: None,
+                columns: &[],
             };
             let flushed = jobs::flush(to, &rows, &control).unwrap();
             assert!(flushed.index_file.is_some(), "an inverted index for every sparse segment");

@@ -66,6 +66,7 @@ fn put_segment(local: &Storage, segment: u64, len: usize) -> Flushed {
         index_file: Some(index_file),
         row_keys: (0..10).map(|r| segment << 32 | r).collect(),
         keys: None,
+        scalar_binlog: None,
     }
 }
 

@@ -108,6 +108,7 @@ fn flush(store: Store, objects: &Objects) -> Option<SegmentId> {
         bytes: 0,
         row_keys: keys.clone(),
         keys: None,
+        scalar_binlog: None,
     };
     objects.borrow_mut().insert(segment, keys);
     let mut meta = MetaGuard::lock(store, Lock::Exclusive);

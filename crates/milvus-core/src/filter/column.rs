@@ -108,6 +108,24 @@ impl Column {
         })
     }
 
+    /// The column of `rows`, each `(part, row)` a row of one of `parts`
+    /// (columns of one type): a merge's output, row for row.
+    pub fn gather(parts: &[&Column], rows: impl Iterator<Item = (usize, u32)>) -> Column {
+        let values: Vec<Value> = rows.map(|(part, row)| parts[part].value(row as usize)).collect();
+        Column::build(parts[0].kind(), &values).expect("parts of one type")
+    }
+
+    /// What the column holds.
+    pub fn kind(&self) -> ColumnType {
+        match self {
+            Column::Int { .. } => ColumnType::Int,
+            Column::Uuid { .. } => ColumnType::Uuid,
+            Column::Text { .. } => ColumnType::Text,
+            Column::IntArray { .. } => ColumnType::IntArray,
+            Column::TextArray { .. } => ColumnType::TextArray,
+        }
+    }
+
     /// How many rows the column has.
     pub fn rows(&self) -> usize {
         self.nulls().len()

@@ -48,6 +48,10 @@
 //! Version 5 also added each segment's `keys`: the chain of pages holding
 //! its rows' keys, for an index on a shared store (VACUUM reads them
 //! there); older segments read with none.
+//!
+//! Version 6 added each segment's `scalar_binlog`: its filter columns, for a
+//! multicolumn index (`crate::format::scalar`); older segments read with
+//! none, as do the segments of an index of a vector alone.
 
 use serde::{Deserialize, Serialize};
 
@@ -57,7 +61,7 @@ use crate::error::{SqlError, SqlState};
 use crate::segment::{IndexState, LifecycleError, SealReason, SegmentId, SegmentMeta, SegmentState};
 
 pub const MAGIC: &[u8; 8] = b"PGMVMAN\0";
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 pub const HEADER_LEN: usize = 64;
 
 /// An object in storage, as the manifest references it.
@@ -111,7 +115,9 @@ pub struct Flushed {
     pub insert_binlog: ObjectRef,
     /// None for segments small enough that brute force beats a graph.
     pub index_file: Option<ObjectRef>,
-    /// Bytes written, both objects.
+    /// The filter columns of a multicolumn index's segment.
+    pub scalar_binlog: Option<ObjectRef>,
+    /// Bytes written, every object.
     pub bytes: u64,
     /// The rows' keys, in their binlog order.
     pub row_keys: Vec<u64>,
@@ -123,7 +129,7 @@ pub struct Flushed {
 impl Flushed {
     /// The objects written, to change (their pages).
     pub fn objects_mut(&mut self) -> impl Iterator<Item = &mut ObjectRef> {
-        std::iter::once(&mut self.insert_binlog).chain(self.index_file.iter_mut())
+        std::iter::once(&mut self.insert_binlog).chain(self.index_file.iter_mut()).chain(self.scalar_binlog.iter_mut())
     }
 }
 
@@ -159,6 +165,9 @@ pub struct SegmentEntry {
     /// store: `key` only names it in messages. `None` on the embedded store,
     /// whose objects are all in pages.
     pub keys: Option<ObjectRef>,
+    /// Its filter columns (a multicolumn index's), row for row with the
+    /// insert binlog.
+    pub scalar_binlog: Option<ObjectRef>,
 }
 
 /// Row positions as sorted runs `(first, count)`, the form pending
@@ -222,17 +231,28 @@ impl SegmentEntry {
             delta_binlogs: vec![],
             pending_tombstones: RowRuns::default(),
             keys: None,
+            scalar_binlog: None,
         }
+    }
+
+    /// The objects a search opens: the insert binlog, the index file and
+    /// the scalar binlog (not the delta binlogs).
+    pub fn segment_files(&self) -> impl Iterator<Item = &ObjectRef> {
+        self.insert_binlog.iter().chain(self.index_file.iter()).chain(self.scalar_binlog.iter())
     }
 
     /// Every object this entry references.
     pub fn objects(&self) -> impl Iterator<Item = &ObjectRef> {
-        self.insert_binlog.iter().chain(self.index_file.iter()).chain(self.delta_binlogs.iter())
+        self.segment_files().chain(self.delta_binlogs.iter())
     }
 
     /// The same, to change.
     pub fn objects_mut(&mut self) -> impl Iterator<Item = &mut ObjectRef> {
-        self.insert_binlog.iter_mut().chain(self.index_file.iter_mut()).chain(self.delta_binlogs.iter_mut())
+        self.insert_binlog
+            .iter_mut()
+            .chain(self.index_file.iter_mut())
+            .chain(self.scalar_binlog.iter_mut())
+            .chain(self.delta_binlogs.iter_mut())
     }
 
     /// Every chain of pages this entry names: its objects' and its keys'.
@@ -342,6 +362,32 @@ impl From<SegmentEntryV4> for SegmentEntry {
             delta_binlogs: e.delta_binlogs,
             pending_tombstones: e.pending_tombstones,
             keys: None,
+            scalar_binlog: None,
+        }
+    }
+}
+
+/// A segment as version 5 stored it: no filter columns.
+#[derive(Deserialize)]
+struct SegmentEntryV5 {
+    meta: SegmentMeta,
+    insert_binlog: Option<ObjectRef>,
+    index_file: Option<ObjectRef>,
+    delta_binlogs: Vec<ObjectRef>,
+    pending_tombstones: RowRuns,
+    keys: Option<ObjectRef>,
+}
+
+impl From<SegmentEntryV5> for SegmentEntry {
+    fn from(e: SegmentEntryV5) -> Self {
+        SegmentEntry {
+            meta: e.meta,
+            insert_binlog: e.insert_binlog,
+            index_file: e.index_file,
+            delta_binlogs: e.delta_binlogs,
+            pending_tombstones: e.pending_tombstones,
+            keys: e.keys,
+            scalar_binlog: None,
         }
     }
 }
@@ -448,6 +494,30 @@ struct ManifestV4 {
 
 impl From<ManifestV4> for Manifest {
     fn from(m: ManifestV4) -> Self {
+        Manifest {
+            generation: m.generation,
+            next_segment_id: m.next_segment_id,
+            dims: m.dims,
+            metric: m.metric,
+            segments: m.segments.into_iter().map(SegmentEntry::from).collect(),
+            storage_url: m.storage_url,
+        }
+    }
+}
+
+/// The body of a version 5 manifest.
+#[derive(Deserialize)]
+struct ManifestV5 {
+    generation: u64,
+    next_segment_id: u64,
+    dims: u32,
+    metric: u8,
+    segments: Vec<SegmentEntryV5>,
+    storage_url: Option<String>,
+}
+
+impl From<ManifestV5> for Manifest {
+    fn from(m: ManifestV5) -> Self {
         Manifest {
             generation: m.generation,
             next_segment_id: m.next_segment_id,
@@ -642,8 +712,7 @@ impl Manifest {
     pub fn rehome(&mut self, moved: &std::collections::HashMap<String, String>) -> usize {
         let mut changed = 0;
         for s in self.segments.iter_mut().filter(|s| s.meta.state != SegmentState::Dropped) {
-            let refs = s.insert_binlog.iter_mut().chain(s.index_file.iter_mut()).chain(s.delta_binlogs.iter_mut());
-            for o in refs {
+            for o in s.objects_mut() {
                 if let Some(to) = moved.get(&o.key) {
                     o.key = to.clone();
                     changed += 1;
@@ -737,7 +806,8 @@ impl Manifest {
             2 => decode_body::<ManifestV2>(object, body).map(Manifest::from),
             3 => decode_body::<ManifestV3>(object, body).map(Manifest::from),
             4 => decode_body::<ManifestV4>(object, body).map(Manifest::from),
-            5 => decode_body::<Manifest>(object, body),
+            5 => decode_body::<ManifestV5>(object, body).map(Manifest::from),
+            6 => decode_body::<Manifest>(object, body),
             _ => unreachable!("check_header refuses versions above {VERSION}"),
         }
     }
@@ -769,6 +839,7 @@ fn publish(entry: &mut SegmentEntry, flushed: Flushed, now: u64) -> Result<(), L
     }
     entry.insert_binlog = Some(flushed.insert_binlog);
     entry.index_file = flushed.index_file;
+    entry.scalar_binlog = flushed.scalar_binlog;
     entry.keys = flushed.keys.filter(|k| k.pages.is_some());
     Ok(())
 }
@@ -795,6 +866,7 @@ mod tests {
             delta_binlogs: vec![ObjectRef::of("i/1/seg/1/delta-1", b"d")],
             pending_tombstones: RowRuns::default(),
             keys: None,
+            scalar_binlog: None,
         });
         m.segments.push(SegmentEntry::new(SegmentMeta::growing(SegmentId(2), 12)));
         m.next_segment_id = 3;
@@ -987,6 +1059,56 @@ mod tests {
     }
 
     #[test]
+    fn reads_version_5_with_no_filter_columns() {
+        #[derive(Serialize)]
+        struct V5Entry<'a> {
+            meta: &'a SegmentMeta,
+            insert_binlog: &'a Option<ObjectRef>,
+            index_file: &'a Option<ObjectRef>,
+            delta_binlogs: &'a Vec<ObjectRef>,
+            pending_tombstones: &'a RowRuns,
+            keys: &'a Option<ObjectRef>,
+        }
+        #[derive(Serialize)]
+        struct V5<'a> {
+            generation: u64,
+            next_segment_id: u64,
+            dims: u32,
+            metric: u8,
+            segments: Vec<V5Entry<'a>>,
+            storage_url: &'a Option<String>,
+        }
+        let mut m = sample();
+        m.segments[0].keys = Some(ObjectRef::of("keys of 1", b"k"));
+        let v5 = V5 {
+            generation: m.generation,
+            next_segment_id: m.next_segment_id,
+            dims: m.dims,
+            metric: m.metric,
+            segments: m
+                .segments
+                .iter()
+                .map(|e| V5Entry {
+                    meta: &e.meta,
+                    insert_binlog: &e.insert_binlog,
+                    index_file: &e.index_file,
+                    delta_binlogs: &e.delta_binlogs,
+                    pending_tombstones: &e.pending_tombstones,
+                    keys: &e.keys,
+                })
+                .collect(),
+            storage_url: &m.storage_url,
+        };
+        let body = bincode::serde::encode_to_vec(&v5, bincode::config::standard()).unwrap();
+        assert_eq!(Manifest::decode("o", &with_header(5, &body)).unwrap(), m);
+        // Version 6 keeps a segment's scalar binlog, among its objects.
+        m.segments[0].scalar_binlog = Some(ObjectRef::of("i/1/seg/1/scalar", b"s"));
+        let decoded = Manifest::decode("o", &m.encode()).unwrap();
+        assert_eq!(decoded, m);
+        assert!(decoded.referenced_keys().any(|k| k == "i/1/seg/1/scalar"));
+    }
+
+    #[test]
     fn a_dropped_segment_is_kept_for_the_grace_period_from_its_drop() {
         let grace = std::time::Duration::from_secs(100);
         let mut m = sample();
@@ -999,6 +1121,7 @@ mod tests {
             bytes: 1,
             row_keys: vec![],
             keys: None,
+            scalar_binlog: None,
         };
         // Objects made long ago, dropped at 1000: kept until 1100.
         m.publish_compaction(&[old], out, 1000).unwrap();
@@ -1101,6 +1224,7 @@ mod tests {
             bytes: 2,
             row_keys: vec![],
             keys: None,
+            scalar_binlog: None,
         };
         m.publish_flush(flushed(a, 10), 3).unwrap();
         assert_eq!(
@@ -1137,8 +1261,16 @@ mod tests {
         let built = m.allocate_segment_id();
         let insert_binlog = ObjectRef::of(format!("i/{built}"), b"x");
         let index_file = Some(ObjectRef::of(format!("h/{built}"), b"y"));
-        let flushed =
-            Flushed { segment: built, rows: 500, insert_binlog, index_file, bytes: 2, row_keys: vec![], keys: None };
+        let flushed = Flushed {
+            segment: built,
+            rows: 500,
+            insert_binlog,
+            index_file,
+            bytes: 2,
+            row_keys: vec![],
+            keys: None,
+            scalar_binlog: None,
+        };
         m.publish_built(flushed, 2).unwrap();
         let entry = m.segment(built).unwrap();
         assert_eq!((entry.meta.state, entry.meta.index_state), (SegmentState::Flushed, IndexState::Ready));

@@ -38,6 +38,7 @@ pub enum ObjectKind {
     InsertBinlog,
     IndexFile,
     DeltaBinlog,
+    ScalarBinlog,
 }
 
 /// A typed object key: every path is derived from these numbers.
@@ -65,6 +66,7 @@ impl ObjectKey {
             ObjectKind::InsertBinlog => ("insert", "bin"),
             ObjectKind::IndexFile => ("index", "hnsw"),
             ObjectKind::DeltaBinlog => ("delta", "bin"),
+            ObjectKind::ScalarBinlog => ("scalar", "bin"),
         };
         format!(
             "{}{:x}/{stem}-{:08x}.{ext}",
