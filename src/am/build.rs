@@ -57,6 +57,8 @@ use milvus_core::pages::growing::lay_out;
 struct BuildState {
     index: Index,
     shape: Shape,
+    /// The types of the filter columns (`filter_columns.rs`), if any.
+    types: Vec<pg_sys::Oid>,
     metric: Metric,
     /// Rows seen, and rows written to storage.
     rows: f64,
@@ -109,7 +111,9 @@ pub unsafe extern "C-unwind" fn ambuild(
         error!("index \"{}\" already contains data", index.name());
     }
     validate_options(index);
+    super::filter_columns::validate(index);
     let (manifest, shape, metric) = new_manifest(index);
+    let types = super::filter_columns::types(index);
     // Block 0 is the meta page's: objects written into pages during the
     // scan take the blocks after it.
     drop(index.extend_fork(pg_sys::ForkNumber::MAIN_FORKNUM));
@@ -119,7 +123,7 @@ pub unsafe extern "C-unwind" fn ambuild(
     let pending = PageRows::new(shape);
     let manifest = Some(manifest);
     let mut state =
-        BuildState { index, shape, metric, rows: 0.0, written: 0, pending, max_rows, budget_bytes, manifest };
+        BuildState { index, shape, types, metric, rows: 0.0, written: 0, pending, max_rows, budget_bytes, manifest };
     report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
     // SAFETY: the standard heap scan of a build, calling back per row.
     let heap_rows = unsafe {
@@ -172,14 +176,20 @@ unsafe extern "C-unwind" fn build_callback(
             return;
         }
         let vector = IndexVector::from_datum(*values, state.shape.element);
-        let row = Row { key: pack_tid(&*tid), vector: vector.row() };
+        let filter_values = super::filter_columns::row_values(&state.types, values, isnull);
+        let row = Row { key: pack_tid(&*tid), vector: vector.row(), values: &[] };
         milvus_core::vector::check_row(state.shape.dims, row.vector).or_raise_for(row.vector.element());
         state.rows += 1.0;
         if state.manifest.is_none() {
+            let encoded = encode_values(state.shape, &filter_values);
+            let row = Row { values: &encoded, ..row };
             insert::insert_row(state.index, row, state.max_rows as u64, Some(SealReason::Build), None);
             return;
         }
-        state.pending.push(row.key, row.vector);
+        match state.shape.values {
+            true => state.pending.push_with(row.key, row.vector, filter_values),
+            false => state.pending.push(row.key, row.vector),
+        }
         let gathered = state.pending.keys.len();
         // Full when another row of the average size would not fit.
         let bytes = state.pending.bytes();
@@ -252,12 +262,19 @@ fn write_pending(state: &mut BuildState) {
             let manifest = state.manifest.take().expect("matched above");
             init_index(index, pg_sys::ForkNumber::MAIN_FORKNUM, manifest, state.shape, state.metric);
             for i in 0..rows.keys.len() {
-                let row = Row { key: rows.keys[i], vector: rows.vectors.row(i, state.shape.dims) };
+                let values = rows.values.get(i).map_or_else(Vec::new, |v| encode_values(state.shape, v));
+                let row = Row { key: rows.keys[i], vector: rows.vectors.row(i, state.shape.dims), values: &values };
                 insert::insert_row(index, row, state.max_rows as u64, Some(SealReason::Build), None);
             }
         }
     }
     report(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PHASE_LOAD);
+}
+
+/// A row's filter values as the pages keep them; none in an index of a
+/// vector alone.
+fn encode_values(shape: Shape, values: &[milvus_core::filter::Value]) -> Vec<u8> {
+    if shape.values { milvus_core::filter::row::encode(values) } else { Vec::new() }
 }
 
 /// For unlogged tables: the init fork gets an empty index.
@@ -284,7 +301,28 @@ fn validate_options(index: Index) {
 /// and metric, from its column and opclass.
 fn new_manifest(index: Index) -> (Manifest, Shape, Metric) {
     let (metric, element) = opclass_of(index);
-    let shape = Shape::new(dims_of(index, element), element);
+    let filtered = !super::filter_columns::types(index).is_empty();
+    let shape = Shape::new(dims_of(index, element), element).with_values(filtered);
+    // A row and its filter values share one item of a page.
+    if filtered && (element == Element::Sparse || milvus_core::format::page::Chunks::of(shape).is_some()) {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!(
+                "a milvus index with filter columns cannot index {}",
+                if element == Element::Sparse {
+                    "sparsevec".to_string()
+                } else {
+                    format!(
+                        "{} of more than {} dimensions",
+                        element.type_name(),
+                        milvus_core::format::page::max_dims_per_page(element)
+                    )
+                }
+            ),
+            None,
+            Some("Index the vector alone, and filter in the WHERE clause."),
+        );
+    }
     // Where the objects will live, for good: the index's storage_url
     // option, else milvus.storage_url, else the embedded default (None).
     let url = options::storage_url(index).or_else(crate::gucs::storage_url_setting);

@@ -21,8 +21,14 @@
 //! each, which is what the planner charges a sequential scan for the same
 //! `ORDER BY` expression, and so are the comparisons of the exact tail's
 //! heap, as a sort's are.
+//!
+//! Keys the planner pushes on a multicolumn index's filter columns
+//! (`filter_columns.rs`) are weighed by their selectivity
+//! (`clauselist_selectivity`, what a btree's would be): the scan then
+//! produces only the rows that pass (`milvus_core::policy::cost::filtered_scan_work`),
+//! so a btree on `tenant_id` and a sort win only where they are cheaper.
 
-use milvus_core::policy::cost::{IndexShape, scan_work};
+use milvus_core::policy::cost::{IndexShape, filtered_scan_work, scan_work};
 use pgrx::prelude::*;
 
 use super::options;
@@ -33,7 +39,7 @@ use milvus_core::pages::growing::size_rule;
 #[allow(clippy::too_many_arguments)]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn amcostestimate(
-    _root: *mut pg_sys::PlannerInfo,
+    root: *mut pg_sys::PlannerInfo,
     path: *mut pg_sys::IndexPath,
     _loop_count: f64,
     startup_cost: *mut pg_sys::Cost,
@@ -73,14 +79,26 @@ pub unsafe extern "C-unwind" fn amcostestimate(
             segment_rows: o.segment_max_rows as f64,
             m: o.m as usize,
         };
-        let work = scan_work(shape, crate::gucs::ef_search());
+        let ef = crate::gucs::ef_search();
+        // The keys on filter columns pass this share of the rows; without
+        // any, every row comes out of an ordered scan and the quals filter them.
+        let share = match (*path).indexclauses.is_null() {
+            true => 1.0,
+            false => pg_sys::clauselist_selectivity(
+                root,
+                pg_sys::get_quals_from_indexclauses((*path).indexclauses),
+                (*(*info).rel).relid as i32,
+                pg_sys::JoinType::JOIN_INNER,
+                std::ptr::null_mut(),
+            ),
+        };
+        let work = if share < 1.0 { filtered_scan_work(shape, ef, share) } else { scan_work(shape, ef) };
         let distance = pg_sys::cpu_operator_cost;
         *startup_cost = work.startup_page_rows * pg_sys::cpu_index_tuple_cost + work.startup_distances * distance;
         *total_cost = *startup_cost
             + (work.total_distances - work.startup_distances + work.total_comparisons) * distance
-            + shape.rows * pg_sys::cpu_index_tuple_cost;
-        // Every row comes out of an ordered scan; the quals filter them.
-        *selectivity = 1.0;
+            + shape.rows * share * pg_sys::cpu_index_tuple_cost;
+        *selectivity = share;
         *pages = growing_pages;
     }
 }

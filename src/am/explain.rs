@@ -5,7 +5,8 @@
 //! meanwhile gets a [`ScanReport`] (`report_for`), shared with the
 //! collector so it outlives the scan (the plan is printed before the
 //! executor ends its scans). A scan counts each (re)start's segments, page
-//! rows and loads, and its search's rounds, exact tails and rows offered.
+//! rows and loads, and its search's rounds, exact tails and rows offered;
+//! a filtered scan also what its filter did (`filter_columns.rs`).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -28,6 +29,14 @@ pub(crate) struct ScanReport {
     reranked: usize,
     read_rows: usize,
     read_bytes: u64,
+    /// Scans with keys on the filter columns; segments the filter excluded
+    /// (by statistics or columns), rows it passed, and segment searches
+    /// that measured the passing rows or walked the graph.
+    filtered: usize,
+    skipped: usize,
+    matched: usize,
+    measured: usize,
+    walked: usize,
     /// The running search's counters, not yet added.
     pub(crate) current: SearchStats,
 }
@@ -37,6 +46,7 @@ impl ScanReport {
     /// backend loaded for it.
     pub(crate) fn started(&mut self, search: &Search, loaded: usize) {
         self.scans += 1;
+        self.filtered += usize::from(search.is_filtered());
         self.segments += search.segments();
         self.page_rows += search.page_rows();
         self.loaded += loaded;
@@ -50,6 +60,10 @@ impl ScanReport {
         self.reranked += stats.reranked;
         self.read_rows += stats.read_rows;
         self.read_bytes += stats.read_bytes;
+        self.skipped += stats.skipped;
+        self.matched += stats.matched;
+        self.measured += stats.exact_segments;
+        self.walked += stats.walked_segments;
         self.current = SearchStats::default();
     }
 
@@ -72,6 +86,16 @@ impl ScanReport {
         let (rows, bytes) = (self.read_rows + c.read_rows, self.read_bytes + c.read_bytes);
         if rows > 0 {
             line.push_str(&format!(" read_by_range={rows} read_bytes={bytes}"));
+        }
+        if self.filtered > 0 {
+            line.push_str(&format!(
+                " filtered={} skipped={} matched={} measured={} walked={}",
+                self.filtered,
+                self.skipped + c.skipped,
+                self.matched + c.matched,
+                self.measured + c.exact_segments,
+                self.walked + c.walked_segments
+            ));
         }
         line
     }
@@ -135,6 +159,11 @@ pub(crate) fn finish_collecting() -> Vec<String> {
             }
         };
         sum.scans += r.scans;
+        sum.filtered += r.filtered;
+        sum.skipped += r.skipped;
+        sum.matched += r.matched;
+        sum.measured += r.measured;
+        sum.walked += r.walked;
         sum.segments += r.segments;
         sum.loaded += r.loaded;
         sum.page_rows += r.page_rows;

@@ -204,6 +204,7 @@ pub fn write_segment(
 ) -> Result<(manifest::Flushed, SegmentLock), JobError> {
     let dims = manifest.dims as usize;
     let params = hnsw_params(index);
+    let kinds = super::filter_columns::kinds(index);
     let id = catalog::index_id(index);
     let url = manifest.storage_url.as_deref();
     let store = storage::try_storage_at(url);
@@ -216,8 +217,9 @@ pub fn write_segment(
             let store = store?;
             let target = Target { storage: &store, cache: &cache, index: id };
             let (keys, vectors) = (&rows.keys, rows.vectors.view());
-            let new =
-                NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, seed: None, columns: &[] };
+            let columns = rows.columns(&kinds).expect("values of the columns' types");
+            let columns = &columns;
+            let new = NewSegment { segment, metric, dims, keys, vectors, params, graph_min_rows, seed: None, columns };
             jobs::flush(target, &new, control)
         },
     )?;

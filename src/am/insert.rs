@@ -1,4 +1,5 @@
-//! INSERT: append `(heap TID, vector)` to the growing segment.
+//! INSERT: append `(heap TID, vector)` to the growing segment, with the
+//! row's filter values in a multicolumn index (`filter_columns.rs`).
 //!
 //! The growing segment is a chain of row pages; the meta page names its
 //! tail. An insert share-locks the meta page, exclusively locks the tail,
@@ -43,6 +44,8 @@ pub unsafe extern "C-unwind" fn aminsert(
     _index_unchanged: bool,
     _index_info: *mut pg_sys::IndexInfo,
 ) -> bool {
+    // SAFETY: the open index relation.
+    let types = super::filter_columns::types(unsafe { Index::from_raw(index) });
     // NULL vectors are not indexed (as pgvector).
     // SAFETY: Postgres passes one value and one null flag per key column,
     // and the open index.
@@ -52,9 +55,13 @@ pub unsafe extern "C-unwind" fn aminsert(
         }
         let index = Index::from_raw(index);
         let vector = IndexVector::from_datum(*values, index.element());
+        let filter_values = match types.is_empty() {
+            true => Vec::new(),
+            false => milvus_core::filter::row::encode(&super::filter_columns::row_values(&types, values, isnull)),
+        };
         // A full segment with no room to seal grows on until a flush makes
         // room (the workers, or milvus_flush()).
-        let row = Row { key: pack_tid(&*heap_tid), vector: vector.row() };
+        let row = Row { key: pack_tid(&*heap_tid), vector: vector.row(), values: &filter_values };
         let max_rows = options::of(index).growing_rows(Shape::new(row.vector.len(), row.vector.element()));
         let sealed = insert_row(index, row, max_rows, None, None);
         if sealed.is_some() {
@@ -72,6 +79,9 @@ pub unsafe extern "C-unwind" fn aminsert(
 pub struct Row<'a> {
     pub key: u64,
     pub vector: milvus_core::element::Row<'a>,
+    /// Its filter values (`milvus_core::filter::row`), none in an index of
+    /// a vector alone.
+    pub values: &'a [u8],
 }
 
 /// Appends one row to the growing segment
@@ -90,7 +100,7 @@ pub fn insert_row(
     mut make_room: Option<&mut dyn FnMut()>,
 ) -> Option<SegmentId> {
     let seal = |segment, full| seal_full(index, segment, reason.clone().unwrap_or(full), &mut make_room);
-    growing::insert_row(index, row.key, row.vector, max_rows, seal).or_raise_for(row.vector.element())
+    growing::insert_row(index, row.key, row.vector, row.values, max_rows, seal).or_raise_for(row.vector.element())
 }
 
 /// Seals `segment`, the growing segment found full, for `reason`, calling

@@ -30,6 +30,7 @@ mod build;
 pub mod compact;
 mod cost;
 pub mod explain;
+mod filter_columns;
 pub mod flush;
 pub mod gc;
 pub mod insert;
@@ -54,17 +55,19 @@ COMMENT ON ACCESS METHOD milvus IS 'vector index with Milvus segment lifecycle: 
 fn milvus_handler(_fcinfo: pg_sys::FunctionCallInfo) -> PgBox<pg_sys::IndexAmRoutine> {
     // SAFETY: palloc'd and tagged as Postgres expects of a handler's result.
     let mut am = unsafe { PgBox::<pg_sys::IndexAmRoutine>::alloc_node(pg_sys::NodeTag::T_IndexAmRoutine) };
-    am.amstrategies = 1;
+    // Strategy 1 is a vector opclass' ORDER BY operator; a filter column's
+    // opclass numbers its operators 1 to 8 (`filter_columns.rs`).
+    am.amstrategies = 8;
     am.amsupport = 1;
     am.amoptsprocnum = 0;
     am.amcanorder = false;
     am.amcanorderbyop = true;
     am.amcanbackward = false;
     am.amcanunique = false;
-    am.amcanmulticol = false;
+    am.amcanmulticol = true;
     am.amoptionalkey = true;
-    am.amsearcharray = false;
-    am.amsearchnulls = false;
+    am.amsearcharray = true;
+    am.amsearchnulls = true;
     am.amstorage = false;
     am.amclusterable = false;
     am.ampredlocks = false;

@@ -20,6 +20,12 @@
 //! Rows whose vector is NULL come last, as their NULL distances sort, and
 //! every row comes for a NULL query (`nulls.rs`).
 //!
+//! Keys on the filter columns of a multicolumn index (`filter_columns.rs`)
+//! restrict the search to the rows that pass them: the page-resident rows
+//! are tested as they are read, each flushed segment by its columns
+//! (`milvus_core::search::Search::filtered`). The executor rechecks the
+//! rows returned.
+//!
 //! The scan's state lives in the scan's memory context and is dropped with
 //! it, also when the query errors or is cancelled.
 
@@ -143,7 +149,9 @@ pub unsafe extern "C-unwind" fn amgettuple(
     // `xs_heaptid` and the recheck flags after this returns.
     unsafe {
         let next = with_state(scan, |state| next(scan, state));
-        (*scan).xs_recheck = false;
+        // Keys on the filter columns: the search applied them, the executor
+        // checks again (also the NULL-vector rows, read from the table).
+        (*scan).xs_recheck = (*scan).numberOfKeys > 0;
         (*scan).xs_recheckorderby = false;
         match next {
             Some(tid) => {
@@ -245,7 +253,15 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
         };
         same.or_raise_for(query.element());
         let metric = meta.metric();
-        let (manifest, pages) = (manifest_chain::read(&meta), chain::page_hits(index, &meta, metric, query));
+        let filter = super::filter_columns::filter_of(scan);
+        let manifest = manifest_chain::read(&meta);
+        let (pages, passing) = match &filter {
+            Some(filter) => {
+                let (pages, passing) = chain::page_hits_filtered(index, &meta, metric, query, filter);
+                (pages, Some(passing))
+            }
+            None => (chain::page_hits(index, &meta, metric, query), None),
+        };
         drop(meta);
         let segments = open_segments::loaded(index, &manifest, metric);
 
@@ -257,7 +273,11 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
             iterative: gucs::iterative_scan(),
             ..SearchOptions::default()
         };
-        Some(Search::new(Vectors::of(query), pages, segments, options))
+        let search = Search::new(Vectors::of(query), pages, segments, options);
+        Some(match (filter, passing) {
+            (Some(filter), Some(passing)) => search.filtered(&filter, passing),
+            _ => search,
+        })
     }
 }
 

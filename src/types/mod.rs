@@ -20,6 +20,7 @@
 pub mod bit;
 pub mod indexed;
 pub mod io;
+pub mod scalar;
 pub mod sparse;
 
 use std::marker::PhantomData;

@@ -124,21 +124,29 @@ impl Element {
     }
 }
 
-/// How an index lays out one vector: its dimensions and element type.
+/// How an index lays out one vector: its dimensions and element type, and
+/// whether a row in pages carries its filter values after the vector (an
+/// index with filter columns: `crate::filter::row`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shape {
     pub dims: usize,
     pub element: Element,
+    pub values: bool,
 }
 
 impl Shape {
     pub const fn new(dims: usize, element: Element) -> Shape {
-        Shape { dims, element }
+        Shape { dims, element, values: false }
     }
 
     /// A `vector(dims)`.
     pub const fn f32(dims: usize) -> Shape {
-        Shape { dims, element: Element::F32 }
+        Shape::new(dims, Element::F32)
+    }
+
+    /// The same vectors, with (or without) filter values in their rows.
+    pub const fn with_values(self, values: bool) -> Shape {
+        Shape { values, ..self }
     }
 
     /// Bytes of one vector.

@@ -71,7 +71,7 @@ fn create(store: Store, shape: Shape) {
 fn insert(store: Store, key: u64, max_rows: u64) {
     let v = vector(key, shape_of(store));
     let sealed = |_, reason| seal(store, reason).map_or(Full::GrowOn, Full::Sealed);
-    growing::insert_row(store, key, Row::F32(&v), max_rows, sealed).expect("rows of the index's dimensions");
+    growing::insert_row(store, key, Row::F32(&v), &[], max_rows, sealed).expect("rows of the index's dimensions");
 }
 
 /// A seal, as `am/flush.rs` does it.

@@ -24,6 +24,7 @@
 
 mod bitset;
 mod column;
+pub mod row;
 
 pub use bitset::Bitset;
 pub use column::{Column, ColumnStats, ColumnType, Value, WrongType};
@@ -88,6 +89,13 @@ impl Filter {
         })
     }
 
+    /// Whether one row, whose filter values are `values` (one per filter
+    /// column), passes every key: what a scan asks of each row it reads from
+    /// the growing segment's pages.
+    pub fn passes(&self, values: &[Value]) -> bool {
+        self.keys.iter().all(|key| key.holds(&values[key.column]))
+    }
+
     /// The rows of a segment whose `columns` (one per filter column) pass
     /// every key.
     pub fn matches(&self, columns: &[Column], rows: usize) -> Bitset {
@@ -119,6 +127,35 @@ fn outside(s: &ColumnStats, cmp: Cmp, v: &Value) -> bool {
 }
 
 impl Key {
+    /// Whether one value passes this key, by SQL's rules (NULL passes
+    /// nothing but `IS NULL`; text compares by equality only).
+    pub fn holds(&self, value: &Value) -> bool {
+        match (&self.test, value) {
+            (Test::IsNull, v) => *v == Value::Null,
+            (Test::IsNotNull, v) => *v != Value::Null,
+            (_, Value::Null) => false,
+            (Test::Cmp(cmp @ (Cmp::Eq | Cmp::Ne), c @ Value::Text(_)), v @ Value::Text(_)) => {
+                (v == c) == (*cmp == Cmp::Eq)
+            }
+            (Test::Cmp(_, Value::Text(_)), _) | (Test::Cmp(_, _), Value::Text(_)) => false,
+            (Test::Cmp(cmp, c), v) => std::mem::discriminant(c) == std::mem::discriminant(v) && holds(*cmp, v.cmp(c)),
+            (Test::In(list), v) => list.iter().any(|c| c == v),
+            (Test::Overlaps(wanted), Value::Ints(items)) => {
+                wanted.iter().any(|w| matches!(w, Value::Int(i) if items.contains(i)))
+            }
+            (Test::Contains(wanted), Value::Ints(items)) => {
+                wanted.iter().all(|w| matches!(w, Value::Int(i) if items.contains(i)))
+            }
+            (Test::Overlaps(wanted), Value::Texts(items)) => {
+                wanted.iter().any(|w| matches!(w, Value::Text(s) if items.contains(s)))
+            }
+            (Test::Contains(wanted), Value::Texts(items)) => {
+                wanted.iter().all(|w| matches!(w, Value::Text(s) if items.contains(s)))
+            }
+            _ => false,
+        }
+    }
+
     /// The rows of `column` passing this key.
     pub fn matches(&self, column: &Column) -> Bitset {
         let rows = column.rows();
@@ -288,6 +325,20 @@ mod tests {
             Vec::<usize>::new()
         );
         assert_eq!(arr(Test::Contains(vec![])), [0, 1]); // '{}' is in every array, not in NULL
+        // Row by row, as a scan tests the growing segment's rows: the same.
+        for (column, tests) in [
+            (
+                &t,
+                vec![Test::Cmp(Cmp::Eq, Value::Text("acme".into())), Test::Cmp(Cmp::Ne, Value::Text("initech".into()))],
+            ),
+            (&labels, vec![Test::Overlaps(vec![Value::Text("blue".into())]), Test::Contains(vec![]), Test::IsNull]),
+        ] {
+            for test in tests {
+                let k = key(0, test);
+                let rows = k.matches(column);
+                assert!((0..column.rows()).all(|r| k.holds(&column.value(r)) == rows.contains(r)), "{k:?}");
+            }
+        }
     }
 
     #[test]
@@ -343,6 +394,10 @@ mod tests {
                 filter.keys.iter().all(|k| sql(&k.test, &columns[k.column].value(r)))
             });
             prop_assert_eq!(&got, &want);
+            for r in 0..a.len() {
+                let row = [columns[0].value(r), columns[1].value(r)];
+                prop_assert_eq!(filter.passes(&row), want.contains(r), "row {}", r);
+            }
             let stats: Vec<ColumnStats> = columns.iter().map(Column::stats).collect();
             if filter.excludes(&stats) {
                 prop_assert!(want.is_empty());

@@ -59,7 +59,10 @@ pub struct MetaPage {
     pub metric: u8,
     /// [`Element::code`]: 0 (f32) in meta pages older than halfvec.
     pub element: u8,
-    pub _reserved: [u8; 2],
+    /// 1 when a row in pages carries its filter values after its vector
+    /// (an index with filter columns); 0 in meta pages older than them.
+    pub row_values: u8,
+    pub _reserved: u8,
     pub growing_segment: u64,
     pub growing_head: Block,
     pub growing_tail: Block,
@@ -153,7 +156,8 @@ impl MetaPage {
             dims: shape.dims as u32,
             metric: metric.code(),
             element: shape.element.code(),
-            _reserved: [0; 2],
+            row_values: shape.values as u8,
+            _reserved: 0,
             growing_segment: growing.0,
             growing_head: growing_block,
             growing_tail: growing_block,
@@ -191,6 +195,7 @@ impl MetaPage {
     pub fn check(&self) -> Result<(), MetaError> {
         let sane = Metric::from_code(self.metric).is_some()
             && Element::from_code(self.element).is_some()
+            && self.row_values <= 1
             && self.sealed_count as usize <= MAX_SEALED;
         if self.magic != META_MAGIC || self.version != META_VERSION || !sane {
             return Err(MetaError::NotOurs { magic: self.magic, version: self.version });
@@ -210,6 +215,7 @@ impl MetaPage {
     /// How the index lays out a vector; call on a checked page.
     pub fn shape(&self) -> Shape {
         Shape::new(self.dims(), Element::from_code(self.element).expect("a checked meta page"))
+            .with_values(self.row_values == 1)
     }
 
     pub fn growing(&self) -> SegmentId {

@@ -9,7 +9,9 @@
 //! special space of a chain page at `pd_special`. An item is a row: the heap
 //! TID packed in a `u64`, then `dims` elements (`f32`; `f16` for a halfvec
 //! index; bits, in whole bytes, for a bit index: [`Shape`]), at a
-//! MAXALIGNed offset. A line pointer is `lp_off:15, lp_flags:2, lp_len:15`
+//! MAXALIGNed offset; in an index with filter columns (`Shape::values`),
+//! the row's filter values follow the elements in the same item
+//! (`crate::filter::row`). A line pointer is `lp_off:15, lp_flags:2, lp_len:15`
 //! from the low bit up (the bit-field layout of GCC on little-endian
 //! hosts); a live row has `lp_flags` 1 (`LP_NORMAL`).
 //!
@@ -75,17 +77,19 @@ pub const OBJECT_PAGE_ID: u16 = 0x4d4f;
 
 const _: () = assert!(std::mem::size_of::<ChainOpaque>() == SPECIAL_SIZE);
 
-/// Bytes of one row item (of a sparse row: of an empty one).
+/// Bytes of one row item (of a sparse row: of an empty one; of a row with
+/// filter values: before them).
 pub fn row_item_size(shape: Shape) -> usize {
     8 + shape.bytes()
 }
 
-/// Whether an item of `len` bytes may be a row of `shape`: of the row size,
-/// or for sparse rows, words after the key (their header then says how
-/// many: [`RowPage::row`]).
+/// Whether an item of `len` bytes may be a row of `shape`: of the row size
+/// (at least, when filter values follow), or for sparse rows, words after
+/// the key (their header then says how many: [`RowPage::row`]).
 fn fits_row(shape: Shape, len: usize) -> bool {
     match shape.element {
         Element::Sparse => len >= row_item_size(shape) && (len - 8).is_multiple_of(4),
+        _ if shape.values => len >= row_item_size(shape),
         _ => len == row_item_size(shape),
     }
 }
@@ -310,8 +314,23 @@ impl<'a> RowPage<'a> {
     /// live row; an error if the pointer leads outside the page or to an
     /// item of another size.
     pub fn row(&self, offset: usize) -> Result<Option<(u64, Row<'a>)>, PageError> {
+        Ok(self.row_values(offset)?.map(|(key, row, _)| (key, row)))
+    }
+
+    /// [`Self::row`], and the bytes of its filter values (none in an index
+    /// without filter columns).
+    pub fn row_values(&self, offset: usize) -> Result<Option<RowWithValues<'a>>, PageError> {
         let Some(item) = self.item(offset, "item", |len| fits_row(self.shape, len))? else { return Ok(None) };
-        Ok(Some((item_key(item), self.elements(offset, &item[8..])?)))
+        let (elements, values) = self.split(item);
+        Ok(Some((item_key(item), self.elements(offset, elements)?, values)))
+    }
+
+    /// A row item's elements and its filter values.
+    fn split(&self, item: &'a [u8]) -> (&'a [u8], &'a [u8]) {
+        match self.shape.element {
+            Element::Sparse => (&item[8..], &[]),
+            _ => item[8..].split_at(self.shape.bytes()),
+        }
     }
 
     /// The chunk at line pointer `offset` (1-based) of a page of rows cut
@@ -344,9 +363,14 @@ impl<'a> RowPage<'a> {
 
     /// Calls `f(offset, key, vector)` for every live row.
     pub fn for_each_row(&self, mut f: impl FnMut(u16, u64, Row<'a>)) -> Result<(), PageError> {
+        self.for_each_row_values(|offset, key, vector, _| f(offset, key, vector))
+    }
+
+    /// Calls `f(offset, key, vector, filter values)` for every live row.
+    pub fn for_each_row_values(&self, mut f: impl FnMut(u16, u64, Row<'a>, &'a [u8])) -> Result<(), PageError> {
         for offset in 1..=self.items {
-            if let Some((key, vector)) = self.row(offset)? {
-                f(offset as u16, key, vector);
+            if let Some((key, vector, values)) = self.row_values(offset)? {
+                f(offset as u16, key, vector, values);
             }
         }
         Ok(())
@@ -359,26 +383,42 @@ impl<'a> RowPage<'a> {
     /// built and matched a row cost 2.8x the whole scan of a 128-d page,
     /// docs/benchmark-runs.md).
     pub fn distances(&self, metric: Metric, query: Row<'_>, hits: &mut PageHits) -> Result<(), PageError> {
+        self.distances_and_values(metric, query, hits, |_| {})
+    }
+
+    /// [`Self::distances`], calling `values(filter values)` for each row
+    /// as its distance is pushed: a filtered scan's test of the row.
+    pub fn distances_and_values(
+        &self,
+        metric: Metric,
+        query: Row<'_>,
+        hits: &mut PageHits,
+        mut values: impl FnMut(&'a [u8]),
+    ) -> Result<(), PageError> {
+        let mut push = |key, distance, v| {
+            hits.push(key, distance);
+            values(v)
+        };
         if query.element() != self.shape.element {
-            return self.for_each_row(|_, key, vector| hits.push(key, metric.between(query, vector)));
+            return self.for_each_row_values(|_, key, vector, v| push(key, metric.between(query, vector), v));
         }
-        let mut push = |key, distance| hits.push(key, distance);
         match query {
-            Row::F32(q) => self.for_each_item(|key, v| push(key, metric.distance(q, cast(v)))),
-            Row::F16(q) => self.for_each_item(|key, v| push(key, metric.distance_f16(q, cast(v)))),
-            Row::Bit { bits, .. } => self.for_each_item(|key, v| push(key, metric.distance_bits(bits, v))),
-            Row::Sparse(_) => self.for_each_row(|_, key, vector| push(key, metric.between(query, vector))),
+            Row::F32(q) => self.for_each_item(|key, e, v| push(key, metric.distance(q, cast(e)), v)),
+            Row::F16(q) => self.for_each_item(|key, e, v| push(key, metric.distance_f16(q, cast(e)), v)),
+            Row::Bit { bits, .. } => self.for_each_item(|key, e, v| push(key, metric.distance_bits(bits, e), v)),
+            Row::Sparse(_) => self.for_each_row_values(|_, key, vector, v| push(key, metric.between(query, vector), v)),
         }
     }
 
-    /// Calls `f(key, elements)` for every live row of a fixed width, its
-    /// elements as stored.
+    /// Calls `f(key, elements, filter values)` for every live row of a
+    /// fixed width, its elements as stored.
     #[inline]
-    fn for_each_item(&self, mut f: impl FnMut(u64, &'a [u8])) -> Result<(), PageError> {
-        let size = row_item_size(self.shape);
+    fn for_each_item(&self, mut f: impl FnMut(u64, &'a [u8], &'a [u8])) -> Result<(), PageError> {
+        let shape = self.shape;
         for offset in 1..=self.items {
-            if let Some(item) = self.item(offset, "item", |len| len == size)? {
-                f(item_key(item), &item[8..]);
+            if let Some(item) = self.item(offset, "item", |len| fits_row(shape, len))? {
+                let (elements, values) = self.split(item);
+                f(item_key(item), elements, values);
             }
         }
         Ok(())
@@ -400,6 +440,9 @@ impl<'a> RowPage<'a> {
     }
 }
 
+/// A row read from a page: its key, vector and filter values' bytes.
+pub type RowWithValues<'a> = (u64, Row<'a>, &'a [u8]);
+
 /// The heap TID an item (row or chunk) starts with.
 fn item_key(item: &[u8]) -> u64 {
     u64::from_le_bytes(item[..8].try_into().expect("8 bytes"))
@@ -407,9 +450,15 @@ fn item_key(item: &[u8]) -> u64 {
 
 /// The item of one row: its key (the heap TID), then its elements.
 pub fn row_item(key: u64, vector: Row<'_>) -> Vec<u8> {
-    let mut item = Vec::with_capacity(8 + vector.bytes().len());
+    row_item_with(key, vector, &[])
+}
+
+/// The item of one row with its filter values (`crate::filter::row`).
+pub fn row_item_with(key: u64, vector: Row<'_>, values: &[u8]) -> Vec<u8> {
+    let mut item = Vec::with_capacity(8 + vector.bytes().len() + values.len());
     item.extend_from_slice(&key.to_le_bytes());
     item.extend_from_slice(vector.bytes());
+    item.extend_from_slice(values);
     item
 }
 
@@ -919,6 +968,35 @@ mod tests {
         let want: Vec<(u64, f32)> =
             (0..3).map(|k| (k, Metric::L1.between(Row::F32(&wide_query), rows.row(k as usize, 16)))).collect();
         assert_eq!(hits.iter().collect::<Vec<_>>(), want);
+    }
+
+    /// Rows of an index with filter columns carry their values after the
+    /// vector: read back with each row, paired with each distance; a page
+    /// read as an index without them refuses the longer items.
+    #[test]
+    fn rows_carry_their_filter_values() {
+        use crate::filter::{Value, row};
+        let shape = Shape::f32(8).with_values(true);
+        let vectors = random_rows(shape, 5, 2);
+        let values = |k: u64| row::encode(&[Value::Int(k as i64 * 10), Value::Text("t".repeat(k as usize))]);
+        let mut bytes = AlignedPage::zeroed();
+        let mut page = PageMut::new(&mut bytes.0);
+        page.init_rows(1);
+        for k in 0..5u64 {
+            assert!(page.add_item(&row_item_with(k, vectors.row(k as usize, 8), &values(k))));
+        }
+        let rows = RowPage::new(&bytes.0, shape).unwrap();
+        let mut read = Vec::new();
+        rows.for_each_row_values(|_, key, v, vals| read.push((key, v.to_f32(), vals.to_vec()))).unwrap();
+        let want: Vec<_> = (0..5u64).map(|k| (k, vectors.row(k as usize, 8).to_f32(), values(k))).collect();
+        assert_eq!(read, want);
+        let (mut hits, mut seen) = (PageHits::default(), Vec::new());
+        let query = random_rows(shape, 1, 9);
+        rows.distances_and_values(Metric::L2, query.all(), &mut hits, |v| seen.push(v.to_vec())).unwrap();
+        assert_eq!(seen, (0..5).map(values).collect::<Vec<_>>());
+        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        let plain = RowPage::new(&bytes.0, Shape::f32(8)).unwrap();
+        assert!(plain.for_each_row(|_, _, _| ()).is_err(), "an index without filter columns has no longer rows");
     }
 
     /// A page changed by `PageMut` reads back as what was done to it:

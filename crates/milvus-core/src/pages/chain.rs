@@ -3,6 +3,7 @@
 
 use crate::distance::Metric;
 use crate::element::{Row, Shape};
+use crate::filter::{Bitset, Filter};
 use crate::format::page::{Chunks, PageHits, RowAssembler, RowPage};
 use crate::search::PageRows;
 
@@ -83,11 +84,23 @@ pub fn growing_is_empty<S: PageStore>(store: S, meta: &Meta) -> bool {
     empty
 }
 
-/// The rows of a chain, copied out (what a flush hands to its job).
+/// The rows of a chain, copied out (what a flush hands to its job), with
+/// their filter values where the index has filter columns.
 pub fn read_rows<S: PageStore>(store: S, head: Block, shape: Shape) -> PageRows {
-    let mut rows = PageRows::new(shape);
-    for_each_row(store, head, shape, |key, v| rows.push(key, v));
-    rows
+    let mut out = PageRows::new(shape);
+    if !shape.values {
+        for_each_row(store, head, shape, |key, v| out.push(key, v));
+        return out;
+    }
+    walk(store, head, |b, p| {
+        rows(store, b, p, shape)
+            .for_each_row_values(|_, key, v, values| {
+                let values = crate::filter::row::decode(values).unwrap_or_else(|e| damaged(store, b, e));
+                out.push_with(key, v, values)
+            })
+            .unwrap_or_else(|e| damaged(store, b, e))
+    });
+    out
 }
 
 /// The distances to `query` of the rows a scan must search in pages: the
@@ -105,6 +118,33 @@ pub fn page_hits<S: PageStore>(store: S, meta: &Meta, metric: Metric, query: Row
         }
     }
     hits
+}
+
+/// [`page_hits`] of a filtered scan: also which of the rows pass `filter`
+/// (a bit per hit, in the hits' order), tested as each row is read.
+pub fn page_hits_filtered<S: PageStore>(
+    store: S,
+    meta: &Meta,
+    metric: Metric,
+    query: Row<'_>,
+    filter: &Filter,
+) -> (PageHits, Bitset) {
+    let shape = meta.shape();
+    let mut hits = PageHits::default();
+    let mut passing = Vec::new();
+    for (_, head) in meta.in_pages() {
+        walk(store, head, |b, p| {
+            let test = |values: &[u8]| {
+                let values = crate::filter::row::decode(values).unwrap_or_else(|e| damaged(store, b, e));
+                passing.push(filter.passes(&values))
+            };
+            rows(store, b, p, shape)
+                .distances_and_values(metric, query, &mut hits, test)
+                .unwrap_or_else(|e| damaged(store, b, e))
+        });
+    }
+    let bits = Bitset::from_fn(passing.len(), |i| passing[i]);
+    (hits, bits)
 }
 
 /// VACUUM's deletion: removes the items of rows `is_dead` says are dead

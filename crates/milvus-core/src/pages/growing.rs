@@ -13,7 +13,7 @@
 
 use crate::element::{Element, Row, Shape};
 use crate::format::manifest::Manifest;
-use crate::format::page::{Chunks, row_item, rows_per_page};
+use crate::format::page::{Chunks, row_item_with, rows_per_page};
 use crate::policy::seal::SealPolicy;
 use crate::segment::{SealReason, SegmentId};
 use crate::vector::{VectorError, check_row};
@@ -50,7 +50,9 @@ pub enum Full {
     GrowOn,
 }
 
-/// Appends the row `key` to the growing segment. If the segment is at its
+/// Appends the row `key` to the growing segment, with its filter values
+/// (`crate::filter::row`; none in an index without filter columns, whose
+/// rows are never cut in chunks). If the segment is at its
 /// size limit (`max_rows`, [`size_rule`]), calls `seal(segment, reason)`
 /// first, and goes on as it says. Returns the last segment `seal` sealed,
 /// or the error of a row whose dimensions are not the index's.
@@ -58,6 +60,7 @@ pub fn insert_row<S: PageStore>(
     store: S,
     key: u64,
     row: Row<'_>,
+    values: &[u8],
     max_rows: u64,
     mut seal: impl FnMut(SegmentId, SealReason) -> Full,
 ) -> Result<Option<SegmentId>, VectorError> {
@@ -72,6 +75,7 @@ pub fn insert_row<S: PageStore>(
         let meta = MetaGuard::lock(store, Lock::Share);
         check_row(meta.dims(), row)?;
         if let Some(chunks) = Chunks::of(meta.shape()) {
+            assert!(values.is_empty(), "rows in chunks carry no filter values");
             drop(meta);
             match insert_chunks(store, key, row, &chunks, max_rows, seal_at_limit) {
                 Ok(()) => break,
@@ -84,7 +88,7 @@ pub fn insert_row<S: PageStore>(
 
         // Fast path: the tail has room.
         let tail = meta.growing_tail;
-        let item = row_item(key, row);
+        let item = row_item_with(key, row, values);
         if add_to_tail(&meta, &item) {
             break;
         }

@@ -8,6 +8,7 @@ use std::hash::Hash;
 
 use crate::distance::Metric;
 use crate::element::{Row, Shape, Vectors};
+use crate::filter::{Column, ColumnType, Value, WrongType};
 use crate::format::page::PageHits;
 use crate::segment::SegmentId;
 
@@ -98,23 +99,48 @@ impl TopK {
     }
 }
 
-/// Rows held in index pages, with their vectors row-major.
+/// Rows held in index pages, with their vectors row-major, and in an index
+/// with filter columns each row's filter values (`crate::filter::row`).
 #[derive(Debug, Clone)]
 pub struct PageRows {
     pub dims: usize,
     pub keys: Vec<u64>,
     pub vectors: Vectors<'static>,
+    pub values: Vec<Vec<Value>>,
 }
 
 impl PageRows {
     pub fn new(shape: Shape) -> Self {
-        PageRows { dims: shape.dims, keys: Vec::new(), vectors: Vectors::new(shape.element) }
+        PageRows { dims: shape.dims, keys: Vec::new(), vectors: Vectors::new(shape.element), values: Vec::new() }
     }
 
     pub fn push(&mut self, key: u64, vector: Row<'_>) {
         debug_assert_eq!(vector.len(), self.dims);
         self.keys.push(key);
         self.vectors.push(vector);
+    }
+
+    /// [`Self::push`] of a row of an index with filter columns.
+    pub fn push_with(&mut self, key: u64, vector: Row<'_>, values: Vec<Value>) {
+        self.push(key, vector);
+        self.values.push(values);
+    }
+
+    /// The rows' filter columns, of `kinds` (the index's, in order): what a
+    /// flush writes beside them. None for rows without values.
+    pub fn columns(&self, kinds: &[ColumnType]) -> Result<Vec<Column>, WrongType> {
+        if self.values.is_empty() {
+            return Ok(Vec::new());
+        }
+        kinds
+            .iter()
+            .enumerate()
+            .map(|(c, kind)| {
+                let column: Vec<Value> =
+                    self.values.iter().map(|row| row.get(c).cloned().unwrap_or(Value::Null)).collect();
+                Column::build(*kind, &column)
+            })
+            .collect()
     }
 
     /// Bytes the rows take: keys, vectors, and sparse rows' starts.

@@ -331,6 +331,11 @@ impl Search {
         matches!(self.phase, Phase::Done { ran_out: true })
     }
 
+    /// Whether a filter restricts it ([`Search::filtered`]).
+    pub fn is_filtered(&self) -> bool {
+        self.passing.is_some()
+    }
+
     /// Rows held in pages that the search reads (its brute-force part).
     pub fn page_rows(&self) -> usize {
         self.pages.len()

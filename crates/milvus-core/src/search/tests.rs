@@ -44,7 +44,7 @@ fn half_segments_search_as_their_widened_rows() {
         };
         let (half, full) = (open(Row::F16(&halves)), open(Row::F32(&widened)));
         assert_eq!(half.binlog().unwrap().element(), crate::element::Element::F16);
-        let pages = PageRows { dims, keys: vec![10_000], vectors: halves[..dims].to_vec().into() };
+        let pages = PageRows { dims, keys: vec![10_000], vectors: halves[..dims].to_vec().into(), values: Vec::new() };
         let query: Vec<f16> = halves[7 * dims..8 * dims].to_vec();
         let wide_query: Vec<f32> = query.iter().map(|h| h.to_f32()).collect();
         let search = |segment: &Arc<LoadedSegment>, query: Vectors<'static>| {
@@ -257,7 +257,12 @@ fn every_row_is_offered_once_in_order_and_tombstones_never() {
         Arc::new(segment(2, 500, 10_000, false, vec![1, 2, 3])),
     ];
     let mut rng = Rng::new(5);
-    let pages = PageRows { dims: DIMS, keys: (20_000..20_050).collect(), vectors: rng.vector(50 * DIMS).into() };
+    let pages = PageRows {
+        dims: DIMS,
+        keys: (20_000..20_050).collect(),
+        vectors: rng.vector(50 * DIMS).into(),
+        values: Vec::new(),
+    };
     let query = rng.vector(DIMS);
     let options = SearchOptions {
         ef_search: 40,
@@ -338,8 +343,12 @@ fn past_max_approximate_the_search_goes_on_exactly() {
 #[test]
 fn a_selective_filter_gets_the_rows_a_sequential_scan_gets() {
     let segs = vec![Arc::new(segment(1, 6000, 0, true, vec![])), Arc::new(segment(2, 3000, 10_000, false, vec![]))];
-    let pages =
-        PageRows { dims: DIMS, keys: (20_000..20_200).collect(), vectors: Rng::new(9).vector(200 * DIMS).into() };
+    let pages = PageRows {
+        dims: DIMS,
+        keys: (20_000..20_200).collect(),
+        vectors: Rng::new(9).vector(200 * DIMS).into(),
+        values: Vec::new(),
+    };
     let far = |k: u64| k.is_multiple_of(50);
     let query = vec![30.0; DIMS];
     for iterative in [IterativeScan::Relaxed, IterativeScan::Strict] {
@@ -405,7 +414,7 @@ proptest::proptest! {
         let deleted = (0..rows as u32).step_by(7).collect();
         let segs = vec![Arc::new(segment(seed + 1, rows, 0, rows > BRUTE_FORCE_MAX_ROWS, deleted))];
         let keys = (100_000..100_000 + in_pages as u64).collect();
-        let pages = PageRows { dims: DIMS, keys, vectors: Rng::new(seed).vector(in_pages * DIMS).into() };
+        let pages = PageRows { dims: DIMS, keys, vectors: Rng::new(seed).vector(in_pages * DIMS).into(), values: Vec::new() };
         let query = Rng::new(seed + 7).vector(DIMS);
         let keep = |k: u64| k.is_multiple_of(modulus);
         let truth = brute_force(&segs, &pages, &query, &keep);
@@ -423,7 +432,12 @@ proptest::proptest! {
 
 #[test]
 fn nan_distances_sort_last() {
-    let pages = PageRows { dims: 2, keys: vec![1, 2, 3], vectors: vec![0.0, 0.0, 1.0, 0.0, 0.0, 1.0].into() };
+    let pages = PageRows {
+        dims: 2,
+        keys: vec![1, 2, 3],
+        vectors: vec![0.0, 0.0, 1.0, 0.0, 0.0, 1.0].into(),
+        values: Vec::new(),
+    };
     let query = vec![1.0, 0.0];
     let hits: Vec<u64> = Search::new(
         query.clone().into(),
@@ -491,7 +505,12 @@ fn a_one_percent_filter_is_exact_and_offers_only_passing_rows() {
         with_columns(segment(3, 300, 20_000, false, vec![]), 100),
     ];
     let mut rng = Rng::new(4);
-    let pages = PageRows { dims: DIMS, keys: (30_000..30_400).collect(), vectors: rng.vector(400 * DIMS).into() };
+    let pages = PageRows {
+        dims: DIMS,
+        keys: (30_000..30_400).collect(),
+        vectors: rng.vector(400 * DIMS).into(),
+        values: Vec::new(),
+    };
     for q in 0..20 {
         let query = rng.vector(DIMS);
         let filter = Filter { keys: vec![eq(0, q * 5)] };
@@ -518,7 +537,12 @@ fn an_unselective_filter_walks_the_graph_and_keeps_recall() {
         with_columns(segment(2, 4000, 10_000, true, vec![]), 2),
     ];
     let mut rng = Rng::new(6);
-    let pages = PageRows { dims: DIMS, keys: (20_000..20_100).collect(), vectors: rng.vector(100 * DIMS).into() };
+    let pages = PageRows {
+        dims: DIMS,
+        keys: (20_000..20_100).collect(),
+        vectors: rng.vector(100 * DIMS).into(),
+        values: Vec::new(),
+    };
     let (mut hits, mut walked) = (0, 0);
     for _ in 0..30 {
         let query = rng.vector(DIMS);
