@@ -55,9 +55,10 @@ use serde::Serialize;
 const K: usize = 10;
 const EF_VALUES: [usize; 5] = [20, 40, 100, 200, 400];
 const BATCH: usize = 1000;
-/// Filters of the filtered phase, `WHERE id % m = 0`: 1%, 10% and 50% of
-/// the rows, independent of where a row lies.
-const FILTER_MODULI: [usize; 3] = [100, 10, 2];
+/// Filters of the filtered phase, `WHERE bucket < t` (`bucket` is `id %
+/// 1000`, a generated column): 0.1%, 1%, 10% and 50% of the rows,
+/// independent of where a row lies.
+const FILTERS: [(&str, usize); 4] = [("0.1%", 1), ("1%", 10), ("10%", 100), ("50%", 500)];
 /// Queries per filtered run (a sequential scan each, for the plain table).
 const FILTER_QUERIES: usize = 100;
 /// Rows a second the streaming phase inserts.
@@ -688,7 +689,8 @@ impl Bench<'_> {
     fn create_table(&self, c: &mut Client, kind: Kind) {
         let t = kind.table();
         c.batch_execute(&format!(
-            "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id bigint PRIMARY KEY, embedding {})",
+            "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id bigint PRIMARY KEY, embedding {}, \
+             bucket int GENERATED ALWAYS AS ((id % 1000)::int) STORED)",
             kind.vector_type(self.a.column_type, self.d.dim)
         ))
         .unwrap();
@@ -696,14 +698,7 @@ impl Bench<'_> {
 
     fn create_index(&self, c: &mut Client, kind: Kind) {
         let (t, a) = (kind.table(), self.a);
-        let ops = match a.metric() {
-            Metric::L2 => "l2_ops",
-            Metric::InnerProduct => "ip_ops",
-            Metric::Cosine => "cosine_ops",
-            Metric::L1 => "l1_ops",
-            Metric::Hamming | Metric::Jaccard => die("the driver measures vector and halfvec columns, not bits"),
-        };
-        let ops = format!("{}_{ops}", a.column_type.name());
+        let ops = format!("{}_{}", a.column_type.name(), metric_ops(a.metric()));
         let sql = match kind {
             Kind::Milvus => format!(
                 "CREATE INDEX ON {t} USING milvus (embedding {ops}) WITH (m = {}, ef_construction = {}{})",
@@ -790,9 +785,9 @@ impl Bench<'_> {
         start.elapsed().as_secs_f64()
     }
 
-    /// The SQL of a query, with `WHERE id % modulus = 0` for a filter.
+    /// The SQL of a query, with `WHERE bucket < t` for a filter.
     fn query_sql(&self, kind: Kind, filter: Option<usize>) -> String {
-        let filter = filter.map(|m| format!("WHERE id % {m} = 0 ")).unwrap_or_default();
+        let filter = filter.map(|t| format!("WHERE bucket < {t} ")).unwrap_or_default();
         format!(
             "SELECT id FROM {} {filter}ORDER BY embedding {} $1::{} LIMIT {K}",
             kind.table(),
@@ -1019,15 +1014,16 @@ impl Bench<'_> {
         }
     }
 
-    /// Filtered queries at each selectivity of `FILTER_MODULI`, ef_search
+    /// Filtered queries at each selectivity of `FILTERS`, ef_search
     /// 40, one client, with the plan the planner picks (noted), against the
-    /// exact top-10 of the rows the filter keeps.
-    fn filtered(&self, c: &mut Client, kind: Kind, r: &mut TargetReport) {
-        for (m, truth) in FILTER_MODULI.iter().zip(&self.filtered_truth) {
-            let label = format!("filter {}%", 100 / m);
+    /// exact top-10 of the rows the filter keeps; `how` says what indexes
+    /// serve them, in the label.
+    fn filtered(&self, c: &mut Client, kind: Kind, r: &mut TargetReport, how: &str) {
+        for ((share, t), truth) in FILTERS.iter().zip(&self.filtered_truth) {
+            let label = format!("filter {share}{how}");
             let explain = format!(
                 "EXPLAIN {}",
-                self.query_sql(kind, Some(*m)).replace("$1", &format!("'{}'", text(self.d.query(0))))
+                self.query_sql(kind, Some(*t)).replace("$1", &format!("'{}'", text(self.d.query(0))))
             );
             let plan: Vec<String> = c.query(&explain, &[]).unwrap().iter().map(|row| row.get::<_, String>(0)).collect();
             let scan = plan
@@ -1035,10 +1031,49 @@ impl Bench<'_> {
                 .find_map(|l| ["Index Scan", "Seq Scan", "Bitmap Heap Scan"].into_iter().find(|k| l.contains(k)))
                 .unwrap_or("?");
             step(&format!("{label}: {scan}, ef_search 40, 1 client"));
-            let run = self.queries(kind, &label, 40, 1, truth, FILTER_QUERIES, Some(*m));
+            let run = self.queries(kind, &label, 40, 1, truth, FILTER_QUERIES, Some(*t));
             done(&format!("recall@10 {:.3}, {:.0} QPS, p99 {:.2} ms", run.recall_at_10, run.qps, run.p99_ms));
             r.notes.push(format!("{label}: the planner chose {scan}"));
             r.queries.push(run);
+        }
+    }
+
+    /// The filtered phase again with what each extension offers for it:
+    /// pg_milvus' multicolumn index in place of its index of the vector
+    /// alone (`bucket` a filter column, its keys evaluated inside the
+    /// scan), pgvector's HNSW beside a btree on `bucket` (the planner picks
+    /// the iterative scan or the btree and a sort). Built on the loaded
+    /// table; afterwards each table has its own index again.
+    fn filtered_pushed(&self, c: &mut Client, kind: Kind, r: &mut TargetReport) {
+        let t = kind.table();
+        let (index, how) = match kind {
+            Kind::Milvus => {
+                let ops = format!("{}_{}", self.a.column_type.name(), metric_ops(self.a.metric()));
+                let sql = format!(
+                    "DROP INDEX {t}_embedding_idx; CREATE INDEX bench_filter_idx ON {t} USING milvus \
+                     (embedding {ops}, bucket) WITH (m = {}, ef_construction = {}{})",
+                    self.a.m,
+                    self.a.ef_construction,
+                    self.a.quantization.as_ref().map(|q| format!(", quantization = {q}")).unwrap_or_default()
+                );
+                (sql, ", bucket a filter column")
+            }
+            Kind::Pgvector => (format!("CREATE INDEX bench_filter_idx ON {t} (bucket)"), ", btree on bucket"),
+            Kind::Plain => return,
+        };
+        let secs = seconds(&format!("CREATE INDEX for the filter ({})", how.trim_start_matches(", ")), || {
+            c.batch_execute(&index).unwrap();
+            if kind == Kind::Milvus {
+                wait_indexed(c, "bench_filter_idx");
+            }
+            c.batch_execute(&format!("ANALYZE {t}")).unwrap();
+        });
+        r.notes.push(format!("CREATE INDEX{how}: {:.1} s", secs.unwrap_or_default()));
+        self.filtered(c, kind, r, how);
+        c.batch_execute("DROP INDEX bench_filter_idx").unwrap();
+        if kind == Kind::Milvus {
+            self.create_index(c, kind);
+            self.wait_indexed(c);
         }
     }
 
@@ -1287,7 +1322,8 @@ impl Bench<'_> {
         self.query_sweep(kind, "all sealed", &self.truth, &mut r);
         self.bounded_cache(&mut c, &mut r);
         self.memory(kind, &mut r);
-        self.filtered(&mut c, kind, &mut r);
+        self.filtered(&mut c, kind, &mut r, "");
+        self.filtered_pushed(&mut c, kind, &mut r);
 
         // 10% growing: the last tenth deleted and inserted again.
         let tail = n - n / 10;
@@ -1546,7 +1582,8 @@ impl Bench<'_> {
         c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
         self.query_sweep(kind, "all sealed", &self.truth, &mut r);
         self.memory(kind, &mut r);
-        self.filtered(&mut c, kind, &mut r);
+        self.filtered(&mut c, kind, &mut r, "");
+        self.filtered_pushed(&mut c, kind, &mut r);
         self.deletes(&mut c, kind, &mut r);
         r.stream = Some(self.stream(kind));
         r.crowds = self.crowds(kind);
@@ -1567,9 +1604,20 @@ impl Bench<'_> {
         let run = self.queries(kind, "exact", 0, 1, &self.truth, 20, None);
         done(&format!("recall@10 {:.3}, {:.1} QPS", run.recall_at_10, run.qps));
         r.queries.push(run);
-        self.filtered(&mut c, kind, &mut r);
+        self.filtered(&mut c, kind, &mut r, "");
         self.deletes(&mut c, kind, &mut r);
         r
+    }
+}
+
+/// The opclass suffix of a metric (`l2_ops`, ...).
+fn metric_ops(metric: Metric) -> &'static str {
+    match metric {
+        Metric::L2 => "l2_ops",
+        Metric::InnerProduct => "ip_ops",
+        Metric::Cosine => "cosine_ops",
+        Metric::L1 => "l1_ops",
+        Metric::Hamming | Metric::Jaccard => die("the driver measures vector and halfvec columns, not bits"),
     }
 }
 
@@ -1927,7 +1975,7 @@ fn main() {
     let filtered_truth: Vec<Vec<Vec<u32>>> = if a.recall_only || a.stream_only {
         Vec::new()
     } else {
-        FILTER_MODULI.iter().map(|m| ground_truth(&d, a.metric(), &|i| i % m == 0, None)).collect()
+        FILTERS.iter().map(|(_, t)| ground_truth(&d, a.metric(), &|i| i % 1000 < *t, None)).collect()
     };
     done("done");
 
