@@ -127,11 +127,13 @@ impl PageRows {
     }
 
     /// The rows' filter columns, of `kinds` (the index's, in order): what a
-    /// flush writes beside them. None for rows without values.
+    /// flush writes beside them, even of no row. None for an index without
+    /// filter columns, whose rows have no values.
     pub fn columns(&self, kinds: &[ColumnType]) -> Result<Vec<Column>, WrongType> {
-        if self.values.is_empty() {
+        if kinds.is_empty() {
             return Ok(Vec::new());
         }
+        assert_eq!(self.values.len(), self.keys.len(), "every row of an index with filter columns has its values");
         kinds
             .iter()
             .enumerate()

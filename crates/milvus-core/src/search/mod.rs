@@ -295,12 +295,20 @@ impl Search {
     /// they are few, else by the graph walk that steps through rows the
     /// filter rejects but returns only passing ones, and that falls back to
     /// measuring when it comes back short. The exact tail holds passing rows
-    /// only, so the search ends once every passing row is offered.
+    /// only, so the search ends once every passing row is offered. The
+    /// caller rechecks what it returns.
     pub fn filtered(mut self, filter: &Filter, pages: Bitset) -> Self {
         debug_assert_eq!(pages.len(), self.pages.len());
         let mut sets = vec![pages];
         for segment in &self.segments {
-            let set = if filter.excludes(segment.column_stats()) {
+            let columns = segment.columns().len();
+            let set = if filter.keys.iter().any(|k| k.column >= columns) {
+                // A segment without the columns (none is written so): every
+                // live row, for the caller's recheck to filter.
+                let mut set = Bitset::all(segment.rows());
+                set.retain(|row| !segment.is_deleted(row as u32));
+                set
+            } else if filter.excludes(segment.column_stats()) {
                 self.stats.skipped += 1;
                 Bitset::none(segment.rows())
             } else {
