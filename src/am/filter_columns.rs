@@ -98,10 +98,14 @@ pub unsafe fn row_values(types: &[pg_sys::Oid], values: *const pg_sys::Datum, is
 /// # Safety
 /// `scan` is a milvus index scan whose keys `amrescan` set, on the main thread.
 pub unsafe fn filter_of(scan: pg_sys::IndexScanDesc) -> Option<Filter> {
-    // SAFETY: the caller's; `keyData` holds `numberOfKeys` keys.
+    // SAFETY: the caller's; `keyData` holds `numberOfKeys` keys (and may be
+    // null when there are none).
     unsafe {
+        if (*scan).numberOfKeys <= 0 || (*scan).keyData.is_null() {
+            return None;
+        }
         let types = types(Index::from_raw((*scan).indexRelation));
-        let keys = std::slice::from_raw_parts((*scan).keyData, (*scan).numberOfKeys.max(0) as usize);
+        let keys = std::slice::from_raw_parts((*scan).keyData, (*scan).numberOfKeys as usize);
         let keys: Vec<Key> = keys
             .iter()
             // The vector column's `IS NOT NULL`: the executor rechecks it.
