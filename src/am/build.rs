@@ -186,9 +186,10 @@ unsafe extern "C-unwind" fn build_callback(
             insert::insert_row(state.index, row, state.max_rows as u64, Some(SealReason::Build), None);
             return;
         }
-        match state.shape.values {
-            true => state.pending.push_with(row.key, row.vector, filter_values),
-            false => state.pending.push(row.key, row.vector),
+        if state.shape.values {
+            state.pending.push_with(row.key, row.vector, filter_values);
+        } else {
+            state.pending.push(row.key, row.vector);
         }
         let gathered = state.pending.keys.len();
         // Full when another row of the average size would not fit.

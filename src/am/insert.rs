@@ -55,9 +55,10 @@ pub unsafe extern "C-unwind" fn aminsert(
         }
         let index = Index::from_raw(index);
         let vector = IndexVector::from_datum(*values, index.element());
-        let filter_values = match types.is_empty() {
-            true => Vec::new(),
-            false => milvus_core::filter::row::encode(&super::filter_columns::row_values(&types, values, isnull)),
+        let filter_values = if types.is_empty() {
+            Vec::new()
+        } else {
+            milvus_core::filter::row::encode(&super::filter_columns::row_values(&types, values, isnull))
         };
         // A full segment with no room to seal grows on until a flush makes
         // room (the workers, or milvus_flush()).

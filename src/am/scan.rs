@@ -253,12 +253,12 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
         };
         same.or_raise_for(query.element());
         let metric = meta.metric();
-        let filter = super::filter_columns::filter_of(scan);
         let manifest = manifest_chain::read(&meta);
-        let (pages, passing) = match &filter {
+        // With keys on filter columns: which page rows pass, read with them.
+        let (pages, filter) = match super::filter_columns::filter_of(scan) {
             Some(filter) => {
-                let (pages, passing) = chain::page_hits_filtered(index, &meta, metric, query, filter);
-                (pages, Some(passing))
+                let (pages, passing) = chain::page_hits_filtered(index, &meta, metric, query, &filter);
+                (pages, Some((filter, passing)))
             }
             None => (chain::page_hits(index, &meta, metric, query), None),
         };
@@ -274,9 +274,9 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
             ..SearchOptions::default()
         };
         let search = Search::new(Vectors::of(query), pages, segments, options);
-        Some(match (filter, passing) {
-            (Some(filter), Some(passing)) => search.filtered(&filter, passing),
-            _ => search,
+        Some(match filter {
+            Some((filter, passing)) => search.filtered(&filter, passing),
+            None => search,
         })
     }
 }
