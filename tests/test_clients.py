@@ -235,8 +235,9 @@ def test_the_readme_client_examples_run_as_they_stand(cluster, db, monkeypatch):
 
 def test_django_makemigrations_migrate_and_orm(cluster, db, tmp_path, monkeypatch):
     """A Django project from nothing: app `readme` is README.md's migration
-    and models as they stand; app `extra` has an index per metric, its
-    first migration depending on `readme`'s for the extension.
+    and models as they stand; app `extra` has an index per metric (the L2
+    one with `category` as a filter column), its first migration depending
+    on `readme`'s for the extension.
     makemigrations writes the rest, migrate runs them, and the ORM queries
     by each of pgvector's distances, with a filter."""
     named, _ = readme_blocks()
@@ -259,7 +260,8 @@ def test_django_makemigrations_migrate_and_orm(cluster, db, tmp_path, monkeypatc
                 f"    embedding = VectorField(dimensions={DIMS})\n\n"
                 "    class Meta:\n"
                 "        indexes = [\n"
-                "            MilvusIndex(name='doc_l2_idx', fields=['embedding'], opclasses=['vector_l2_ops']),\n"
+                "            MilvusIndex(name='doc_l2_idx', fields=['embedding', 'category'],\n"
+                "                        opclasses=['vector_l2_ops', 'int4_ops']),\n"
                 "            MilvusIndex(name='doc_cosine_idx', fields=['embedding'], opclasses=['vector_cosine_ops'],\n"
                 "                        m=16, ef_construction=64, quantization='sq8'),\n"
                 "            MilvusIndex(name='doc_ip_idx', fields=['embedding'], opclasses=['vector_ip_ops'],\n"
@@ -320,6 +322,9 @@ def test_django_makemigrations_migrate_and_orm(cluster, db, tmp_path, monkeypatc
                            .values_list("id", flat=True)[:10])
                 assert got == exact(db, q, metric, where=3, table="extra_doc"), distance
             uses_index(Doc.objects.order_by(distance("embedding", data[0]))[:10].explain().splitlines(), index)
+        # The filter column: Django's filter goes into the index's scan.
+        plan = Doc.objects.filter(category=3).order_by(L2Distance("embedding", data[0]))[:10].explain()
+        assert "Index Scan using doc_l2_idx" in plan and "Index Cond: (category = 3)" in plan, plan
     finally:
         from django.db import connections
 

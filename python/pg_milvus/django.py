@@ -39,7 +39,11 @@ class MilvusIndex(PostgresIndex):
 
     `opclasses` as pgvector's (`vector_l2_ops`, `vector_ip_ops`,
     `vector_cosine_ops`, `vector_l1_ops`, `halfvec_*_ops`, `bit_hamming_ops`,
-    `sparsevec_*_ops`); the options those of docs/usage.md, "The milvus index":
+    `sparsevec_*_ops`); fields after the vector are filter columns, each with
+    its type's opclass (`int4_ops`, `int8_ops`, `timestamptz_ops`,
+    `text_ops`, `array_ops`, ...: docs/usage.md, "Filter columns"), so a
+    queryset's `.filter(tenant_id=...)` is evaluated inside the index; the
+    options those of docs/usage.md, "The milvus index":
     `m`, `ef_construction`, `quantization` ('rabitq', 'sq8', 'none'),
     `segment_max_rows`, `growing_max_rows`, `storage_url`. Unset options keep
     the server's defaults.
