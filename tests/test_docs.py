@@ -100,7 +100,8 @@ def test_the_explain_line_names_what_explain_prints(overview):
 
 def test_the_filter_columns_block_pushes_its_keys(db):
     """The multicolumn index as docs/usage.md shows it: its query's three
-    keys go into the index, and it answers as a sequential scan does."""
+    keys go into the index, and it answers as a sequential scan does, also
+    once its cluster_by has clustered it."""
     create_table, create_index, search = statements(block("CREATE TABLE tickets"))
     db.execute(create_table)
     db.execute("INSERT INTO tickets SELECT i, i % 50, '2026-10-15'::timestamptz + (i % 40) * interval '1 day', "
@@ -113,6 +114,10 @@ def test_the_filter_columns_block_pushes_its_keys(db):
     assert "Filter" not in plan, plan
     got = db.execute(search).fetchall()
     assert len(got) == 10 and got == unindexed(db, search)
+    # Its cluster_by: the first compaction after CREATE INDEX clusters.
+    plans = [r[0] for r in db.execute("SELECT plan FROM milvus_compact()")]
+    assert plans == ["cluster 1 segments [1] into 1 of 20000 rows by their ranges"], plans
+    assert db.execute(search).fetchall() == got
 
 
 def test_the_error_transcript_is_what_the_server_says(overview):

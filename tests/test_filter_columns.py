@@ -240,3 +240,110 @@ def test_columns_the_index_cannot_keep_are_refused(db, columns, sqlstate, messag
     assert message in error.value.diag.message_primary
     db.rollback()
     assert db.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 't'").fetchone() == (0,)
+
+
+def scan_counters(db, where):
+    """The Milvus Scan line's counters of EXPLAIN ANALYZE of `where`."""
+    plan = [r[0] for r in db.execute("EXPLAIN (ANALYZE, COSTS OFF) " + statement(where))]
+    [line] = [p for p in plan if p.startswith("Milvus Scan:")]
+    return {k: int(v) for k, v in (kv.split("=") for kv in line.split(": ", 2)[2].split())}
+
+
+def test_clustering_puts_each_tenant_in_few_segments(db):
+    """`cluster_by`: compaction rewrites the segments as ranges of the
+    column, so a tenant's filter searches one segment and skips the rest by
+    their statistics; answers stay a sequential scan's through the
+    clustering, fresh rows, a second clustering and a purge."""
+    db.execute(f"CREATE TABLE items (id int PRIMARY KEY, tenant int, embedding vector({DIMS}))")
+
+    def load(first, count):
+        db.execute(
+            """INSERT INTO items SELECT i, CASE WHEN i %% 50 = 0 THEN NULL ELSE (i * 7919) %% 100 END,
+                      ARRAY[sin(i), cos(i), sin(i * 0.3), cos(i * 0.7), sin(i * 1.1), cos(i * 1.3),
+                            sin(i * 0.17), cos(i * 0.23)]::vector
+               FROM generate_series(%s::int, %s::int) i""",
+            (first, first + count - 1),
+        )
+
+    load(1, 12000)
+    db.execute("""CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops, tenant)
+                  WITH (segment_max_rows = 3000, growing_max_rows = 1000, cluster_by = 'tenant')""")
+    db.execute("ANALYZE items")
+    db.execute("SET enable_seqscan = off")
+    # CREATE INDEX writes the table's rows in their order: every tenant in
+    # every segment.
+    assert scan_counters(db, "tenant = 17")["skipped"] == 0
+    [(plan,)] = db.execute("SELECT plan FROM milvus_compact('items_idx', dry_run => true)").fetchall()
+    assert plan == "cluster 4 segments [1, 2, 3, 4] into 4 of 12000 rows by their ranges", plan
+    [(_, output)] = db.execute("SELECT plan, output_segment FROM milvus_compact('items_idx')").fetchall()
+    segments = db.execute(
+        "SELECT segment_id, seal_reason FROM milvus_segments('items_idx') WHERE state = 'flushed' ORDER BY 1"
+    ).fetchall()
+    assert [s for s, _ in segments] == [output, output + 1, output + 2, output + 3], segments
+    assert all(r == "clustering of [1, 2, 3, 4]" for _, r in segments), segments
+    for tenant in (1, 17, 99):
+        counters = scan_counters(db, f"tenant = {tenant}")
+        assert counters["skipped"] == 3, (tenant, counters)
+    assert scan_counters(db, "tenant IS NULL")["skipped"] == 3
+    for where in ("tenant = 17", "tenant < 3", "tenant BETWEEN 40 AND 45", "tenant IS NULL", "tenant <> 5"):
+        got, want, plan = answers(db, where, 50)
+        assert same(got, want) and len(got) == 50, (where, plan)
+    assert not db.execute("SELECT * FROM milvus_compact('items_idx', dry_run => true)").fetchall()
+
+    # Fresh rows, flushed: every tenant again. A fan-in's share of the
+    # clustered rows (3,000) is due a second clustering of everything.
+    load(12001, 3000)
+    db.execute("SELECT * FROM milvus_flush('items_idx')")
+    assert scan_counters(db, "tenant = 17")["skipped"] <= 3
+    plans = [r[0] for r in db.execute("SELECT plan FROM milvus_compact('items_idx')")]
+    assert [p for p in plans if p.startswith("cluster ")], plans
+    assert scan_counters(db, "tenant = 17")["skipped"] >= 3
+    got, want, _ = answers(db, "tenant = 17", 400)
+    assert same(got, want) and len(got) == db.execute("SELECT count(*) FROM items WHERE tenant = 17").fetchone()[0]
+
+    # A clustered segment purged: it stays one range, clustered.
+    db.execute("DELETE FROM items WHERE tenant < 10")
+    db.commit()
+    db.autocommit = True
+    db.execute("VACUUM items")
+    plans = [r[0] for r in db.execute("SELECT plan FROM milvus_compact('items_idx')")]
+    db.autocommit = False
+    assert any(p.startswith("purge segment") for p in plans), plans
+    reasons = [r[0] for r in db.execute("SELECT seal_reason FROM milvus_segments('items_idx') WHERE state = 'flushed'")]
+    assert all(r.startswith("clustering of") for r in reasons), reasons
+    db.execute("SET enable_seqscan = off")
+    for where in ("tenant = 17", "tenant < 12", "tenant IS NULL"):
+        got, want, _ = answers(db, where, 50)
+        assert same(got, want), where
+
+
+@pytest.mark.parametrize(
+    "cluster_by, message",
+    [
+        ("nope", 'cluster_by names "nope", which is not a filter column of the index'),
+        ("label", 'cluster_by column "label" is not of an integer, boolean, date, timestamp or uuid type'),
+        ("embedding", 'cluster_by names "embedding", which is not a filter column of the index'),
+    ],
+)
+def test_a_cluster_by_the_index_cannot_cluster_by_is_refused(db, cluster_by, message):
+    db.execute(f"CREATE TABLE t (id int, tenant int, label text, embedding vector({DIMS}))")
+    with pytest.raises(psycopg.Error) as error:
+        db.execute(f"""CREATE INDEX ON t USING milvus (embedding vector_l2_ops, tenant, label)
+                       WITH (cluster_by = '{cluster_by}')""")
+    assert error.value.sqlstate == "22023"
+    assert error.value.diag.message_primary == message
+
+
+def test_an_altered_cluster_by_is_warned_about_and_merges_go_on(db):
+    db.execute(f"CREATE TABLE t (id int, tenant int, embedding vector({DIMS}))")
+    db.execute(f"CREATE INDEX t_idx ON t USING milvus (embedding vector_l2_ops, tenant) WITH (cluster_by = 'tenant')")
+    for first in (1, 101):
+        db.execute(f"INSERT INTO t SELECT i, i % 7, '{QUERY}' FROM generate_series({first}, {first + 99}) i")
+        db.execute("SELECT * FROM milvus_flush('t_idx')")
+    db.execute("ALTER INDEX t_idx SET (cluster_by = 'nope')")
+    warnings = []
+    db.add_notice_handler(lambda d: warnings.append(d.message_primary))
+    plans = [r[0] for r in db.execute("SELECT plan FROM milvus_compact('t_idx')")]
+    assert plans == ["merge 2 small segments [1, 2] into one of 200 rows"], plans
+    assert 'milvus index "t_idx": cluster_by names "nope", which is not a filter column of the index; ' \
+           "compacting without clustering" in warnings, warnings

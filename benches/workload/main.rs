@@ -653,7 +653,13 @@ struct MergeReport {
 fn merge_report() -> MergeReport {
     use milvus_core::policy::compaction::{CompactionPolicy, FAN_IN, simulate_ingest};
     let (growing, target) = (2048, 100_000);
-    let policy = CompactionPolicy { min_rows: growing, target_rows: target, fan_in: FAN_IN, delete_ratio: 0.2 };
+    let policy = CompactionPolicy {
+        min_rows: growing,
+        target_rows: target,
+        fan_in: FAN_IN,
+        delete_ratio: 0.2,
+        clustering: false,
+    };
     let sim = simulate_ingest(&policy, 50 * target / growing);
     MergeReport {
         growing_max_rows: growing,

@@ -4,7 +4,9 @@
 //! The core's planner (`milvus_core::policy::compaction`) looks at the
 //! manifest and proposes plans: purge a flushed segment whose deleted
 //! fraction reached `milvus.compaction_delete_ratio`, merge small flushed
-//! segments toward `segment_max_rows`. A dry run returns the plans.
+//! segments toward `segment_max_rows`, and for an index `WITH (cluster_by
+//! = ...)` rewrite its segments as ranges of that column. A dry run returns
+//! the plans.
 //!
 //! A plan takes its inputs' job locks (in id order) twice, briefly: to read
 //! them and record the job in the job log (which keeps every other plan,
@@ -24,12 +26,12 @@ use milvus_core::element::Shape;
 use milvus_core::error::Failed;
 use milvus_core::format::manifest::Manifest;
 use milvus_core::jobs::{self, JobError, Merge, Target};
-use milvus_core::policy::compaction::{self, CompactionPlan, CompactionPolicy};
+use milvus_core::policy::compaction::{self, CompactionPlan, CompactionPolicy, PlanKind};
 use milvus_core::search::LoadedSegment;
 use milvus_core::segment::{SegmentId, SegmentState, unix_now};
 
 use super::segment_lock::SegmentLock;
-use super::{flush, object_pages, open_segments, options};
+use super::{filter_columns, flush, object_pages, open_segments, options};
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::pages::{Index, manifest_chain};
@@ -47,7 +49,18 @@ pub fn policy(index: Index, shape: Shape) -> CompactionPolicy {
         // Tier 0, in whole pages of rows.
         min_rows: size_rule(o.tier_rows(), shape).row_capacity(),
         fan_in: compaction::FAN_IN,
+        clustering: cluster_column(index).is_some(),
     }
+}
+
+/// The filter column `index` clusters its rows by, if any. A `cluster_by`
+/// that an ALTER INDEX set to a column the index cannot cluster by is
+/// warned about, and compaction goes on without clustering.
+fn cluster_column(index: Index) -> Option<usize> {
+    filter_columns::cluster_column(index).unwrap_or_else(|message| {
+        pgrx::warning!("milvus index \"{}\": {message}; compacting without clustering", index.name());
+        None
+    })
 }
 
 /// What the compaction policy proposes for `index` now.
@@ -60,14 +73,15 @@ pub fn plans(index: Index) -> Vec<CompactionPlan> {
 }
 
 /// What running a plan did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Compacted {
     /// Its inputs changed meanwhile (another job got to them): skipped.
     Skipped,
     /// Its inputs held no live row: they were only dropped.
     Dropped,
-    /// Its inputs' live rows are this new segment.
-    Into(SegmentId),
+    /// Its inputs' live rows are these new segments (a clustering's
+    /// several, in the column's order; one otherwise).
+    Into(Vec<SegmentId>),
 }
 
 /// Runs one plan; `Err(message)` if storage or the build failed (the inputs
@@ -112,7 +126,18 @@ pub fn run_plan(
         job.done(0, 0);
         return Ok(Compacted::Dropped);
     }
-    let output = manifest_chain::change(index, |m| m.allocate_segment_id());
+    let cluster_by = match plan.kind {
+        PlanKind::Cluster => match cluster_column(index) {
+            Some(column) => Some(column),
+            // ALTER INDEX dropped the option since the plan was made.
+            None => return Ok(Compacted::Skipped),
+        },
+        _ => None,
+    };
+    let live = before.iter().map(|s| s.live_rows() as u64).sum::<u64>();
+    let count = if cluster_by.is_some() { plan.outputs.clamp(1, live) } else { 1 };
+    let outputs: Vec<SegmentId> =
+        manifest_chain::change(index, |m| (0..count).map(|_| m.allocate_segment_id()).collect());
     drop(locks);
 
     let params = flush::hnsw_params(index);
@@ -120,7 +145,7 @@ pub fn run_plan(
     let url = manifest.storage_url.clone();
     let store = storage::try_storage_at(url.as_deref());
     let cache = storage::cache();
-    let inputs = before.clone();
+    let (inputs, ids_out) = (before.clone(), outputs.clone());
     let flushed = storage::run_job_meanwhile(
         "compact",
         storage::Priority::Maintenance,
@@ -128,14 +153,17 @@ pub fn run_plan(
         meanwhile,
         move |control| {
             let refs: Vec<&LoadedSegment> = inputs.iter().map(|s| &**s).collect();
-            let merge = Merge { inputs: &refs, output, metric, dims, params };
+            let merge = Merge { inputs: &refs, outputs: &ids_out, cluster_by, metric, dims, params };
             let store = store?;
             jobs::compact(Target { storage: &store, cache: &cache, index: id }, &merge, control)
         },
     );
     let written = flushed.and_then(|mut flushed| {
-        let writing = object_pages::write(index, url.as_deref(), flushed.objects_mut())?;
-        object_pages::keys_into_pages(index, url.as_deref(), &mut flushed);
+        let mut writing = Vec::with_capacity(flushed.len());
+        for output in &mut flushed {
+            writing.push(object_pages::write(index, url.as_deref(), output.objects_mut())?);
+            object_pages::keys_into_pages(index, url.as_deref(), output);
+        }
         Ok((flushed, writing))
     });
     let (flushed, _writing) = match written {
@@ -157,17 +185,22 @@ pub fn run_plan(
         return Ok(Compacted::Skipped);
     }
     let after = inputs_of(plan, open_segments::loaded(index, &manifest, metric));
-    // Rows VACUUM found dead while the merge wrote: pending on the output,
+    // Rows VACUUM found dead while the merge wrote: pending on the outputs,
     // like any VACUUM's, so publishing writes nothing more to the store.
-    let carried = jobs::carried_tombstones(&refs(&before), &refs(&after));
-    let (rows, bytes) = (flushed.rows, flushed.bytes);
+    let before_refs = refs(&before);
+    let merge = Merge { inputs: &before_refs, outputs: &outputs, cluster_by, metric, dims, params };
+    let carried = jobs::carried_tombstones(&merge, &refs(&after));
+    let (rows, bytes) = flushed.iter().fold((0, 0), |(r, b), f| (r + f.rows, b + f.bytes));
     manifest_chain::change(index, |m| {
-        m.publish_compaction(&plan.inputs, flushed, unix_now())?;
-        if carried.is_empty() { Ok(()) } else { m.add_pending_tombstones(output, &carried) }
+        m.publish_compaction(&plan.inputs, flushed, plan.clustered, unix_now())?;
+        for (output, died) in outputs.iter().zip(&carried).filter(|(_, died)| !died.is_empty()) {
+            m.add_pending_tombstones(*output, died)?;
+        }
+        Ok::<(), milvus_core::format::manifest::ManifestError>(())
     })
     .or_raise();
     job.done(rows, bytes);
-    Ok(Compacted::Into(output))
+    Ok(Compacted::Into(outputs))
 }
 
 /// Whether every input of `plan` is still a flushed segment of `manifest`.

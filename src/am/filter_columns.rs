@@ -37,6 +37,26 @@ pub fn kinds(index: Index) -> Vec<ColumnType> {
     types(index).into_iter().map(|t| scalar::column_type(t).expect("checked at CREATE INDEX")).collect()
 }
 
+/// The filter column (0 the first) whose values the index's `cluster_by`
+/// option names, if it sets one; `Err` with the reason if that is not a
+/// filter column of a type with an order the core knows.
+pub fn cluster_column(index: Index) -> Result<Option<usize>, String> {
+    let Some(name) = super::options::cluster_by(index) else {
+        return Ok(None);
+    };
+    // SAFETY: an open index relation: its tuple descriptor.
+    let desc = unsafe { PgTupleDesc::from_pg_unchecked((*index.raw()).rd_att) };
+    let kinds = kinds(index);
+    let found = (0..kinds.len()).find(|c| desc.get(c + 1).is_some_and(|a| a.name() == name));
+    match found {
+        Some(c) if matches!(kinds[c], ColumnType::Int | ColumnType::Uuid) => Ok(Some(c)),
+        Some(_) => {
+            Err(format!("cluster_by column \"{name}\" is not of an integer, boolean, date, timestamp or uuid type"))
+        }
+        None => Err(format!("cluster_by names \"{name}\", which is not a filter column of the index")),
+    }
+}
+
 /// CREATE INDEX's check of the columns: the vector first, with its
 /// opclass' distance (`build.rs` reads it), then columns of the types a
 /// filter column may have, with the extension's filter opclasses.
@@ -74,6 +94,18 @@ pub fn validate(index: Index) {
                 Some(&format!("Filter columns may be {}.", scalar::SUPPORTED)),
             );
         }
+    }
+    if let Err(message) = cluster_column(index) {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            message,
+            None,
+            Some(
+                "cluster_by names a filter column of the index (one after the vector) of an integer, boolean, \
+                  date, timestamp or uuid type: USING milvus (embedding vector_l2_ops, tenant_id) \
+                  WITH (cluster_by = 'tenant_id').",
+            ),
+        );
     }
 }
 

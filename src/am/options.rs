@@ -16,6 +16,12 @@
 //! what merges build flushed segments up to, and what CREATE INDEX seals
 //! the table's rows at.
 //!
+//! `cluster_by` names a filter column (of an integer, boolean, date,
+//! timestamp or uuid type) that compaction clusters the rows by
+//! (`milvus_core::policy::compaction`): checked at CREATE INDEX, and by
+//! compaction, which warns and merges unclustered if an ALTER INDEX named
+//! a column the index does not filter on.
+//!
 //! `storage_url` is checked when set: only a superuser chooses a location
 //! (others: the default, or one under `milvus.allowed_storage_urls`), and
 //! never inside the data directory. It is read when the index is built (CREATE INDEX, REINDEX,
@@ -46,6 +52,8 @@ pub struct Options {
     storage_url_offset: i32,
     /// `QUANTIZATION_*`.
     quantization: i32,
+    /// Offset of the `cluster_by` string, 0 when not given.
+    cluster_by_offset: i32,
 }
 
 pub const DEFAULT_M: i32 = 16;
@@ -137,6 +145,16 @@ pub fn init() {
             Some(validate_storage_url),
             lock,
         );
+        pg_sys::add_string_reloption(
+            RELOPT_KIND,
+            c"cluster_by".as_ptr(),
+            c"A filter column whose values compaction clusters the rows by, so that a filter on it searches few \
+                segments"
+                .as_ptr(),
+            std::ptr::null(),
+            None,
+            lock,
+        );
     }
 }
 
@@ -186,6 +204,7 @@ pub unsafe extern "C-unwind" fn amoptions(reloptions: pg_sys::Datum, validate: b
         int(c"growing_max_rows", offset_of!(Options, growing_max_rows)),
         element(c"storage_url", pg_sys::relopt_type::RELOPT_TYPE_STRING, offset_of!(Options, storage_url_offset)),
         element(c"quantization", pg_sys::relopt_type::RELOPT_TYPE_ENUM, offset_of!(Options, quantization)),
+        element(c"cluster_by", pg_sys::relopt_type::RELOPT_TYPE_STRING, offset_of!(Options, cluster_by_offset)),
     ];
     // SAFETY: the table describes `Options`, which starts with a varlena header.
     unsafe {
@@ -215,6 +234,7 @@ pub fn of(index: Index) -> Options {
                 growing_max_rows: DEFAULT_GROWING_MAX_ROWS,
                 storage_url_offset: 0,
                 quantization: QUANTIZATION_UNSET,
+                cluster_by_offset: 0,
             }
         } else {
             *raw
@@ -263,13 +283,23 @@ impl Options {
 
 /// The index's `storage_url` option, if given.
 pub fn storage_url(index: Index) -> Option<String> {
+    string_option(index, |o| o.storage_url_offset)
+}
+
+/// The index's `cluster_by` option, if given: the name of a filter column.
+pub fn cluster_by(index: Index) -> Option<String> {
+    string_option(index, |o| o.cluster_by_offset)
+}
+
+/// A string option of `index`, at the offset `offset` reads, if given.
+fn string_option(index: Index, offset: impl Fn(&Options) -> i32) -> Option<String> {
     // SAFETY: a string option lives inside the same varlena, at its offset.
     unsafe {
         let raw = (*index.raw()).rd_options.cast::<Options>();
-        if raw.is_null() || (*raw).storage_url_offset == 0 {
+        if raw.is_null() || offset(&*raw) == 0 {
             return None;
         }
-        let value = std::ffi::CStr::from_ptr(raw.cast::<std::ffi::c_char>().add((*raw).storage_url_offset as usize));
+        let value = std::ffi::CStr::from_ptr(raw.cast::<std::ffi::c_char>().add(offset(&*raw) as usize));
         Some(value.to_string_lossy().into_owned()).filter(|s| !s.is_empty())
     }
 }

@@ -200,7 +200,8 @@ fn compact_index(oid: pg_sys::Oid, mode: CompactMode) -> Vec<CompactRow> {
             CompactMode::Run(Run::Here) => match compact::run_plan(*index, &plan, &mut || {}) {
                 Ok(Compacted::Skipped) => {}
                 Ok(Compacted::Dropped) => rows.push(row(None)),
-                Ok(Compacted::Into(output)) => rows.push(row(Some(output))),
+                // A clustering's first output: its plan says how many it wrote.
+                Ok(Compacted::Into(outputs)) => rows.push(row(outputs.first().copied())),
                 Err(e) => raise_error(&e),
             },
         }

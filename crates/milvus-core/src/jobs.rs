@@ -25,7 +25,7 @@ use crate::cache::{CacheError, ObjectBytes, SegmentCache};
 use crate::distance::Metric;
 use crate::element::Vectors;
 use crate::error::{SqlError, SqlState};
-use crate::filter::Column;
+use crate::filter::{Column, Value};
 use crate::format::delta::{self, DeltaBinlog};
 use crate::format::index::IndexFile;
 use crate::format::insert::{self, InsertBinlog};
@@ -552,86 +552,154 @@ pub fn verify_stored(storage: &Storage, entry: &SegmentEntry, cancel: &AtomicBoo
 /// "Seal small").
 pub const FLUSH_GRAPH_MIN_ROWS: usize = 4096;
 
-/// What a compaction writes: the live rows of `inputs` as the new segment
-/// `output`.
+/// What a compaction writes: the live rows of `inputs` as the new segments
+/// `outputs`: one, or with `cluster_by` as many as the rows fill.
 pub struct Merge<'a> {
     pub inputs: &'a [&'a LoadedSegment],
-    pub output: SegmentId,
+    pub outputs: &'a [SegmentId],
+    /// Milvus' clustering compaction: rows ordered by this filter column
+    /// (NULLs last) and cut into the outputs at changes of its value, so each
+    /// output holds a narrow range of it and a filter on it skips the others
+    /// by their statistics.
+    pub cluster_by: Option<usize>,
     pub metric: Metric,
     pub dims: usize,
     pub params: HnswParams,
 }
 
-/// The rows a merge writes, in the output's order: every live row of each
-/// input, input by input, row by row, as `(input, row)`.
-fn merged_rows<'a>(inputs: impl IntoIterator<Item = &'a LoadedSegment>) -> impl Iterator<Item = (usize, u32)> {
-    inputs
-        .into_iter()
-        .enumerate()
-        .flat_map(|(i, seg)| (0..seg.rows() as u32).filter(|r| !seg.is_deleted(*r)).map(move |r| (i, r)))
+/// Where a merge puts each live row of its inputs: for each output, its
+/// rows in order, each `(input, row)`.
+pub type Layout = Vec<Vec<(usize, u32)>>;
+
+impl Merge<'_> {
+    /// The outputs' rows. Without `cluster_by`, every live row of each
+    /// input, input by input, row by row, all in the one output. With it,
+    /// the same rows ordered by the column's value, each output about an
+    /// equal share ([`cut`]).
+    pub fn layout(&self) -> Layout {
+        let live = self
+            .inputs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, seg)| (0..seg.rows() as u32).filter(|r| !seg.is_deleted(*r)).map(move |r| (i, r)));
+        let Some(column) = self.cluster_by else {
+            assert_eq!(self.outputs.len(), 1, "a merge without cluster_by writes one segment");
+            return vec![live.collect()];
+        };
+        let mut rows: Vec<((bool, Value), (usize, u32))> = live
+            .map(|(i, r)| {
+                let value = self.inputs[i].columns()[column].value(r as usize);
+                ((value == Value::Null, value), (i, r))
+            })
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        let ends = cut(&rows.iter().map(|(v, _)| v).collect::<Vec<_>>(), self.outputs.len());
+        let mut start = 0;
+        ends.into_iter()
+            .map(|end| {
+                let piece = rows[start..end].iter().map(|(_, at)| *at).collect();
+                start = end;
+                piece
+            })
+            .collect()
+    }
 }
 
-/// Rewrites the live rows of the inputs as the new segment. Its graph
-/// starts from the graph of the input with the most live rows, if that
-/// graph may seed a merge ([`crate::graph::FlatGraph::is_reusable`]) and
-/// few of its rows are deleted ([`build::worth_keeping`]): only the other
-/// inputs' rows are inserted ([`crate::graph::build`]).
-pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Flushed, JobError> {
-    let Merge { inputs, output, metric, dims, params } = *merge;
+/// Where to end each of `pieces` parts of the sorted `values`: at equal
+/// shares, each end moved to the nearest change of value within a quarter
+/// share of it, so a value's rows sit in one part unless it alone fills
+/// more than that allows. No part is empty when there are at least as many
+/// values as parts.
+fn cut<T: PartialEq>(values: &[T], pieces: usize) -> Vec<usize> {
+    let (n, pieces) = (values.len(), pieces.max(1));
+    let slack = n / pieces / 4;
+    let mut ends = Vec::with_capacity(pieces);
+    let mut last = 0;
+    for p in 1..pieces {
+        let ideal = (p * n / pieces).clamp(last, n);
+        let change = |at: usize| at > last && at < n && values[at - 1] != values[at];
+        let nearest =
+            (0..=slack).flat_map(|d| [ideal.checked_sub(d), Some(ideal + d)]).flatten().find(|at| change(*at));
+        let end = nearest.unwrap_or(ideal);
+        ends.push(end);
+        last = end;
+    }
+    ends.push(n);
+    ends
+}
+
+/// Rewrites the live rows of the inputs as the new segments. A plain
+/// merge's graph starts from the graph of the input with the most live
+/// rows, if that graph may seed a merge ([`crate::graph::FlatGraph::is_reusable`])
+/// and few of its rows are deleted ([`build::worth_keeping`]): only the
+/// other inputs' rows are inserted ([`crate::graph::build`]). A clustering
+/// reorders every row: its graphs are built anew.
+pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Vec<Flushed>, JobError> {
+    let Merge { inputs, outputs, cluster_by, metric, dims, params } = *merge;
     crate::pause::reach(crate::pause::Point::Merge, control.cancel_flag());
     let kept = (0..inputs.len())
+        .filter(|_| cluster_by.is_none())
         .filter(|i| inputs[*i].graph().is_some_and(|g| g.is_reusable()))
         .filter(|i| build::worth_keeping(inputs[*i].rows(), inputs[*i].deleted_rows()))
         .max_by_key(|i| (inputs[*i].live_rows(), std::cmp::Reverse(*i)));
     // Inputs whose rows are read by range are read whole here.
     let binlogs = inputs.iter().map(|s| s.whole_binlog()).collect::<Result<Vec<_>, _>>()?;
-    let mut keys = Vec::new();
-    let mut vectors = Vectors::new(inputs.first().map_or_else(Default::default, |s| s.element()));
-    let mut positions = vec![None; kept.map_or(0, |i| inputs[i].rows())];
-    for (position, (i, row)) in merged_rows(inputs.iter().copied()).enumerate() {
-        let binlog = &binlogs[i];
-        keys.push(binlog.keys()[row as usize]);
-        vectors.push(binlog.vector(row as usize));
-        if Some(i) == kept {
-            positions[row as usize] = Some(position as u32);
+    let element = inputs.first().map_or_else(Default::default, |s| s.element());
+    let filter_columns = inputs.first().map_or(0, |s| s.columns().len());
+    let mut written = Vec::with_capacity(outputs.len());
+    for (segment, rows) in outputs.iter().zip(merge.layout()) {
+        let mut keys = Vec::with_capacity(rows.len());
+        let mut vectors = Vectors::new(element);
+        let mut positions = vec![None; kept.map_or(0, |i| inputs[i].rows())];
+        for (position, (i, row)) in rows.iter().copied().enumerate() {
+            let binlog = &binlogs[i];
+            keys.push(binlog.keys()[row as usize]);
+            vectors.push(binlog.vector(row as usize));
+            if Some(i) == kept {
+                positions[row as usize] = Some(position as u32);
+            }
         }
+        let seed = kept.and_then(|i| inputs[i].graph()).map(|graph| Seed { graph, positions: &positions });
+        // Filter columns follow their rows, in the output's order.
+        let columns: Vec<Column> = (0..filter_columns)
+            .map(|c| {
+                let parts: Vec<&Column> = inputs.iter().map(|s| &s.columns()[c]).collect();
+                Column::gather(&parts, rows.iter().copied())
+            })
+            .collect();
+        let new = NewSegment {
+            segment: *segment,
+            metric,
+            dims,
+            keys: &keys,
+            vectors,
+            params,
+            // A merge's output is searched for long: a graph wherever one pays.
+            graph_min_rows: BRUTE_FORCE_MAX_ROWS,
+            seed,
+            columns: &columns,
+        };
+        written.push(flush(to, &new, control)?);
     }
-    let seed = kept.and_then(|i| inputs[i].graph()).map(|graph| Seed { graph, positions: &positions });
-    // A merge's output is searched for long: a graph wherever one pays.
-    let graph_min_rows = BRUTE_FORCE_MAX_ROWS;
-    // Filter columns follow their rows, in the output's order.
-    let columns: Vec<Column> = (0..inputs.first().map_or(0, |s| s.columns().len()))
-        .map(|c| {
-            let parts: Vec<&Column> = inputs.iter().map(|s| &s.columns()[c]).collect();
-            Column::gather(&parts, merged_rows(inputs.iter().copied()))
-        })
-        .collect();
-    let rows = NewSegment {
-        segment: output,
-        metric,
-        dims,
-        keys: &keys,
-        vectors,
-        params,
-        graph_min_rows,
-        seed,
-        columns: &columns,
-    };
-    flush(to, &rows, control)
+    Ok(written)
 }
 
-/// The rows of a merge's output that died while it was built. A merge reads
-/// its inputs (`before`, as [`compact`] was given them) and writes for long
-/// without holding them; VACUUM may tombstone their rows meanwhile. When it
-/// publishes, the inputs as they are now (`after`, the same segments in the
-/// same order) say which rows died: returned as positions in the output, to
-/// be its tombstones from the start, so no dead row comes back.
-pub fn carried_tombstones(before: &[&LoadedSegment], after: &[&LoadedSegment]) -> Vec<u32> {
-    assert_eq!(before.len(), after.len(), "the same inputs");
-    merged_rows(before.iter().copied())
-        .enumerate()
-        .filter(|(_, (i, row))| after[*i].is_deleted(*row))
-        .map(|(position, _)| position as u32)
+/// The rows of a merge's outputs that died while it was built, for each
+/// output. A merge reads its inputs (`merge.inputs`, as [`compact`] was
+/// given them) and writes for long without holding them; VACUUM may
+/// tombstone their rows meanwhile. When it publishes, the inputs as they
+/// are now (`after`, the same segments in the same order) say which rows
+/// died: returned as positions in each output, to be its tombstones from
+/// the start, so no dead row comes back.
+pub fn carried_tombstones(merge: &Merge, after: &[&LoadedSegment]) -> Vec<Vec<u32>> {
+    assert_eq!(merge.inputs.len(), after.len(), "the same inputs");
+    merge
+        .layout()
+        .into_iter()
+        .map(|rows| {
+            let died = rows.into_iter().enumerate().filter(|(_, (i, row))| after[*i].is_deleted(*row));
+            died.map(|(position, _)| position as u32).collect()
+        })
         .collect()
 }
 
@@ -650,6 +718,19 @@ mod tests {
         [&s[0], &s[1]]
     }
 
+    fn merge<'a>(inputs: &'a [&'a LoadedSegment], outputs: &'a [SegmentId]) -> Merge<'a> {
+        Merge { inputs, outputs, cluster_by: None, metric: Metric::L2, dims: 4, params: HnswParams::default() }
+    }
+
+    fn store() -> (Storage, tempfile::TempDir, SegmentCache) {
+        let storage = Storage::open("memory://", &Default::default(), Default::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SegmentCache::new(dir.path(), 1 << 30).unwrap();
+        (storage, dir, cache)
+    }
+
+    const INDEX: IndexId = IndexId { cluster: 1, database: 2, index: 3 };
+
     #[test]
     fn tombstones_written_during_a_merge_land_on_the_rows_it_wrote() {
         // Input 7: rows 0-4, row 1 dead before the merge; input 9: rows 0-2.
@@ -657,29 +738,103 @@ mod tests {
         // Meanwhile VACUUM kills 7/3 and 9/0, and 7/1 again (already gone).
         let after = [segment(7, 5, vec![1, 3]), segment(9, 3, vec![0])];
         // The output: 7/0, 7/2, 7/3, 7/4, 9/0, 9/1, 9/2.
-        assert_eq!(carried_tombstones(&refs(&before), &refs(&after)), vec![2, 4]);
-        assert!(carried_tombstones(&refs(&before), &refs(&before)).is_empty(), "nothing died: nothing carried");
+        let inputs = refs(&before);
+        let merge = merge(&inputs, &[SegmentId(11)]);
+        assert_eq!(carried_tombstones(&merge, &refs(&after)), vec![vec![2, 4]]);
+        assert_eq!(
+            carried_tombstones(&merge, &refs(&before)),
+            vec![Vec::<u32>::new()],
+            "nothing died: nothing carried"
+        );
 
         // The positions name the rows the merge wrote, by key.
-        let control = JobControl::default();
-        let storage = Storage::open("memory://", &Default::default(), Default::default()).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let cache = SegmentCache::new(dir.path(), 1 << 20).unwrap();
-        let inputs = refs(&before);
-        let merge = Merge {
-            inputs: &inputs,
-            output: SegmentId(11),
-            metric: Metric::L2,
-            dims: 4,
-            params: HnswParams::default(),
-        };
-        let index = IndexId { cluster: 1, database: 2, index: 3 };
-        let flushed = compact(Target { storage: &storage, cache: &cache, index }, &merge, &control).unwrap();
+        let (storage, _dir, cache) = store();
+        let [flushed] = <[Flushed; 1]>::try_from(
+            compact(Target { storage: &storage, cache: &cache, index: INDEX }, &merge, &JobControl::default()).unwrap(),
+        )
+        .unwrap();
         let key = &flushed.insert_binlog.key;
         let written = InsertBinlog::decode(key, &storage.get(key).unwrap()).unwrap().into_owned();
         let keys: Vec<u64> =
-            carried_tombstones(&refs(&before), &refs(&after)).into_iter().map(|p| written.keys()[p as usize]).collect();
+            carried_tombstones(&merge, &refs(&after))[0].iter().map(|p| written.keys()[*p as usize]).collect();
         assert_eq!(keys, vec![7 << 32 | 3, 9 << 32]);
+    }
+
+    #[test]
+    fn cuts_fall_on_changes_of_value_near_equal_shares() {
+        // 12 values in 3 parts: ideal ends 4 and 8, moved at most a quarter
+        // share (1). A run of 2s covers 3 to 5: 4 stays; 8 sits on a change.
+        assert_eq!(cut(&[1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3], 3), vec![4, 8, 12]);
+        // A change one away from the ideal end is taken.
+        assert_eq!(cut(&[1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 4, 4], 3), vec![3, 8, 12]);
+        // Within a quarter share (2 of 8): the change at 7 is taken for 8.
+        let values: Vec<u32> = (0..24)
+            .map(|i| {
+                if i < 7 {
+                    0
+                } else if i < 17 {
+                    1
+                } else {
+                    2
+                }
+            })
+            .collect();
+        assert_eq!(cut(&values, 3), vec![7, 17, 24]);
+        // One value throughout: equal shares; more parts than values would
+        // leave some empty, which the planner never asks for.
+        assert_eq!(cut(&[5; 9], 3), vec![3, 6, 9]);
+        assert_eq!(cut(&[1, 2, 3, 4, 5], 4), vec![1, 2, 3, 5]);
+        assert_eq!(cut::<u8>(&[], 1), vec![0]);
+    }
+
+    #[test]
+    fn a_clustering_merge_orders_rows_by_the_column_and_cuts_them_by_value() {
+        use crate::filter::{Cmp, ColumnType, Filter, Key, Test};
+        // Two inputs of 400 rows, tenants 0..40 interleaved, some NULL.
+        let tenant =
+            |id: u64, r: usize| if r % 50 == 7 { Value::Null } else { Value::Int(((r * 7 + id as usize) % 40) as i64) };
+        let input = |id: u64, tombstones: Vec<u32>| {
+            let values: Vec<Value> = (0..400).map(|r| tenant(id, r)).collect();
+            segment(id, 400, tombstones).with_columns(vec![Column::build(ColumnType::Int, &values).unwrap()]).unwrap()
+        };
+        let before = [input(7, vec![3, 9]), input(9, vec![])];
+        let inputs = refs(&before);
+        let outputs = [SegmentId(11), SegmentId(12), SegmentId(13), SegmentId(14)];
+        let merge = Merge { cluster_by: Some(0), ..merge(&inputs, &outputs) };
+        let (storage, _dir, cache) = store();
+        let control = JobControl::default();
+        let flushed = compact(Target { storage: &storage, cache: &cache, index: INDEX }, &merge, &control).unwrap();
+        assert_eq!(flushed.iter().map(|f| f.segment).collect::<Vec<_>>(), outputs);
+        assert_eq!(flushed.iter().map(|f| f.rows).sum::<u64>(), 798);
+        // Each output a quarter of the rows, give or take a quarter share,
+        // and no tenant in two outputs; NULLs in the last.
+        let mut seen = std::collections::HashSet::new();
+        for (n, f) in flushed.iter().enumerate() {
+            assert!((150..=250).contains(&f.rows), "{n}: {} rows", f.rows);
+            let object = f.scalar_binlog.as_ref().unwrap();
+            let columns = ScalarBinlog::decode(&object.key, &storage.get(&object.key).unwrap()).unwrap().columns;
+            let values: Vec<Value> = (0..f.rows as usize).map(|r| columns[0].value(r)).collect();
+            assert!(values.is_sorted_by_key(|v| (*v == Value::Null, v.clone())), "{n}: rows in the column's order");
+            let distinct: std::collections::HashSet<&Value> = values.iter().collect();
+            assert!(distinct.iter().all(|v| seen.insert((*v).clone())), "{n}: a value already in an earlier output");
+            assert_eq!(values.contains(&Value::Null), n == 3);
+            // A filter on one tenant: every output but the one holding it
+            // is excluded by its statistics.
+            let one = Filter { keys: vec![Key { column: 0, test: Test::Cmp(Cmp::Eq, Value::Int(17)) }] };
+            assert_eq!(!one.excludes(&[columns[0].stats()]), values.contains(&Value::Int(17)), "{n}");
+        }
+        // Rows that died meanwhile land on the output that holds them.
+        let after = [input(7, vec![3, 9, 10]), input(9, vec![0])];
+        let carried = carried_tombstones(&merge, &refs(&after));
+        let layout = merge.layout();
+        let mut died: Vec<(u64, u32)> = carried
+            .iter()
+            .enumerate()
+            .flat_map(|(n, rows)| rows.iter().map(|p| layout[n][*p as usize]).collect::<Vec<_>>())
+            .map(|(i, r)| ([7, 9][i], r))
+            .collect();
+        died.sort();
+        assert_eq!(died, vec![(7, 10), (9, 0)]);
     }
 
     #[test]
@@ -695,14 +850,13 @@ mod tests {
         let dead: Vec<u32> = (0..3000).filter(|r| r % 10 == 0).collect();
         let inputs = [segment(7, 200, vec![]), with_graph(5, 3000, dead.clone()), with_graph(6, 600, vec![])];
         let refs: Vec<&LoadedSegment> = inputs.iter().collect();
-        let merge =
-            Merge { inputs: &refs, output: SegmentId(8), metric: Metric::L2, dims: 4, params: HnswParams::default() };
-        let storage = Storage::open("memory://", &Default::default(), Default::default()).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let cache = SegmentCache::new(dir.path(), 1 << 30).unwrap();
-        let index = IndexId { cluster: 1, database: 2, index: 3 };
-        let flushed =
-            compact(Target { storage: &storage, cache: &cache, index }, &merge, &JobControl::default()).unwrap();
+        let outputs = [SegmentId(8)];
+        let merge = merge(&refs, &outputs);
+        let (storage, _dir, cache) = store();
+        let index = INDEX;
+        let flushed = compact(Target { storage: &storage, cache: &cache, index }, &merge, &JobControl::default())
+            .unwrap()
+            .remove(0);
         let key = &flushed.index_file.unwrap().key;
         let bytes = storage.get(key).unwrap();
         let IndexFile::Flat { graph, .. } = IndexFile::decode(key, &bytes, Check::Full).unwrap() else { panic!() };
@@ -719,9 +873,10 @@ mod tests {
         let dead: Vec<u32> = (0..3000).filter(|r| r % 5 == 0).collect();
         let inputs = [with_graph(5, 3000, dead), with_graph(6, 600, vec![])];
         let refs: Vec<&LoadedSegment> = inputs.iter().collect();
-        let merge = Merge { inputs: &refs, output: SegmentId(9), ..merge };
-        let flushed =
-            compact(Target { storage: &storage, cache: &cache, index }, &merge, &JobControl::default()).unwrap();
+        let merge = Merge { inputs: &refs, ..merge };
+        let flushed = compact(Target { storage: &storage, cache: &cache, index }, &merge, &JobControl::default())
+            .unwrap()
+            .remove(0);
         let key = &flushed.index_file.unwrap().key;
         let bytes = storage.get(key).unwrap();
         let IndexFile::Flat { graph, .. } = IndexFile::decode(key, &bytes, Check::Full).unwrap() else { panic!() };

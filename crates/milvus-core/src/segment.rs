@@ -162,6 +162,10 @@ pub enum SealReason {
     /// inserts and rows VACUUM removed took room too, so the segment may
     /// hold far fewer (its `rows` says how many).
     Pages { pages: u64, capacity: u64, max_rows: u64 },
+    /// Written by a clustering compaction (`cluster_by`), replacing the
+    /// segments it names: its rows one range of the column's values, which
+    /// no other segment of the same clustering shares.
+    Clustering { inputs: Vec<SegmentId> },
 }
 
 impl fmt::Display for SealReason {
@@ -179,6 +183,10 @@ impl fmt::Display for SealReason {
             SealReason::Compaction { inputs } => {
                 let ids: Vec<String> = inputs.iter().map(|s| s.to_string()).collect();
                 write!(f, "compaction of [{}]", ids.join(", "))
+            }
+            SealReason::Clustering { inputs } => {
+                let ids: Vec<String> = inputs.iter().map(|s| s.to_string()).collect();
+                write!(f, "clustering of [{}]", ids.join(", "))
             }
         }
     }

@@ -1,7 +1,7 @@
 //! A multicolumn index's segments through their life on a real store: rows
 //! flushed with their filter columns (a scalar binlog beside each insert
 //! binlog), tombstoned, loaded and searched with a filter, merged (the
-//! columns follow their rows), and searched again; every filtered answer
+//! columns follow their rows) or clustered by a column, and searched again; every filtered answer
 //! checked against the rows a sequential scan keeps.
 
 use std::collections::HashSet;
@@ -45,6 +45,10 @@ fn columns(keys: &[u64]) -> Vec<Column> {
     let tenants: Vec<Value> = keys.iter().map(|k| Value::Int(tenant(*k))).collect();
     let labels: Vec<Value> = keys.iter().map(|k| labels(*k)).collect();
     vec![Column::build(ColumnType::Int, &tenants).unwrap(), Column::build(ColumnType::TextArray, &labels).unwrap()]
+}
+
+fn merge_of<'a>(inputs: &'a [&'a LoadedSegment], outputs: &'a [milvus_core::segment::SegmentId]) -> Merge<'a> {
+    Merge { inputs, outputs, cluster_by: None, metric: Metric::L2, dims: DIMS, params: HnswParams::default() }
 }
 
 fn passes(filter: &Filter, key: u64) -> bool {
@@ -133,13 +137,30 @@ fn filter_columns_live_with_their_segments() {
     }
     check(&loaded, &data);
 
-    // A merge of all three: the dead rows go, the columns follow the rest.
+    // A clustering of all three by tenant: the same rows, each tenant in
+    // one of three segments, which a tenant's filter searches alone.
     let inputs: Vec<&LoadedSegment> = loaded.iter().map(|s| &**s).collect();
-    let out = m.allocate_segment_id();
-    let merge = Merge { inputs: &inputs, output: out, metric: Metric::L2, dims: DIMS, params: HnswParams::default() };
-    let flushed = jobs::compact(to, &merge, &control).unwrap();
+    let mut clustered = m.clone();
+    let outputs: Vec<_> = (0..SEGMENTS).map(|_| clustered.allocate_segment_id()).collect();
+    let merge = Merge { cluster_by: Some(0), ..merge_of(&inputs, &outputs) };
+    let written = jobs::compact(to, &merge, &control).unwrap();
     let ids: Vec<_> = entries.iter().map(|e| e.meta.id).collect();
-    m.publish_compaction(&ids, flushed, 4).unwrap();
+    clustered.publish_compaction(&ids, written, true, 4).unwrap();
+    let clustered = load(&clustered.live_segments().cloned().collect::<Vec<_>>());
+    assert_eq!(clustered.len(), SEGMENTS);
+    for t in 0..200 {
+        let one = Filter { keys: vec![Key { column: 0, test: Test::Cmp(Cmp::Eq, Value::Int(t)) }] };
+        let searched = clustered.iter().filter(|s| !one.excludes(s.column_stats())).count();
+        assert!(searched <= 2, "tenant {t}: {searched} segments searched");
+    }
+    check(&clustered, &data);
+
+    // A merge of all three: the dead rows go, the columns follow the rest.
+    let out = m.allocate_segment_id();
+    let outputs = [out];
+    let merge = merge_of(&inputs, &outputs);
+    let flushed = jobs::compact(to, &merge, &control).unwrap().remove(0);
+    m.publish_compaction(&ids, vec![flushed], false, 4).unwrap();
     let merged = load(&m.live_segments().cloned().collect::<Vec<_>>());
     assert_eq!(merged.len(), 1);
     assert!(merged[0].keys().iter().all(|k| !deleted(*k)));

@@ -147,7 +147,8 @@ fn lifecycle(url: &str) {
     // Compact: 10% deleted is under the purge ratio, but all five segments
     // are small against a 50,000-row target, so they merge into one.
     // Five segments of one tier, a fan-in of five: one merge of all.
-    let policy = CompactionPolicy { delete_ratio: 0.2, target_rows: 50_000, min_rows: 10_000, fan_in: 5 };
+    let policy =
+        CompactionPolicy { delete_ratio: 0.2, target_rows: 50_000, min_rows: 10_000, fan_in: 5, clustering: false };
     let plans = compaction::plan(m.segments.iter().map(|e| &e.meta), &HashSet::new(), &policy);
     assert_eq!(plans.len(), 1, "{plans:?}");
     let dead = (0..(SEGMENTS * ROWS_PER_SEGMENT) as u64).filter(|k| is_deleted(*k)).count() as u64;
@@ -160,10 +161,10 @@ fn lifecycle(url: &str) {
     let old_keys: HashSet<String> = m.referenced_keys().map(str::to_owned).collect();
     let inputs: Vec<&LoadedSegment> = before.iter().filter(|s| plans[0].inputs.contains(&s.id)).map(|s| &**s).collect();
     let out = m.allocate_segment_id();
-    let merge = Merge { inputs: &inputs, output: out, metric: Metric::L2, dims: DIMS, params };
-    let flushed = jobs::compact(to, &merge, &control).unwrap();
+    let merge = Merge { inputs: &inputs, outputs: &[out], cluster_by: None, metric: Metric::L2, dims: DIMS, params };
+    let flushed = jobs::compact(to, &merge, &control).unwrap().remove(0);
     assert_eq!(flushed.rows, live, "dead rows are not carried over");
-    m.publish_compaction(&plans[0].inputs, flushed, 200).unwrap();
+    m.publish_compaction(&plans[0].inputs, vec![flushed], false, 200).unwrap();
     assert_eq!(m.live_segments().count(), 1);
     assert!(m.segments.iter().filter(|s| s.meta.id != out).all(|s| s.meta.state == SegmentState::Dropped));
 
@@ -477,8 +478,15 @@ fn rows_read_by_range(url: &str) {
     let (control, to) = (JobControl::default(), Target { storage: &storage, cache: &cache, index: ID });
     let out = m.allocate_segment_id();
     let inputs = [&*ranged[0]];
-    let merge = Merge { inputs: &inputs, output: out, metric: Metric::L2, dims: DIMS, params: HnswParams::default() };
-    assert_eq!(jobs::compact(to, &merge, &control).unwrap().rows, 6000);
+    let merge = Merge {
+        inputs: &inputs,
+        outputs: &[out],
+        cluster_by: None,
+        metric: Metric::L2,
+        dims: DIMS,
+        params: HnswParams::default(),
+    };
+    assert_eq!(jobs::compact(to, &merge, &control).unwrap()[0].rows, 6000);
 
     // Rows changed in storage after the read index was taken (in place, as
     // a disk's damage would): the rows a search reads fail their checksums.
@@ -629,12 +637,19 @@ fn sparse_segments_answer_exactly_through_flush_tombstones_and_merge() {
         search(&tombstoned, &dead);
         let inputs: Vec<&LoadedSegment> = tombstoned.iter().map(|s| &**s).collect();
         let out = m.allocate_segment_id();
-        let merge = Merge { inputs: &inputs, output: out, metric, dims: VOCAB, params: HnswParams::default() };
-        let flushed = jobs::compact(to, &merge, &control).unwrap();
+        let merge = Merge {
+            inputs: &inputs,
+            outputs: &[out],
+            cluster_by: None,
+            metric,
+            dims: VOCAB,
+            params: HnswParams::default(),
+        };
+        let flushed = jobs::compact(to, &merge, &control).unwrap().remove(0);
         let live = (0..2400u64).filter(|k| !dead(*k)).count() as u64;
         assert_eq!(flushed.rows, live, "dead rows are not carried over");
         let ids: Vec<_> = entries.iter().map(|e| e.meta.id).collect();
-        m.publish_compaction(&ids, flushed, 200).unwrap();
+        m.publish_compaction(&ids, vec![flushed], false, 200).unwrap();
         let merged: Vec<Arc<LoadedSegment>> =
             jobs::load_all(&storage, &cache, &m.live_segments().cloned().collect::<Vec<_>>(), metric, 1, false)
                 .into_iter()

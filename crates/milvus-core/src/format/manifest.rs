@@ -61,7 +61,7 @@ use crate::error::{SqlError, SqlState};
 use crate::segment::{IndexState, LifecycleError, SealReason, SegmentId, SegmentMeta, SegmentState};
 
 pub const MAGIC: &[u8; 8] = b"PGMVMAN\0";
-pub const VERSION: u16 = 6;
+pub const VERSION: u16 = 7;
 pub const HEADER_LEN: usize = 64;
 
 /// An object in storage, as the manifest references it.
@@ -633,14 +633,25 @@ impl Manifest {
         Ok(())
     }
 
-    /// Swaps compaction inputs for its output in one change: the inputs
-    /// become dropped at `now` (their objects garbage once the grace
-    /// period has passed since).
-    pub fn publish_compaction(&mut self, inputs: &[SegmentId], output: Flushed, now: u64) -> Result<(), ManifestError> {
+    /// Swaps compaction inputs for its outputs (one, or a clustering's
+    /// several) in one change: the inputs become dropped at `now` (their
+    /// objects garbage once the grace period has passed since).
+    pub fn publish_compaction(
+        &mut self,
+        inputs: &[SegmentId],
+        outputs: Vec<Flushed>,
+        clustering: bool,
+        now: u64,
+    ) -> Result<(), ManifestError> {
         for id in inputs {
             self.segment_mut(*id)?.meta.drop_(now)?;
         }
-        self.add_flushed(SealReason::Compaction { inputs: inputs.to_vec() }, output, now)
+        let inputs = inputs.to_vec();
+        let reason = if clustering { SealReason::Clustering { inputs } } else { SealReason::Compaction { inputs } };
+        for output in outputs {
+            self.add_flushed(reason.clone(), output, now)?;
+        }
+        Ok(())
     }
 
     /// Publishes a segment CREATE INDEX wrote straight from the table's rows
@@ -807,7 +818,8 @@ impl Manifest {
             3 => decode_body::<ManifestV3>(object, body).map(Manifest::from),
             4 => decode_body::<ManifestV4>(object, body).map(Manifest::from),
             5 => decode_body::<ManifestV5>(object, body).map(Manifest::from),
-            6 => decode_body::<Manifest>(object, body),
+            // 7 added a seal reason (clustering): 6's bodies read as 7's.
+            6 | 7 => decode_body::<Manifest>(object, body),
             _ => unreachable!("check_header refuses versions above {VERSION}"),
         }
     }
@@ -1124,7 +1136,7 @@ mod tests {
             scalar_binlog: None,
         };
         // Objects made long ago, dropped at 1000: kept until 1100.
-        m.publish_compaction(&[old], out, 1000).unwrap();
+        m.publish_compaction(&[old], vec![out], false, 1000).unwrap();
         assert_eq!(m.segment(old).unwrap().meta.dropped_at, Some(1000));
         let all = ["i/1/seg/1/insert", "i/1/seg/1/delta-1", "i/3"];
         assert_eq!(m.kept_keys(1000, grace).collect::<Vec<_>>(), all);
@@ -1233,7 +1245,7 @@ mod tests {
         );
         m.add_tombstones(a, ObjectRef::of("d/1", b"z"), 4).unwrap();
         let out = m.allocate_segment_id();
-        m.publish_compaction(&[a], flushed(out, 6), 4).unwrap();
+        m.publish_compaction(&[a], vec![flushed(out, 6)], false, 4).unwrap();
         assert_eq!(m.segment(a).unwrap().meta.state, SegmentState::Dropped);
         assert_eq!(m.segment(out).unwrap().meta.seal_reason.as_ref().unwrap().to_string(), "compaction of [1]");
         assert_eq!(m.referenced_keys().collect::<Vec<_>>(), [format!("i/{out}"), format!("h/{out}")]);
