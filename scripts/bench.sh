@@ -6,6 +6,10 @@
 #   bench.sh --quick   20k x 128, fewer queries and repeats: a 1-2 minute check
 #   bench.sh --768     50k x 768 under cosine (embedding-sized rows, where
 #                      memory bandwidth matters more): bench-results/768-cosine
+#   bench.sh --filters 100k x 128, CREATE INDEX and the filter phases only
+#                      (the vector's index, then each extension's index for
+#                      filters, pg_milvus' also as ten segments, unclustered
+#                      and clustered by the filter column): bench-results/filters
 #   bench.sh --768-half  the same as halfvec columns (2-byte elements, both
 #                      indexes): bench-results/768-cosine-halfvec
 #   bench.sh --768-large 500k x 768 under cosine, both indexes built by CREATE
@@ -74,6 +78,9 @@ elif [ "${1:-}" = --768-large ]; then
 elif [ "${1:-}" = --sparse ]; then
   shift
   args=(--sparse --n 100000 --queries 300 --repeats 2 --ef 40,100,200 --out $results/sparse)
+elif [ "${1:-}" = --filters ]; then
+  shift
+  args=(--n 100000 --dim 128 --clusters 1000 --queries 500 --repeats 3 --filters-only --out $results/filters)
 elif [ "${1:-}" = --768-half ]; then
   shift
   args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --type halfvec

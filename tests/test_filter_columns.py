@@ -3,12 +3,17 @@ the keys the planner pushes on them evaluated inside the scan. Every answer
 is checked against a sequential scan of the same statement: through the
 build's segments, the growing and sealed rows in pages, a flush, deletes
 and a merge, and a kill -9 mid-insert; every supported type and operator;
-the errors of columns the index cannot keep."""
+the errors of columns the index cannot keep; an UPDATE of a filter
+column, concurrent inserts and a streaming standby; clustering by a
+column."""
+
+import subprocess
+import threading
 
 import psycopg
 import pytest
 
-from conftest import PG_MAJOR
+from conftest import PG_MAJOR, Cluster, replayed
 
 DIMS = 8
 ROWS = 6000
@@ -216,6 +221,93 @@ def test_filter_values_survive_kill_9_mid_insert(cluster, items):
     finally:
         db.close()
         writer.close()
+
+
+def test_a_changed_filter_value_is_a_new_index_entry(items):
+    """An UPDATE of a filter column is not HOT (the column is indexed): the
+    row's new version enters the index with its new value, and the old
+    version's entry is not returned for the old value."""
+    db = items
+    moved = [r[0] for r in db.execute("SELECT id FROM items WHERE tenant = 17 AND embedding IS NOT NULL LIMIT 20")]
+    db.execute("UPDATE items SET tenant = 777 WHERE id = ANY(%s)", (moved,))
+    hot = db.execute("SELECT pg_stat_get_xact_tuples_hot_updated('items'::regclass)").fetchone()[0]
+    assert hot == 0, "an update of a filter column is never HOT"
+    got, want, _ = answers(db, "tenant = 777", 50)
+    assert same(got, want) and sorted(i for _, i in got) == sorted(moved)
+    got, want, _ = answers(db, "tenant = 17", 400)
+    assert same(got, want) and not set(moved) & {i for _, i in got}
+    db.commit()
+    db.execute("SELECT * FROM milvus_flush('items_idx')")
+    got, want, _ = answers(db, "tenant = 777", 50)
+    assert same(got, want) and len(got) == len(moved)
+
+
+def test_concurrent_inserts_keep_every_filter_value(cluster, items):
+    """Four sessions inserting at once into the growing segment (sealing
+    it, again and again, as it fills): every row is found under its values."""
+    db = items
+    db.commit()
+    name = db.info.dbname
+
+    def writer(first):
+        with cluster.connect(name) as conn:
+            for start in range(first, first + 2000, 250):
+                fill(conn, start, 250)
+
+    threads = [threading.Thread(target=writer, args=(ROWS + 1 + 2000 * w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert db.execute("SELECT count(*) FROM items").fetchone() == (ROWS + 8000,)
+    for where in ("tenant = 17", "label = 'l3' AND tenant < 50", "tags && ARRAY['t1']", "tenant IS NULL",
+                  "big BETWEEN 10 AND 20"):
+        got, want, plan = answers(db, where, 400)
+        assert same(got, want) and len(got) > 0, f"{where}\n{plan}"
+
+
+def test_a_standby_answers_filters_as_the_primary(tmp_path):
+    """The default embedded store on a streaming standby: the filter values
+    of growing rows replay with them, and a flushed or clustered segment's
+    scalar binlog comes through WAL with its other objects (the standby's
+    object directory, removed, is restored from the index's pages)."""
+    primary = Cluster("filters-primary", ["milvus.max_workers = 0"])
+    standby = None
+    try:
+        with primary.connect() as p:
+            p.execute("CREATE EXTENSION pg_milvus")
+            p.execute(f"""CREATE TABLE items (id int PRIMARY KEY, tenant int, big bigint, small smallint,
+                                              flag bool, day date, at timestamptz, ref uuid, label varchar(8),
+                                              tags text[], nums int[], embedding vector({DIMS}))""")
+            fill(p, 1, 3000)
+            p.execute("""CREATE INDEX items_idx ON items USING milvus
+                         (embedding vector_l2_ops, tenant, big, small, flag, day, at, ref, label, tags, nums)
+                         WITH (segment_max_rows = 1000, cluster_by = 'tenant')""")
+            p.execute("ANALYZE items")
+            standby = Cluster.standby_of("filters-standby", primary)
+            fill(p, 3001, 700)  # growing: in WAL only
+            with standby.connect() as s:
+                wheres = ("tenant = 17", "label = 'l3' AND tenant < 50", "tags && ARRAY['t1']", "tenant IS NULL")
+
+                def agree(stage):
+                    replayed(p, s)
+                    for where in wheres:
+                        primary_got, want, _ = answers(p, where, 50)
+                        got, _, plan = answers(s, where, 50)
+                        assert same(got, want) and got == primary_got, f"{stage}: {where}\n{plan}"
+
+                agree("built, growing")
+                p.execute("SELECT * FROM milvus_flush('items_idx')")
+                p.execute("SELECT * FROM milvus_compact('items_idx')")
+                reasons = [r[0] for r in p.execute("SELECT seal_reason FROM milvus_segments('items_idx') "
+                                                   "WHERE state = 'flushed'")]
+                assert len(reasons) == 4 and all(r.startswith("clustering of") for r in reasons), reasons
+                subprocess.run(["rm", "-rf", f"{standby.host}/data/pg_milvus/objects"], check=True)
+                agree("flushed and clustered")
+    finally:
+        if standby:
+            standby.stop()
+        primary.stop()
 
 
 @pytest.mark.parametrize(

@@ -118,6 +118,11 @@ struct Args {
     /// table, bulk load, deletes or memory phases.
     #[arg(long, conflicts_with = "recall_only")]
     stream_only: bool,
+    /// Only the index build on the loaded table and the filter phases
+    /// (the index as it is, then each extension's index for filters):
+    /// no inserts, deletes, memory, streaming or sweeps.
+    #[arg(long, conflicts_with_all = ["recall_only", "stream_only"])]
+    filters_only: bool,
     /// The ef_search values of the query sweeps.
     #[arg(long, value_delimiter = ',', default_values_t = EF_VALUES, value_parser = at_least_one())]
     ef: Vec<usize>,
@@ -1048,39 +1053,64 @@ impl Bench<'_> {
     /// pg_milvus' multicolumn index in place of its index of the vector
     /// alone (`bucket` a filter column, its keys evaluated inside the
     /// scan), pgvector's HNSW beside a btree on `bucket` (the planner picks
-    /// the iterative scan or the btree and a sort). Built on the loaded
-    /// table; afterwards each table has its own index again.
+    /// the iterative scan or the btree and a sort). pg_milvus' also as ten
+    /// segments, and as ten segments clustered by `bucket` (`cluster_by`,
+    /// each holding a range of buckets, which a filter skips the others
+    /// by): what clustering compaction is worth. Built on the loaded table;
+    /// afterwards each table has its own index again.
     fn filtered_pushed(&self, c: &mut Client, kind: Kind, r: &mut TargetReport) {
         let t = kind.table();
-        let (index, how) = match kind {
+        let variants: Vec<(String, String)> = match kind {
             Kind::Milvus => {
-                let ops = format!("{}_{}", self.a.column_type.name(), metric_ops(self.a.metric()));
-                let sql = format!(
-                    "DROP INDEX {t}_embedding_idx; CREATE INDEX bench_filter_idx ON {t} USING milvus \
-                     (embedding {ops}, bucket) WITH (m = {}, ef_construction = {}{})",
-                    self.a.m,
-                    self.a.ef_construction,
-                    self.a.quantization.as_ref().map(|q| format!(", quantization = {q}")).unwrap_or_default()
-                );
-                (sql, ", bucket a filter column")
+                let ten = format!("segment_max_rows = {}", (self.d.rows() / 10).max(100));
+                c.batch_execute(&format!("DROP INDEX {t}_embedding_idx")).unwrap();
+                vec![
+                    (self.milvus_filter_index(t, ""), ", bucket a filter column".into()),
+                    (self.milvus_filter_index(t, &ten), ", bucket a filter column, 10 segments".into()),
+                    (
+                        self.milvus_filter_index(t, &format!("{ten}, cluster_by = 'bucket'")),
+                        ", bucket a filter column, 10 segments clustered by it".into(),
+                    ),
+                ]
             }
-            Kind::Pgvector => (format!("CREATE INDEX bench_filter_idx ON {t} (bucket)"), ", btree on bucket"),
+            Kind::Pgvector => {
+                vec![(format!("CREATE INDEX bench_filter_idx ON {t} (bucket)"), ", btree on bucket".into())]
+            }
             Kind::Plain => return,
         };
-        let secs = seconds(&format!("CREATE INDEX for the filter ({})", how.trim_start_matches(", ")), || {
-            c.batch_execute(&index).unwrap();
-            if kind == Kind::Milvus {
-                wait_indexed(c, "bench_filter_idx");
+        for (index, how) in variants {
+            let secs = seconds(&format!("CREATE INDEX for the filter ({})", how.trim_start_matches(", ")), || {
+                c.batch_execute(&index).unwrap();
+                if kind == Kind::Milvus {
+                    wait_indexed(c, "bench_filter_idx");
+                }
+                c.batch_execute(&format!("ANALYZE {t}")).unwrap();
+            });
+            r.notes.push(format!("CREATE INDEX{how}: {:.1} s", secs.unwrap_or_default()));
+            if index.contains("cluster_by") {
+                let secs = seconds("clustering compaction", || wait_clustered(c, "bench_filter_idx"));
+                r.notes.push(format!("clustering compaction{how}: {:.1} s", secs.unwrap_or_default()));
             }
-            c.batch_execute(&format!("ANALYZE {t}")).unwrap();
-        });
-        r.notes.push(format!("CREATE INDEX{how}: {:.1} s", secs.unwrap_or_default()));
-        self.filtered(c, kind, r, how);
-        c.batch_execute("DROP INDEX bench_filter_idx").unwrap();
+            self.filtered(c, kind, r, &how);
+            c.batch_execute("DROP INDEX bench_filter_idx").unwrap();
+        }
         if kind == Kind::Milvus {
             self.create_index(c, kind);
             self.wait_indexed(c);
         }
+    }
+
+    /// pg_milvus' index of the vector and `bucket` on table `t`, with the
+    /// run's graph options and `options` besides.
+    fn milvus_filter_index(&self, t: &str, options: &str) -> String {
+        let ops = format!("{}_{}", self.a.column_type.name(), metric_ops(self.a.metric()));
+        let quantization = self.a.quantization.as_ref().map(|q| format!(", quantization = {q}")).unwrap_or_default();
+        let options = if options.is_empty() { String::new() } else { format!(", {options}") };
+        format!(
+            "CREATE INDEX bench_filter_idx ON {t} USING milvus (embedding {ops}, bucket) \
+             WITH (m = {}, ef_construction = {}{quantization}{options})",
+            self.a.m, self.a.ef_construction
+        )
     }
 
     /// The text output of every row of the table, three times: the median rate.
@@ -1280,6 +1310,22 @@ impl Bench<'_> {
         if kind == Kind::Milvus {
             self.bounded_cache(&mut c, &mut r);
         }
+        r
+    }
+
+    /// `--filters-only`: CREATE INDEX on the loaded table, then the filter
+    /// phases.
+    fn run_filters_only(&self, kind: Kind) -> TargetReport {
+        let (mut c, mut r) = self.start_loaded(kind);
+        r.time_to_indexed_s = seconds("CREATE INDEX", || {
+            self.create_index(&mut c, kind);
+            if kind == Kind::Milvus {
+                self.wait_indexed(&mut c);
+            }
+        });
+        c.batch_execute(&format!("ANALYZE {}", kind.table())).unwrap();
+        self.filtered(&mut c, kind, &mut r, "");
+        self.filtered_pushed(&mut c, kind, &mut r);
         r
     }
 
@@ -1916,6 +1962,29 @@ fn wait_indexed(c: &mut Client, index: &str) {
     }
 }
 
+/// Runs `milvus_compact()` on `index` until every flushed segment is a
+/// clustering's (a background worker may be at it already), then waits for
+/// their graphs.
+fn wait_clustered(c: &mut Client, index: &str) {
+    loop {
+        c.query(&format!("SELECT * FROM milvus_compact('{index}')"), &[]).unwrap();
+        let unclustered: i64 = c
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM milvus_segments('{index}') WHERE state = 'flushed' AND seal_reason NOT \
+                    LIKE 'clustering%'"
+                ),
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if unclustered == 0 {
+            return wait_indexed(c, index);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The bench database's connection string.
 fn conninfo(a: &Args) -> String {
     format!("host={} port={} user=postgres dbname={DB}", a.host, a.port)
@@ -1993,6 +2062,8 @@ fn main() {
     let run = |kind| {
         if a.recall_only {
             bench.run_recall_only(kind)
+        } else if a.filters_only {
+            bench.run_filters_only(kind)
         } else if a.stream_only {
             bench.run_stream_only(kind)
         } else if kind == Kind::Milvus {
@@ -2001,7 +2072,7 @@ fn main() {
             bench.run_pgvector()
         }
     };
-    if !a.recall_only && !a.stream_only {
+    if !a.recall_only && !a.stream_only && !a.filters_only {
         eprintln!("{}", Kind::Plain.name());
         targets.push(bench.run_plain());
     }

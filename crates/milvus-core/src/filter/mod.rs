@@ -15,7 +15,9 @@
 //!    distance), many by the graph walk that steps through non-matching rows
 //!    but returns only matching ones. knowhere switches to the exact scan
 //!    when 7% of the rows or fewer match, or when k is half the matches or
-//!    more; so does this.
+//!    more; so does this, and also when a segment's matches are 1% or less
+//!    of all the rows searched (a filter that keeps most of one clustered
+//!    segment still answers exactly).
 //!
 //! Semantics are SQL's: a NULL value satisfies no comparison, `<>`
 //! included; `IS NULL` and `IS NOT NULL` test it. Text has no order here
@@ -270,12 +272,16 @@ pub enum Plan {
 }
 
 impl Plan {
-    /// knowhere's rule: exact when 7% of `rows` or fewer pass, or when `k`
-    /// is half the passing rows or more; else the walk.
-    pub fn choose(passing: usize, rows: usize, k: usize) -> Plan {
+    /// knowhere's rule: exact when 7% of the segment's `rows` or fewer
+    /// pass, or when `k` is half the passing rows or more; else the walk.
+    /// Also exact when the passing rows are 1% or less of the `searched`
+    /// rows of every segment together: a filter keeping 1% of an index is
+    /// answered exactly even where it keeps most of one segment (a
+    /// clustered one), at the cost of a walk's distances.
+    pub fn choose(passing: usize, rows: usize, k: usize, searched: usize) -> Plan {
         if passing == 0 {
             Plan::Skip
-        } else if passing * 100 <= rows * 7 || 2 * k >= passing {
+        } else if passing * 100 <= rows * 7 || 2 * k >= passing || passing * 100 <= searched {
             Plan::Exact
         } else {
             Plan::Walk
@@ -379,10 +385,13 @@ mod tests {
 
     #[test]
     fn plans_follow_knowhere() {
-        assert_eq!(Plan::choose(0, 1000, 10), Plan::Skip);
-        assert_eq!(Plan::choose(70, 1000, 10), Plan::Exact);
-        assert_eq!(Plan::choose(71, 1000, 10), Plan::Walk);
-        assert_eq!(Plan::choose(500, 1000, 250), Plan::Exact);
+        assert_eq!(Plan::choose(0, 1000, 10, 1000), Plan::Skip);
+        assert_eq!(Plan::choose(70, 1000, 10, 1000), Plan::Exact);
+        assert_eq!(Plan::choose(71, 1000, 10, 1000), Plan::Walk);
+        assert_eq!(Plan::choose(500, 1000, 250, 1000), Plan::Exact);
+        // All of one segment of ten, and 1% of the rows searched.
+        assert_eq!(Plan::choose(1000, 1000, 10, 100_000), Plan::Exact);
+        assert_eq!(Plan::choose(1001, 1000, 10, 100_000), Plan::Walk);
     }
 
     fn value() -> impl Strategy<Value = Option<i64>> {

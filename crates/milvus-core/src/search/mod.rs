@@ -321,7 +321,8 @@ impl Search {
             };
             sets.push(set);
         }
-        let passing = Passing::new(sets);
+        let live = self.pages.len() + self.segments.iter().map(|s| s.live_rows()).sum::<usize>();
+        let passing = Passing::new(sets, live);
         self.stats.matched = passing.total();
         self.passing = Some(passing);
         self
@@ -495,7 +496,7 @@ impl Search {
                     Plan::Exact
                 }
             }
-            Some(passing) => Plan::choose(passing.count(i + 1), self.segments[i].rows(), k),
+            Some(passing) => Plan::choose(passing.count(i + 1), self.segments[i].rows(), k, passing.searched()),
         }
     }
 

@@ -7,12 +7,20 @@ use crate::filter::{Bitset, Plan};
 pub(super) struct Passing {
     sets: Vec<Bitset>,
     counts: Vec<usize>,
+    /// Live rows of every source, passing or not.
+    searched: usize,
 }
 
 impl Passing {
-    pub(super) fn new(sets: Vec<Bitset>) -> Self {
+    /// The passing rows `sets` of sources holding `searched` live rows.
+    pub(super) fn new(sets: Vec<Bitset>, searched: usize) -> Self {
         let counts = sets.iter().map(Bitset::count).collect();
-        Passing { sets, counts }
+        Passing { sets, counts, searched }
+    }
+
+    /// Live rows of every source, passing or not.
+    pub(super) fn searched(&self) -> usize {
+        self.searched
     }
 
     pub(super) fn allows(&self, source: usize, row: u32) -> bool {

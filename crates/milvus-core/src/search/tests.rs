@@ -592,3 +592,26 @@ fn segments_the_statistics_exclude_cost_nothing() {
     let got: Vec<u64> = filtered_search(&segs, &pages, &query, &filter, 1000).map(|h| h.unwrap().key).collect();
     assert_eq!(got.iter().copied().collect::<HashSet<_>>(), HashSet::from([7, 1007, 10_007, 11_007]));
 }
+
+/// A filter keeping all of one segment (as a clustered segment holds one
+/// tenant's rows) but 1% of the rows searched is answered exactly.
+#[test]
+fn a_filter_keeping_one_percent_of_the_index_is_exact_where_it_keeps_a_whole_segment() {
+    // Tenant = key: the segment holds keys 0..1000, the pages 100,000 more.
+    let segs = vec![with_columns(segment(1, 1000, 0, true, vec![]), u64::MAX)];
+    let mut rng = Rng::new(8);
+    let pages = PageRows {
+        dims: DIMS,
+        keys: (100_000..200_000).collect(),
+        vectors: rng.vector(100_000 * DIMS).into(),
+        values: Vec::new(),
+    };
+    let query = rng.vector(DIMS);
+    let filter = Filter { keys: vec![Key { column: 0, test: Test::Cmp(Cmp::Lt, Value::Int(1000)) }] };
+    let mut search = filtered_search(&segs, &pages, &query, &filter, u64::MAX);
+    let first: Vec<(f32, u64)> = search.by_ref().take(10).map(|h| h.unwrap()).map(|h| (h.distance, h.key)).collect();
+    let truth = brute_force(&segs, &pages, &query, &|k| k < 1000);
+    assert_eq!(first, truth[..10].to_vec());
+    let stats = search.stats();
+    assert_eq!((stats.matched, stats.exact_segments, stats.walked_segments), (1000, 1, 0), "{stats:?}");
+}
