@@ -3,7 +3,8 @@
 //! one by HNSW at growing segment sizes: the crossover below which brute
 //! force wins sets `search::BRUTE_FORCE_MAX_ROWS`; what loading an
 //! index's segments costs a backend, one at a time against several at once;
-//! and a query whose rows are read by range against one on a mapped binlog.
+//! a query whose rows are read by range against one on a mapped binlog;
+//! and a filter's bitset over a segment's integer column.
 //!
 //! Run with `make bench-core`; results in docs/benchmarks.md.
 
@@ -13,6 +14,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, 
 use milvus_core::Metric;
 use milvus_core::cache::SegmentCache;
 use milvus_core::element::{Row, Vectors};
+use milvus_core::filter::{Cmp, Column, ColumnType, Filter, Key, Test, Value};
 use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::format::manifest::Manifest;
 use milvus_core::hnsw::{HnswParams, SegmentIndex};
@@ -194,5 +196,28 @@ fn by_range(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, formats, merging, crossover, loading, by_range);
+/// A pushed filter evaluated over a segment's column of 100,000 integers
+/// (`bucket = key % 1000`, `make bench`'s): the bitset of its passing rows,
+/// which every filtered search builds for every segment it does not skip.
+fn filtering(c: &mut Criterion) {
+    let rows = 100_000;
+    let values: Vec<Value> = (0..rows as i64).map(|k| Value::Int(k % 1000)).collect();
+    let columns = [Column::build(ColumnType::Int, &values).unwrap()];
+    let mut g = c.benchmark_group("filter_100k_ints");
+    g.throughput(Throughput::Elements(rows as u64));
+    for (name, test) in [
+        ("eq_0.1%", Test::Cmp(Cmp::Eq, Value::Int(7))),
+        ("lt_1%", Test::Cmp(Cmp::Lt, Value::Int(10))),
+        ("lt_10%", Test::Cmp(Cmp::Lt, Value::Int(100))),
+        ("lt_40%", Test::Cmp(Cmp::Lt, Value::Int(400))),
+        ("lt_60%", Test::Cmp(Cmp::Lt, Value::Int(600))),
+        ("in_3", Test::In(vec![Value::Int(3), Value::Int(300), Value::Int(900)])),
+    ] {
+        let filter = Filter { keys: vec![Key { column: 0, test }] };
+        g.bench_function(name, |b| b.iter(|| black_box(&filter).matches(&columns, rows).count()));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, formats, merging, crossover, loading, by_range, filtering);
 criterion_main!(benches);

@@ -33,11 +33,32 @@ pub enum ColumnType {
 /// so an equality is one binary search and then integer compares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Column {
-    Int { values: Vec<i64>, nulls: Bitset },
-    Uuid { values: Vec<u128>, nulls: Bitset },
-    Text { dict: Vec<String>, codes: Vec<u32>, nulls: Bitset },
-    IntArray { offsets: Vec<u32>, values: Vec<i64>, nulls: Bitset },
-    TextArray { dict: Vec<String>, offsets: Vec<u32>, codes: Vec<u32>, nulls: Bitset },
+    /// `postings` is derived from `values` ([`Column::ints`]), never stored.
+    Int {
+        values: Vec<i64>,
+        nulls: Bitset,
+        postings: Option<Postings>,
+    },
+    Uuid {
+        values: Vec<u128>,
+        nulls: Bitset,
+    },
+    Text {
+        dict: Vec<String>,
+        codes: Vec<u32>,
+        nulls: Bitset,
+    },
+    IntArray {
+        offsets: Vec<u32>,
+        values: Vec<i64>,
+        nulls: Bitset,
+    },
+    TextArray {
+        dict: Vec<String>,
+        offsets: Vec<u32>,
+        codes: Vec<u32>,
+        nulls: Bitset,
+    },
 }
 
 /// Why values do not make a column.
@@ -67,7 +88,7 @@ impl Column {
             ColumnType::Int => {
                 check(|v| matches!(v, Value::Int(_)))?;
                 let values = values.iter().map(|v| if let Value::Int(i) = v { *i } else { 0 }).collect();
-                Column::Int { values, nulls }
+                Column::ints(values, nulls)
             }
             ColumnType::Uuid => {
                 check(|v| matches!(v, Value::Uuid(_)))?;
@@ -106,6 +127,13 @@ impl Column {
                 Column::TextArray { dict, offsets, codes, nulls }
             }
         })
+    }
+
+    /// An integer column, with its value -> rows lists when its values are
+    /// few ([`Postings::of`]).
+    pub fn ints(values: Vec<i64>, nulls: Bitset) -> Column {
+        let postings = Postings::of(&values, &nulls);
+        Column::Int { values, nulls, postings }
     }
 
     /// The column of `rows`, each `(part, row)` a row of one of `parts`
@@ -185,6 +213,72 @@ fn bounds(values: impl Iterator<Item = Value>) -> (Option<Value>, Option<Value>)
     })
 }
 
+/// An integer column's value -> rows lists (Milvus' scalar index of a
+/// low-cardinality field): its distinct values, ascending, and for each the
+/// rows holding it, ascending. An equality or a narrow range then costs its
+/// passing rows, not a test of every row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Postings {
+    keys: Vec<i64>,
+    /// Where each key's rows start in `rows`; one more, its end.
+    starts: Vec<u32>,
+    rows: Vec<u32>,
+}
+
+/// Rows a distinct value holds on average, at least, for a column to get
+/// [`Postings`]: fewer, and testing every row costs about as little.
+pub const POSTINGS_MIN_ROWS_PER_VALUE: usize = 32;
+
+impl Postings {
+    /// The lists of the rows of `values` not in `nulls`, if its distinct
+    /// values hold [`POSTINGS_MIN_ROWS_PER_VALUE`] rows each on average.
+    pub fn of(values: &[i64], nulls: &Bitset) -> Option<Postings> {
+        let mut pairs: Vec<(i64, u32)> =
+            (0..values.len()).filter(|r| !nulls.contains(*r)).map(|r| (values[r], r as u32)).collect();
+        if pairs.len() < POSTINGS_MIN_ROWS_PER_VALUE {
+            return None;
+        }
+        pairs.sort_unstable();
+        let distinct = 1 + pairs.windows(2).filter(|w| w[0].0 != w[1].0).count();
+        if distinct * POSTINGS_MIN_ROWS_PER_VALUE > pairs.len() {
+            return None;
+        }
+        let (mut keys, mut starts) = (Vec::with_capacity(distinct), Vec::with_capacity(distinct + 1));
+        for (i, (v, _)) in pairs.iter().enumerate() {
+            if keys.last() != Some(v) {
+                keys.push(*v);
+                starts.push(i as u32);
+            }
+        }
+        starts.push(pairs.len() as u32);
+        Some(Postings { keys, starts, rows: pairs.into_iter().map(|(_, r)| r).collect() })
+    }
+
+    /// The rows whose value lies in `range` of the keys (by position), and
+    /// how many there are.
+    fn span(&self, range: std::ops::Range<usize>) -> &[u32] {
+        &self.rows[self.starts[range.start] as usize..self.starts[range.end] as usize]
+    }
+
+    /// The rows whose value `v` compares to as `below`, `equal` and `above`
+    /// allow, if there are at most `most` of them; `None` if there are
+    /// more (testing every row is then as cheap).
+    pub fn rows_where(&self, v: i64, below: bool, equal: bool, above: bool, most: usize) -> Option<&[u32]> {
+        let lo = self.keys.partition_point(|k| *k < v);
+        let hi = self.keys.partition_point(|k| *k <= v);
+        let range = match (below, equal, above) {
+            (false, true, false) => lo..hi,
+            (true, false, false) => 0..lo,
+            (true, true, false) => 0..hi,
+            (false, false, true) => hi..self.keys.len(),
+            (false, true, true) => lo..self.keys.len(),
+            _ => return None,
+        };
+        let rows = self.span(range);
+        (rows.len() <= most).then_some(rows)
+    }
+}
+
 /// What a segment knows of one column without reading it: enough to skip
 /// the segment when a filter's keys cannot hold for any of its rows. For
 /// arrays the bounds are over their elements.
@@ -224,5 +318,30 @@ mod tests {
 
         let wrong = Column::build(ColumnType::Int, &[Value::Int(1), Value::Text("1".into())]).unwrap_err();
         assert_eq!(wrong.row, 1);
+    }
+
+    #[test]
+    fn postings_list_the_rows_of_each_value_of_a_column_of_few_values() {
+        // 320 rows, values 0..10, every fifth NULL.
+        let values: Vec<Value> =
+            (0..320).map(|r| if r % 5 == 0 { Value::Null } else { Value::Int((r % 10) as i64) }).collect();
+        let Column::Int { postings: Some(p), .. } = Column::build(ColumnType::Int, &values).unwrap() else {
+            panic!("ten values of 320 rows get postings")
+        };
+        let rows_of = |pick: &dyn Fn(i64) -> bool| -> Vec<u32> {
+            (0..320u32).filter(|r| matches!(values[*r as usize], Value::Int(v) if pick(v))).collect()
+        };
+        assert_eq!(p.rows_where(3, false, true, false, 1000).unwrap(), rows_of(&|v| v == 3));
+        let mut below = p.rows_where(3, true, false, false, 1000).unwrap().to_vec();
+        below.sort();
+        assert_eq!(below, rows_of(&|v| v < 3));
+        let mut at_least = p.rows_where(8, false, true, true, 1000).unwrap().to_vec();
+        at_least.sort();
+        assert_eq!(at_least, rows_of(&|v| v >= 8));
+        assert!(p.rows_where(42, false, true, false, 0).unwrap().is_empty());
+        assert!(p.rows_where(3, true, false, false, 10).is_none(), "more than allowed: test every row");
+        // A column of many values has none.
+        let many: Vec<Value> = (0..320).map(Value::Int).collect();
+        assert!(matches!(Column::build(ColumnType::Int, &many).unwrap(), Column::Int { postings: None, .. }));
     }
 }

@@ -212,7 +212,7 @@ impl Body<'_> {
             None => Ok(()),
         };
         Ok(match code {
-            INT => Column::Int { values: self.i64s(rows)?, nulls },
+            INT => Column::ints(self.i64s(rows)?, nulls),
             UUID => {
                 let values = self.words::<16>(rows)?.into_iter().map(u128::from_le_bytes).collect();
                 Column::Uuid { values, nulls }
