@@ -10,6 +10,8 @@
 #                      (the vector's index, then each extension's index for
 #                      filters, pg_milvus' also as ten segments, unclustered
 #                      and clustered by the filter column): bench-results/filters
+#   bench.sh --768-filters  the same at 50k x 768 under cosine:
+#                      bench-results/768-cosine-filters
 #   bench.sh --768-half  the same as halfvec columns (2-byte elements, both
 #                      indexes): bench-results/768-cosine-halfvec
 #   bench.sh --768-large 500k x 768 under cosine, both indexes built by CREATE
@@ -81,6 +83,10 @@ elif [ "${1:-}" = --sparse ]; then
 elif [ "${1:-}" = --filters ]; then
   shift
   args=(--n 100000 --dim 128 --clusters 1000 --queries 500 --repeats 3 --filters-only --out $results/filters)
+elif [ "${1:-}" = --768-filters ]; then
+  shift
+  args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --filters-only
+        --out $results/768-cosine-filters)
 elif [ "${1:-}" = --768-half ]; then
   shift
   args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --type halfvec
