@@ -275,7 +275,7 @@ fn write_pending(state: &mut BuildState) {
 /// A row's filter values as the pages keep them; none in an index of a
 /// vector alone.
 fn encode_values(shape: Shape, values: &[milvus_core::filter::Value]) -> Vec<u8> {
-    if shape.values { milvus_core::filter::row::encode(values) } else { Vec::new() }
+    if shape.values { milvus_core::format::values::encode(values) } else { Vec::new() }
 }
 
 /// For unlogged tables: the init fork gets an empty index.

@@ -58,7 +58,7 @@ pub unsafe extern "C-unwind" fn aminsert(
         let filter_values = if types.is_empty() {
             Vec::new()
         } else {
-            milvus_core::filter::row::encode(&super::filter_columns::row_values(&types, values, isnull))
+            milvus_core::format::values::encode(&super::filter_columns::row_values(&types, values, isnull))
         };
         // A full segment with no room to seal grows on until a flush makes
         // room (the workers, or milvus_flush()).
@@ -80,7 +80,7 @@ pub unsafe extern "C-unwind" fn aminsert(
 pub struct Row<'a> {
     pub key: u64,
     pub vector: milvus_core::element::Row<'a>,
-    /// Its filter values (`milvus_core::filter::row`), none in an index of
+    /// Its filter values (`milvus_core::format::values`), none in an index of
     /// a vector alone.
     pub values: &'a [u8],
 }

@@ -126,7 +126,7 @@ impl Element {
 
 /// How an index lays out one vector: its dimensions and element type, and
 /// whether a row in pages carries its filter values after the vector (an
-/// index with filter columns: `crate::filter::row`).
+/// index with filter columns: `crate::format::values`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shape {
     pub dims: usize,

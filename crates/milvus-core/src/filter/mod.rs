@@ -26,7 +26,6 @@
 
 mod bitset;
 mod column;
-pub mod row;
 
 pub use bitset::Bitset;
 pub use column::{Column, ColumnStats, ColumnType, POSTINGS_MIN_ROWS_PER_VALUE, Postings, Value, WrongType};

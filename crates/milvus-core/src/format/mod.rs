@@ -21,6 +21,7 @@ pub mod meta;
 pub mod page;
 pub mod ranges;
 pub mod scalar;
+pub mod values;
 
 use crate::error::{SqlError, SqlState};
 use std::borrow::Cow;
@@ -117,6 +118,80 @@ impl<'a> Reader<'a> {
     }
     pub fn u64(&mut self) -> u64 {
         u64::from_le_bytes(self.take())
+    }
+}
+
+/// A reader of bytes whose lengths and counts come from the bytes
+/// themselves (a body, a row's values): every read is bounds-checked, and
+/// a short one is an error saying where.
+pub(crate) struct Bounded<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Bounded<'a> {
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Bounded { bytes, at: 0 }
+    }
+
+    /// Bytes not read yet.
+    pub fn left(&self) -> usize {
+        self.bytes.len() - self.at
+    }
+
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|e| *e <= self.bytes.len())
+            .ok_or_else(|| format!("{n} bytes needed at {}, {} present", self.at, self.left()))?;
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    /// `count` words of `N` bytes.
+    pub fn words<const N: usize>(&mut self, count: usize) -> Result<Vec<[u8; N]>, String> {
+        let bytes = self.take(count.checked_mul(N).ok_or("a count overflows")?)?;
+        Ok(bytes.chunks_exact(N).map(|c| c.try_into().expect("chunks of N")).collect())
+    }
+
+    fn word<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        Ok(self.take(N)?.try_into().expect("N bytes"))
+    }
+
+    pub fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    pub fn u32(&mut self) -> Result<u32, String> {
+        self.word().map(u32::from_le_bytes)
+    }
+
+    pub fn i64(&mut self) -> Result<i64, String> {
+        self.word().map(i64::from_le_bytes)
+    }
+
+    pub fn u128(&mut self) -> Result<u128, String> {
+        self.word().map(u128::from_le_bytes)
+    }
+
+    pub fn u32s(&mut self, count: usize) -> Result<Vec<u32>, String> {
+        Ok(self.words::<4>(count)?.into_iter().map(u32::from_le_bytes).collect())
+    }
+
+    pub fn u64s(&mut self, count: usize) -> Result<Vec<u64>, String> {
+        Ok(self.words::<8>(count)?.into_iter().map(u64::from_le_bytes).collect())
+    }
+
+    pub fn i64s(&mut self, count: usize) -> Result<Vec<i64>, String> {
+        Ok(self.words::<8>(count)?.into_iter().map(i64::from_le_bytes).collect())
+    }
+
+    /// A `u32` length and that many bytes of UTF-8.
+    pub fn text(&mut self) -> Result<String, String> {
+        let len = self.u32()? as usize;
+        String::from_utf8(self.take(len)?.to_vec()).map_err(|_| "text that is not UTF-8".to_string())
     }
 }
 

@@ -11,7 +11,7 @@
 //! index; bits, in whole bytes, for a bit index: [`Shape`]), at a
 //! MAXALIGNed offset; in an index with filter columns (`Shape::values`),
 //! the row's filter values follow the elements in the same item
-//! (`crate::filter::row`). A line pointer is `lp_off:15, lp_flags:2, lp_len:15`
+//! (`crate::format::values`). A line pointer is `lp_off:15, lp_flags:2, lp_len:15`
 //! from the low bit up (the bit-field layout of GCC on little-endian
 //! hosts); a live row has `lp_flags` 1 (`LP_NORMAL`).
 //!
@@ -453,7 +453,7 @@ pub fn row_item(key: u64, vector: Row<'_>) -> Vec<u8> {
     row_item_with(key, vector, &[])
 }
 
-/// The item of one row with its filter values (`crate::filter::row`).
+/// The item of one row with its filter values (`crate::format::values`).
 pub fn row_item_with(key: u64, vector: Row<'_>, values: &[u8]) -> Vec<u8> {
     let mut item = Vec::with_capacity(8 + vector.bytes().len() + values.len());
     item.extend_from_slice(&key.to_le_bytes());
@@ -975,25 +975,26 @@ mod tests {
     /// read as an index without them refuses the longer items.
     #[test]
     fn rows_carry_their_filter_values() {
-        use crate::filter::{Value, row};
+        use crate::filter::Value;
+        use crate::format::values;
         let shape = Shape::f32(8).with_values(true);
         let vectors = random_rows(shape, 5, 2);
-        let values = |k: u64| row::encode(&[Value::Int(k as i64 * 10), Value::Text("t".repeat(k as usize))]);
+        let values_of = |k: u64| values::encode(&[Value::Int(k as i64 * 10), Value::Text("t".repeat(k as usize))]);
         let mut bytes = AlignedPage::zeroed();
         let mut page = PageMut::new(&mut bytes.0);
         page.init_rows(1);
         for k in 0..5u64 {
-            assert!(page.add_item(&row_item_with(k, vectors.row(k as usize, 8), &values(k))));
+            assert!(page.add_item(&row_item_with(k, vectors.row(k as usize, 8), &values_of(k))));
         }
         let rows = RowPage::new(&bytes.0, shape).unwrap();
         let mut read = Vec::new();
         rows.for_each_row_values(|_, key, v, vals| read.push((key, v.to_f32(), vals.to_vec()))).unwrap();
-        let want: Vec<_> = (0..5u64).map(|k| (k, vectors.row(k as usize, 8).to_f32(), values(k))).collect();
+        let want: Vec<_> = (0..5u64).map(|k| (k, vectors.row(k as usize, 8).to_f32(), values_of(k))).collect();
         assert_eq!(read, want);
         let (mut hits, mut seen) = (PageHits::default(), Vec::new());
         let query = random_rows(shape, 1, 9);
         rows.distances_and_values(Metric::L2, query.all(), &mut hits, |v| seen.push(v.to_vec())).unwrap();
-        assert_eq!(seen, (0..5).map(values).collect::<Vec<_>>());
+        assert_eq!(seen, (0..5).map(values_of).collect::<Vec<_>>());
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
         let plain = RowPage::new(&bytes.0, Shape::f32(8)).unwrap();
         assert!(plain.for_each_row(|_, _, _| ()).is_err(), "an index without filter columns has no longer rows");

@@ -36,7 +36,7 @@
 //! 512 for a 128-d vector), so a reader copies them into a
 //! [`Column`] rather than reading them in place.
 
-use super::{Check, FormatError, FormatErrorKind, Reader, Writer, check_body, check_header, finish_header};
+use super::{Bounded, Check, FormatError, FormatErrorKind, Reader, Writer, check_body, check_header, finish_header};
 use crate::filter::{Bitset, Column};
 use crate::segment::SegmentId;
 
@@ -129,56 +129,23 @@ impl ScalarBinlog {
             .ok()
             .filter(|r| count == 0 || *r <= body.len() * 8)
             .ok_or_else(|| invalid(format!("{rows} rows cannot fit in a body of {} bytes", body.len())))?;
-        let mut body = Body { bytes: body, at: 0 };
+        let mut body = Body(Bounded::new(body));
         let columns = (0..count)
             .map(|i| body.column(rows).map_err(|e| invalid(format!("column {}: {e}", i + 1))))
             .collect::<Result<Vec<_>, _>>()?;
-        if body.at != body.bytes.len() {
-            return Err(invalid(format!("{} bytes after the last column", body.bytes.len() - body.at)));
+        if body.0.left() > 0 {
+            return Err(invalid(format!("{} bytes after the last column", body.0.left())));
         }
         Ok(ScalarBinlog { segment, columns })
     }
 }
 
-/// A fallible reader of the body: its fields' counts come from the bytes.
-struct Body<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
+/// The body's reader, with the shapes of its columns.
+struct Body<'a>(Bounded<'a>);
 
 impl Body<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|e| *e <= self.bytes.len())
-            .ok_or_else(|| format!("{n} bytes needed at {}, {} present", self.at, self.bytes.len() - self.at))?;
-        let out = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(out)
-    }
-
-    fn words<const N: usize>(&mut self, count: usize) -> Result<Vec<[u8; N]>, String> {
-        let bytes = self.take(count.checked_mul(N).ok_or("a count overflows")?)?;
-        Ok(bytes.chunks_exact(N).map(|c| c.try_into().expect("chunks of N")).collect())
-    }
-
-    fn u32s(&mut self, count: usize) -> Result<Vec<u32>, String> {
-        Ok(self.words::<4>(count)?.into_iter().map(u32::from_le_bytes).collect())
-    }
-
-    fn u64s(&mut self, count: usize) -> Result<Vec<u64>, String> {
-        Ok(self.words::<8>(count)?.into_iter().map(u64::from_le_bytes).collect())
-    }
-
-    fn i64s(&mut self, count: usize) -> Result<Vec<i64>, String> {
-        Ok(self.words::<8>(count)?.into_iter().map(i64::from_le_bytes).collect())
-    }
-
-    /// Offsets of `count` items: from 0, non-decreasing; the last is the
-    /// elements' count.
     fn offsets(&mut self, count: usize) -> Result<Vec<u32>, String> {
-        let offsets = self.u32s(count + 1)?;
+        let offsets = self.0.u32s(count + 1)?;
         if offsets[0] != 0 || offsets.windows(2).any(|w| w[0] > w[1]) {
             return Err("offsets not ascending from 0".into());
         }
@@ -186,9 +153,9 @@ impl Body<'_> {
     }
 
     fn dictionary(&mut self) -> Result<Vec<String>, String> {
-        let n = u32::from_le_bytes(self.words::<4>(1)?[0]) as usize;
+        let n = self.0.u32()? as usize;
         let offsets = self.offsets(n)?;
-        let bytes = self.take(offsets[n] as usize)?;
+        let bytes = self.0.take(offsets[n] as usize)?;
         let dict = offsets
             .windows(2)
             .map(|w| String::from_utf8(bytes[w[0] as usize..w[1] as usize].to_vec()))
@@ -201,8 +168,8 @@ impl Body<'_> {
     }
 
     fn column(&mut self, rows: usize) -> Result<Column, String> {
-        let code = self.take(1)?[0];
-        let nulls = Bitset::from_words(self.u64s(rows.div_ceil(64))?, rows).ok_or("a NULL bit past the rows")?;
+        let code = self.0.u8()?;
+        let nulls = Bitset::from_words(self.0.u64s(rows.div_ceil(64))?, rows).ok_or("a NULL bit past the rows")?;
         let codes_below = |codes: &[u32], n: usize, present: &dyn Fn(usize) -> bool| match codes
             .iter()
             .enumerate()
@@ -212,26 +179,26 @@ impl Body<'_> {
             None => Ok(()),
         };
         Ok(match code {
-            INT => Column::ints(self.i64s(rows)?, nulls),
+            INT => Column::ints(self.0.i64s(rows)?, nulls),
             UUID => {
-                let values = self.words::<16>(rows)?.into_iter().map(u128::from_le_bytes).collect();
+                let values = self.0.words::<16>(rows)?.into_iter().map(u128::from_le_bytes).collect();
                 Column::Uuid { values, nulls }
             }
             TEXT => {
                 let dict = self.dictionary()?;
-                let codes = self.u32s(rows)?;
+                let codes = self.0.u32s(rows)?;
                 codes_below(&codes, dict.len(), &|r| !nulls.contains(r))?;
                 Column::Text { dict, codes, nulls }
             }
             INT_ARRAY => {
                 let offsets = self.offsets(rows)?;
-                let values = self.i64s(offsets[rows] as usize)?;
+                let values = self.0.i64s(offsets[rows] as usize)?;
                 Column::IntArray { offsets, values, nulls }
             }
             TEXT_ARRAY => {
                 let dict = self.dictionary()?;
                 let offsets = self.offsets(rows)?;
-                let codes = self.u32s(offsets[rows] as usize)?;
+                let codes = self.0.u32s(offsets[rows] as usize)?;
                 codes_below(&codes, dict.len(), &|_| true)?;
                 Column::TextArray { dict, offsets, codes, nulls }
             }

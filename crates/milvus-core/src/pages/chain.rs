@@ -95,7 +95,7 @@ pub fn read_rows<S: PageStore>(store: S, head: Block, shape: Shape) -> PageRows 
     walk(store, head, |b, p| {
         rows(store, b, p, shape)
             .for_each_row_values(|_, key, v, values| {
-                let values = crate::filter::row::decode(values).unwrap_or_else(|e| damaged(store, b, e));
+                let values = crate::format::values::decode(values).unwrap_or_else(|e| damaged(store, b, e));
                 out.push_with(key, v, values)
             })
             .unwrap_or_else(|e| damaged(store, b, e))
@@ -135,7 +135,7 @@ pub fn page_hits_filtered<S: PageStore>(
     for (_, head) in meta.in_pages() {
         walk(store, head, |b, p| {
             let test = |values: &[u8]| {
-                let values = crate::filter::row::decode(values).unwrap_or_else(|e| damaged(store, b, e));
+                let values = crate::format::values::decode(values).unwrap_or_else(|e| damaged(store, b, e));
                 passing.push(filter.passes(&values))
             };
             rows(store, b, p, shape)

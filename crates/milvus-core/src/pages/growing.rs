@@ -51,7 +51,7 @@ pub enum Full {
 }
 
 /// Appends the row `key` to the growing segment, with its filter values
-/// (`crate::filter::row`; none in an index without filter columns, whose
+/// (`crate::format::values`; none in an index without filter columns, whose
 /// rows are never cut in chunks). If the segment is at its
 /// size limit (`max_rows`, [`size_rule`]), calls `seal(segment, reason)`
 /// first, and goes on as it says. Returns the last segment `seal` sealed,

@@ -100,7 +100,7 @@ impl TopK {
 }
 
 /// Rows held in index pages, with their vectors row-major, and in an index
-/// with filter columns each row's filter values (`crate::filter::row`).
+/// with filter columns each row's filter values (`crate::format::values`).
 #[derive(Debug, Clone)]
 pub struct PageRows {
     pub dims: usize,

@@ -7,7 +7,8 @@
 //! integer array, u32 count and i64 each; 5 a text array, u32 count and
 //! each as text. Self-describing, so a page is read without the catalog.
 
-use super::Value;
+use super::Bounded;
+use crate::filter::Value;
 
 const NULL: u8 = 0;
 const INT: u8 = 1;
@@ -55,13 +56,13 @@ pub fn encode(values: &[Value]) -> Vec<u8> {
 
 /// The values [`encode`] wrote; an error naming what does not parse.
 pub fn decode(bytes: &[u8]) -> Result<Vec<Value>, String> {
-    let mut r = Cursor { bytes, at: 0 };
+    let mut r = Bounded::new(bytes);
     let mut values = Vec::new();
-    while r.at < bytes.len() {
-        values.push(match r.take(1)?[0] {
+    while r.left() > 0 {
+        values.push(match r.u8()? {
             NULL => Value::Null,
             INT => Value::Int(r.i64()?),
-            UUID => Value::Uuid(u128::from_le_bytes(r.take(16)?.try_into().expect("16 bytes"))),
+            UUID => Value::Uuid(r.u128()?),
             TEXT => Value::Text(r.text()?),
             INTS => {
                 let n = r.u32()?;
@@ -75,35 +76,6 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Value>, String> {
         });
     }
     Ok(values)
-}
-
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Cursor<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
-        let out = self
-            .bytes
-            .get(self.at..self.at.saturating_add(n))
-            .ok_or_else(|| format!("{n} bytes needed at {} of {}", self.at, self.bytes.len()))?;
-        self.at += n;
-        Ok(out)
-    }
-
-    fn u32(&mut self) -> Result<usize, String> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")) as usize)
-    }
-
-    fn i64(&mut self) -> Result<i64, String> {
-        Ok(i64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
-    }
-
-    fn text(&mut self) -> Result<String, String> {
-        let len = self.u32()?;
-        String::from_utf8(self.take(len)?.to_vec()).map_err(|_| "text that is not UTF-8".to_string())
-    }
 }
 
 #[cfg(test)]
