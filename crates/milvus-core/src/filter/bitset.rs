@@ -1,7 +1,7 @@
 //! A set of a segment's row numbers, one bit a row: what a filter leaves.
 
 /// Rows `0..len` of one segment, each in or out.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bitset {
     words: Vec<u64>,
     len: usize,
@@ -85,9 +85,15 @@ impl Bitset {
 
     /// Keeps the rows for which `keep` holds.
     pub fn retain(&mut self, mut keep: impl FnMut(usize) -> bool) {
-        let drop: Vec<usize> = self.rows().filter(|r| !keep(*r)).collect();
-        for row in drop {
-            self.words[row / 64] &= !(1 << (row % 64));
+        for (i, word) in self.words.iter_mut().enumerate() {
+            let mut bits = *word;
+            while bits != 0 {
+                let bit = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if !keep(i * 64 + bit) {
+                    *word &= !(1 << bit);
+                }
+            }
         }
     }
 
@@ -133,5 +139,8 @@ mod tests {
         assert!(even.contains(128) && !even.contains(129) && !even.contains(130));
         assert_eq!(Bitset::all(0).count(), 0);
         assert_eq!(Bitset::all(64).count(), 64);
+        let mut kept = Bitset::all(130);
+        kept.retain(|r| r % 5 == 0);
+        assert_eq!(kept.rows().collect::<Vec<_>>(), (0..130).step_by(5).collect::<Vec<_>>());
     }
 }

@@ -8,7 +8,7 @@ use std::hash::Hash;
 
 use crate::distance::Metric;
 use crate::element::{Row, Shape, Vectors};
-use crate::filter::{Column, ColumnType, Value, WrongType};
+use crate::filter::{Bitset, Column, ColumnType, Value, WrongType};
 use crate::format::page::PageHits;
 use crate::segment::SegmentId;
 
@@ -173,31 +173,32 @@ pub(super) fn search_pages(pages: &PageHits, k: usize, skip: &dyn Fn(u32) -> boo
     top_k(hits, k)
 }
 
-/// A set of row positions, a bit each: what a graph search asks about at
-/// every node it visits (tombstones, rows already offered) costs no search
-/// and no hashing.
+/// A set of row positions, a bit each ([`Bitset`]), and their count: what a
+/// graph search asks about at every node it visits (tombstones, rows
+/// already offered) costs no search and no hashing.
 #[derive(Debug, Clone, Default)]
 pub struct RowBits {
-    words: Vec<u64>,
+    rows: Bitset,
     count: usize,
 }
 
 impl RowBits {
     /// An empty set for rows `0..rows`.
     pub fn new(rows: usize) -> Self {
-        RowBits { words: vec![0; rows.div_ceil(64)], count: 0 }
+        RowBits { rows: Bitset::none(rows), count: 0 }
     }
 
+    /// Whether `row` is in; a row past the set's is not.
     pub fn contains(&self, row: u32) -> bool {
-        self.words.get(row as usize / 64).is_some_and(|w| w & (1 << (row % 64)) != 0)
+        self.rows.contains(row as usize)
     }
 
     /// Adds `row` (within the set's rows); adding it twice counts once.
     pub fn insert(&mut self, row: u32) {
-        let word = &mut self.words[row as usize / 64];
-        let bit = 1 << (row % 64);
-        self.count += usize::from(*word & bit == 0);
-        *word |= bit;
+        if !self.contains(row) {
+            self.rows.insert(row as usize);
+            self.count += 1;
+        }
     }
 
     pub fn len(&self) -> usize {
