@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -31,26 +32,27 @@ def sharedir() -> Path:
 STANDIN = ROOT / "tests" / "fixtures" / "pgvector_standin"
 
 
-def vector_extension(conn) -> str:
-    """Makes `CREATE EXTENSION vector` possible: pgvector if it is
-    installed, else tests/fixtures/pgvector_standin, an extension named
-    `vector` with pgvector's type name, binary layout and distance
-    functions. Returns which."""
+@contextmanager
+def pgvector_installable(conn):
+    """Makes `CREATE EXTENSION vector` possible while it lasts: pgvector if
+    it is installed, else tests/fixtures/pgvector_standin, an extension
+    named `vector` with pgvector's type name, binary layout and distance
+    functions, taken out of the installation again afterwards (left there,
+    it would pass for pgvector to `make bench`, which then finds no `hnsw`).
+    Yields which: "pgvector" or "stand-in"."""
     real = conn.execute(
         "SELECT count(*) FROM pg_available_extension_versions WHERE name = 'vector' AND version <> 'standin'"
     ).fetchone()[0]
     if real:
-        return "pgvector"
+        yield "pgvector"
+        return
     for f in STANDIN.iterdir():
         shutil.copyfile(f, sharedir() / f.name)
-    return "stand-in"
-
-
-def remove_standin():
-    """Takes the stand-in out of the installation again: left there, it
-    would pass for pgvector to `make bench`, which then finds no `hnsw`."""
-    for f in STANDIN.iterdir():
-        (sharedir() / f.name).unlink(missing_ok=True)
+    try:
+        yield "stand-in"
+    finally:
+        for f in STANDIN.iterdir():
+            (sharedir() / f.name).unlink(missing_ok=True)
 
 
 class Cluster:

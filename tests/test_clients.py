@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from conftest import DIMS, ROOT, remove_standin, vector_extension
+from conftest import DIMS, ROOT, pgvector_installable
 
 ROWS = 2000
 
@@ -362,8 +362,7 @@ def test_langchain_pgvector_store_through_the_companion(cluster, db):
     a venv of its own (scripts/setup.sh): langchain-postgres wants
     pgvector-python below 0.4. Its searches, plain and filtered by metadata,
     return a sequential scan's rows and go through the index."""
-    which = vector_extension(db)
-    try:
+    with pgvector_installable(db):
         db.execute("DROP EXTENSION pg_milvus")
         db.execute("CREATE EXTENSION vector")
         db.execute("CREATE SCHEMA milvus")
@@ -400,6 +399,3 @@ def test_langchain_pgvector_store_through_the_companion(cluster, db):
         while db.execute(scans).fetchone()[0] < before + 2 and time.time() < deadline:
             time.sleep(0.1)
         assert db.execute(scans).fetchone()[0] >= before + 2
-    finally:
-        if which == "stand-in":
-            remove_standin()

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, remove_standin, vector_extension
+from conftest import ROOT, pgvector_installable
 
 USAGE = ROOT / "docs" / "usage.md"
 
@@ -185,21 +185,19 @@ def test_hybrid_search_fuses_both_indexes(db):
 
 
 def test_the_companion_recipe_runs_as_it_stands(db):
-    which = vector_extension(db)
-    try:
-        db.execute("DROP EXTENSION pg_milvus")
-        db.execute("CREATE EXTENSION vector")
-        db.execute("CREATE TABLE items (id bigint PRIMARY KEY, embedding vector(3))")
-        db.execute("INSERT INTO items SELECT i, ARRAY[i, 1, 2]::real[]::vector FROM generate_series(1, 50) i")
-        for statement in statements(block("CREATE SCHEMA milvus;")):
-            db.execute(statement)
-        assert db.execute("SELECT state, rows FROM milvus.milvus_segments('items_embedding_idx') "
-                          "ORDER BY segment_id").fetchall() == [("flushed", 50), ("growing", 0)]
-        query = "SELECT id FROM items ORDER BY embedding <-> '[3,1,2]' LIMIT 3"
-        assert db.execute(query).fetchall() == [(3,), (2,), (4,)]
-        db.execute("SET enable_seqscan = off")  # 50 rows
-        assert "items_embedding_idx" in "".join(r[0] for r in db.execute("EXPLAIN " + query))
-    finally:
-        db.close()
-        if which == "stand-in":
-            remove_standin()
+    with pgvector_installable(db):
+        try:
+            db.execute("DROP EXTENSION pg_milvus")
+            db.execute("CREATE EXTENSION vector")
+            db.execute("CREATE TABLE items (id bigint PRIMARY KEY, embedding vector(3))")
+            db.execute("INSERT INTO items SELECT i, ARRAY[i, 1, 2]::real[]::vector FROM generate_series(1, 50) i")
+            for statement in statements(block("CREATE SCHEMA milvus;")):
+                db.execute(statement)
+            assert db.execute("SELECT state, rows FROM milvus.milvus_segments('items_embedding_idx') "
+                              "ORDER BY segment_id").fetchall() == [("flushed", 50), ("growing", 0)]
+            query = "SELECT id FROM items ORDER BY embedding <-> '[3,1,2]' LIMIT 3"
+            assert db.execute(query).fetchall() == [(3,), (2,), (4,)]
+            db.execute("SET enable_seqscan = off")  # 50 rows
+            assert "items_embedding_idx" in "".join(r[0] for r in db.execute("EXPLAIN " + query))
+        finally:
+            db.close()

@@ -13,7 +13,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from conftest import remove_standin, vector_extension
+from conftest import pgvector_installable
 
 DIMS = 16
 METRICS = {"l2_ops": "<->", "ip_ops": "<#>", "cosine_ops": "<=>", "l1_ops": "<+>"}
@@ -33,17 +33,15 @@ def pgv(cluster):
         admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
         admin.execute(f'CREATE DATABASE "{name}"')
     conn = cluster.connect(name)
-    which = vector_extension(conn)
-    conn.execute("CREATE EXTENSION vector")
-    conn.execute("CREATE SCHEMA milvus")
-    conn.execute("CREATE EXTENSION pg_milvus SCHEMA milvus")
-    conn.execute("CREATE EXTENSION pg_milvus_pgvector")
-    yield conn, which
-    conn.close()
-    with cluster.connect() as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    if which == "stand-in":
-        remove_standin()
+    with pgvector_installable(conn) as which:
+        conn.execute("CREATE EXTENSION vector")
+        conn.execute("CREATE SCHEMA milvus")
+        conn.execute("CREATE EXTENSION pg_milvus SCHEMA milvus")
+        conn.execute("CREATE EXTENSION pg_milvus_pgvector")
+        yield conn, which
+        conn.close()
+        with cluster.connect() as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def ids(conn, op, q, scan, type_):
@@ -187,8 +185,7 @@ def test_both_in_one_schema_is_refused_with_the_ways_that_work(db, first):
     own words and SQLSTATE, and a HINT naming the set-ups that work
     (`hooks.rs`); nothing is created. A schema of its own for pg_milvus
     then works, as docs/usage.md says."""
-    which = vector_extension(db)
-    try:
+    with pgvector_installable(db):
         db.execute("DROP EXTENSION pg_milvus")
         second = "vector" if first == "pg_milvus" else "pg_milvus"
         db.execute(f"CREATE EXTENSION {first}")
@@ -212,6 +209,3 @@ def test_both_in_one_schema_is_refused_with_the_ways_that_work(db, first):
         db.execute("CREATE EXTENSION IF NOT EXISTS pg_milvus")
         with pytest.raises(psycopg.errors.DuplicateObject, match='extension "pg_milvus" already exists'):
             db.execute("CREATE EXTENSION pg_milvus")
-    finally:
-        if which == "stand-in":
-            remove_standin()
