@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use milvus_core::element::Shape;
 use milvus_core::error::Failed;
-use milvus_core::format::manifest::Manifest;
+use milvus_core::format::manifest::{Manifest, ManifestError};
 use milvus_core::jobs::{self, JobError, Merge, Target};
 use milvus_core::policy::compaction::{self, CompactionPlan, CompactionPolicy, PlanKind};
 use milvus_core::search::LoadedSegment;
@@ -191,12 +191,12 @@ pub fn run_plan(
     let merge = Merge { inputs: &before_refs, outputs: &outputs, cluster_by, metric, dims, params };
     let carried = jobs::carried_tombstones(&merge, &refs(&after));
     let (rows, bytes) = flushed.iter().fold((0, 0), |(r, b), f| (r + f.rows, b + f.bytes));
-    manifest_chain::change(index, |m| {
+    manifest_chain::change(index, |m| -> Result<(), ManifestError> {
         m.publish_compaction(&plan.inputs, flushed, plan.clustered, unix_now())?;
         for (output, died) in outputs.iter().zip(&carried).filter(|(_, died)| !died.is_empty()) {
             m.add_pending_tombstones(*output, died)?;
         }
-        Ok::<(), milvus_core::format::manifest::ManifestError>(())
+        Ok(())
     })
     .or_raise();
     job.done(rows, bytes);

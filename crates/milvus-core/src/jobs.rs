@@ -637,11 +637,13 @@ fn cut<T: PartialEq>(values: &[T], pieces: usize) -> Vec<usize> {
 pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Vec<Flushed>, JobError> {
     let Merge { inputs, outputs, cluster_by, metric, dims, params } = *merge;
     crate::pause::reach(crate::pause::Point::Merge, control.cancel_flag());
-    let kept = (0..inputs.len())
-        .filter(|_| cluster_by.is_none())
-        .filter(|i| inputs[*i].graph().is_some_and(|g| g.is_reusable()))
-        .filter(|i| build::worth_keeping(inputs[*i].rows(), inputs[*i].deleted_rows()))
-        .max_by_key(|i| (inputs[*i].live_rows(), std::cmp::Reverse(*i)));
+    let kept = match cluster_by {
+        Some(_) => None,
+        None => (0..inputs.len())
+            .filter(|i| inputs[*i].graph().is_some_and(|g| g.is_reusable()))
+            .filter(|i| build::worth_keeping(inputs[*i].rows(), inputs[*i].deleted_rows()))
+            .max_by_key(|i| (inputs[*i].live_rows(), std::cmp::Reverse(*i))),
+    };
     // Inputs whose rows are read by range are read whole here.
     let binlogs = inputs.iter().map(|s| s.whole_binlog()).collect::<Result<Vec<_>, _>>()?;
     let element = inputs.first().map_or_else(Default::default, |s| s.element());
