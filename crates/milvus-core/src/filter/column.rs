@@ -2,6 +2,8 @@
 
 use std::collections::BTreeSet;
 
+use std::ops::Bound;
+
 use super::bitset::Bitset;
 
 /// One row's value of a filter column. Postgres' integer-like types
@@ -254,28 +256,19 @@ impl Postings {
         Some(Postings { keys, starts, rows: pairs.into_iter().map(|(_, r)| r).collect() })
     }
 
-    /// The rows whose value lies in `range` of the keys (by position), and
-    /// how many there are.
-    fn span(&self, range: std::ops::Range<usize>) -> &[u32] {
-        &self.rows[self.starts[range.start] as usize..self.starts[range.end] as usize]
-    }
-
-    /// The rows whose value `v` compares to as `below`, `equal` and `above`
-    /// allow, if there are at most `most` of them; `None` if there are
-    /// more (testing every row is then as cheap).
-    pub fn rows_where(&self, v: i64, below: bool, equal: bool, above: bool, most: usize) -> Option<&[u32]> {
-        let lo = self.keys.partition_point(|k| *k < v);
-        let hi = self.keys.partition_point(|k| *k <= v);
-        let range = match (below, equal, above) {
-            (false, true, false) => lo..hi,
-            (true, false, false) => 0..lo,
-            (true, true, false) => 0..hi,
-            (false, false, true) => hi..self.keys.len(),
-            (false, true, true) => lo..self.keys.len(),
-            _ => return None,
+    /// The rows whose value lies in `values`, by value then row.
+    pub fn rows_in(&self, values: (Bound<i64>, Bound<i64>)) -> &[u32] {
+        let start = match values.0 {
+            Bound::Included(v) => self.keys.partition_point(|k| *k < v),
+            Bound::Excluded(v) => self.keys.partition_point(|k| *k <= v),
+            Bound::Unbounded => 0,
         };
-        let rows = self.span(range);
-        (rows.len() <= most).then_some(rows)
+        let end = match values.1 {
+            Bound::Included(v) => self.keys.partition_point(|k| *k <= v),
+            Bound::Excluded(v) => self.keys.partition_point(|k| *k < v),
+            Bound::Unbounded => self.keys.len(),
+        };
+        &self.rows[self.starts[start] as usize..self.starts[end.max(start)] as usize]
     }
 }
 
@@ -331,15 +324,18 @@ mod tests {
         let rows_of = |pick: &dyn Fn(i64) -> bool| -> Vec<u32> {
             (0..320u32).filter(|r| matches!(values[*r as usize], Value::Int(v) if pick(v))).collect()
         };
-        assert_eq!(p.rows_where(3, false, true, false, 1000).unwrap(), rows_of(&|v| v == 3));
-        let mut below = p.rows_where(3, true, false, false, 1000).unwrap().to_vec();
-        below.sort();
-        assert_eq!(below, rows_of(&|v| v < 3));
-        let mut at_least = p.rows_where(8, false, true, true, 1000).unwrap().to_vec();
-        at_least.sort();
-        assert_eq!(at_least, rows_of(&|v| v >= 8));
-        assert!(p.rows_where(42, false, true, false, 0).unwrap().is_empty());
-        assert!(p.rows_where(3, true, false, false, 10).is_none(), "more than allowed: test every row");
+        use Bound::*;
+        let sorted = |rows: &[u32]| {
+            let mut rows = rows.to_vec();
+            rows.sort();
+            rows
+        };
+        assert_eq!(p.rows_in((Included(3), Included(3))), rows_of(&|v| v == 3));
+        assert_eq!(sorted(p.rows_in((Unbounded, Excluded(3)))), rows_of(&|v| v < 3));
+        assert_eq!(sorted(p.rows_in((Excluded(2), Included(5)))), rows_of(&|v| v > 2 && v <= 5));
+        assert_eq!(sorted(p.rows_in((Included(8), Unbounded))), rows_of(&|v| v >= 8));
+        assert!(p.rows_in((Included(42), Included(42))).is_empty());
+        assert!(p.rows_in((Excluded(9), Unbounded)).is_empty());
         // A column of many values has none.
         let many: Vec<Value> = (0..320).map(Value::Int).collect();
         assert!(matches!(Column::build(ColumnType::Int, &many).unwrap(), Column::Int { postings: None, .. }));

@@ -170,18 +170,19 @@ impl Key {
         match (column, &self.test) {
             (Column::Int { values, nulls, postings }, Test::Cmp(cmp, Value::Int(v))) => {
                 let v = *v;
-                // Few passing rows of a column of few values: their lists.
-                let (below, equal, above) = match cmp {
-                    Cmp::Eq => (false, true, false),
-                    Cmp::Ne => (true, false, true),
-                    Cmp::Lt => (true, false, false),
-                    Cmp::Le => (true, true, false),
-                    Cmp::Gt => (false, false, true),
-                    Cmp::Ge => (false, true, true),
+                // Few passing rows of a column of few values: their lists
+                // (`<>` keeps all lists but one: never few).
+                use std::ops::Bound::*;
+                let passing = match cmp {
+                    Cmp::Eq => Some((Included(v), Included(v))),
+                    Cmp::Lt => Some((Unbounded, Excluded(v))),
+                    Cmp::Le => Some((Unbounded, Included(v))),
+                    Cmp::Gt => Some((Excluded(v), Unbounded)),
+                    Cmp::Ge => Some((Included(v), Unbounded)),
+                    Cmp::Ne => None,
                 };
-                let listed =
-                    postings.as_ref().and_then(|p| p.rows_where(v, below, equal, above, rows / POSTINGS_SHARE));
-                if let Some(listed) = listed {
+                let listed = postings.as_ref().zip(passing).map(|(p, passing)| p.rows_in(passing));
+                if let Some(listed) = listed.filter(|l| l.len() <= rows / POSTINGS_SHARE) {
                     let mut set = Bitset::none(rows);
                     listed.iter().for_each(|r| set.insert(*r as usize));
                     return set;
