@@ -25,7 +25,7 @@ use std::sync::Arc;
 use milvus_core::element::Shape;
 use milvus_core::error::Failed;
 use milvus_core::format::manifest::{Manifest, ManifestError};
-use milvus_core::jobs::{self, JobError, Merge, Target};
+use milvus_core::jobs::{self, JobError, Merge, Merged, Target};
 use milvus_core::policy::compaction::{self, CompactionPlan, CompactionPolicy, PlanKind};
 use milvus_core::search::LoadedSegment;
 use milvus_core::segment::{SegmentId, SegmentState, unix_now};
@@ -134,10 +134,11 @@ pub fn run_plan(
         },
         _ => None,
     };
+    // As many outputs as the plan says (one but for a clustering), never
+    // more than the rows they will hold.
     let live = before.iter().map(|s| s.live_rows() as u64).sum::<u64>();
-    let count = if cluster_by.is_some() { plan.outputs.clamp(1, live) } else { 1 };
     let outputs: Vec<SegmentId> =
-        manifest_chain::change(index, |m| (0..count).map(|_| m.allocate_segment_id()).collect());
+        manifest_chain::change(index, |m| (0..plan.outputs.clamp(1, live)).map(|_| m.allocate_segment_id()).collect());
     drop(locks);
 
     let params = flush::hnsw_params(index);
@@ -158,15 +159,15 @@ pub fn run_plan(
             jobs::compact(Target { storage: &store, cache: &cache, index: id }, &merge, control)
         },
     );
-    let written = flushed.and_then(|mut flushed| {
-        let mut writing = Vec::with_capacity(flushed.len());
-        for output in &mut flushed {
+    let written = flushed.and_then(|mut merged| {
+        let mut writing = Vec::with_capacity(merged.segments.len());
+        for output in &mut merged.segments {
             writing.push(object_pages::write(index, url.as_deref(), output.objects_mut())?);
             object_pages::keys_into_pages(index, url.as_deref(), output);
         }
-        Ok((flushed, writing))
+        Ok((merged, writing))
     });
-    let (flushed, _writing) = match written {
+    let (Merged { segments: flushed, layout }, _writing) = match written {
         Ok(written) => written,
         Err(cause) => {
             let failed = Failed::new(format!("compact {what}"), cause).with_detail(COMPACT_FAILED_DETAIL);
@@ -187,9 +188,7 @@ pub fn run_plan(
     let after = inputs_of(plan, open_segments::loaded(index, &manifest, metric));
     // Rows VACUUM found dead while the merge wrote: pending on the outputs,
     // like any VACUUM's, so publishing writes nothing more to the store.
-    let before_refs = refs(&before);
-    let merge = Merge { inputs: &before_refs, outputs: &outputs, cluster_by, metric, dims, params };
-    let carried = jobs::carried_tombstones(&merge, &refs(&after));
+    let carried = jobs::carried_tombstones(&layout, &refs(&after));
     let (rows, bytes) = flushed.iter().fold((0, 0), |(r, b), f| (r + f.rows, b + f.bytes));
     manifest_chain::change(index, |m| -> Result<(), ManifestError> {
         m.publish_compaction(&plan.inputs, flushed, plan.clustered, unix_now())?;

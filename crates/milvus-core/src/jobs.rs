@@ -571,6 +571,13 @@ pub struct Merge<'a> {
 /// rows in order, each `(input, row)`.
 pub type Layout = Vec<Vec<(usize, u32)>>;
 
+/// What [`compact`] wrote: the new segments, and where each row went
+/// ([`carried_tombstones`] reads it when the merge publishes).
+pub struct Merged {
+    pub segments: Vec<Flushed>,
+    pub layout: Layout,
+}
+
 impl Merge<'_> {
     /// The outputs' rows. Without `cluster_by`, every live row of each
     /// input, input by input, row by row, all in the one output. With it,
@@ -634,7 +641,7 @@ fn cut<T: PartialEq>(values: &[T], pieces: usize) -> Vec<usize> {
 /// and few of its rows are deleted ([`build::worth_keeping`]): only the
 /// other inputs' rows are inserted ([`crate::graph::build`]). A clustering
 /// reorders every row: its graphs are built anew.
-pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Vec<Flushed>, JobError> {
+pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Merged, JobError> {
     let Merge { inputs, outputs, cluster_by, metric, dims, params } = *merge;
     crate::pause::reach(crate::pause::Point::Merge, control.cancel_flag());
     let kept = match cluster_by {
@@ -648,8 +655,9 @@ pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Vec<Fl
     let binlogs = inputs.iter().map(|s| s.whole_binlog()).collect::<Result<Vec<_>, _>>()?;
     let element = inputs.first().map_or_else(Default::default, |s| s.element());
     let filter_columns = inputs.first().map_or(0, |s| s.columns().len());
-    let mut written = Vec::with_capacity(outputs.len());
-    for (segment, rows) in outputs.iter().zip(merge.layout()) {
+    let layout = merge.layout();
+    let mut segments = Vec::with_capacity(outputs.len());
+    for (segment, rows) in outputs.iter().zip(&layout) {
         let mut keys = Vec::with_capacity(rows.len());
         let mut vectors = Vectors::new(element);
         let mut positions = vec![None; kept.map_or(0, |i| inputs[i].rows())];
@@ -681,25 +689,23 @@ pub fn compact(to: Target, merge: &Merge, control: &JobControl) -> Result<Vec<Fl
             seed,
             columns: &columns,
         };
-        written.push(flush(to, &new, control)?);
+        segments.push(flush(to, &new, control)?);
     }
-    Ok(written)
+    Ok(Merged { segments, layout })
 }
 
 /// The rows of a merge's outputs that died while it was built, for each
-/// output. A merge reads its inputs (`merge.inputs`, as [`compact`] was
-/// given them) and writes for long without holding them; VACUUM may
-/// tombstone their rows meanwhile. When it publishes, the inputs as they
-/// are now (`after`, the same segments in the same order) say which rows
-/// died: returned as positions in each output, to be its tombstones from
-/// the start, so no dead row comes back.
-pub fn carried_tombstones(merge: &Merge, after: &[&LoadedSegment]) -> Vec<Vec<u32>> {
-    assert_eq!(merge.inputs.len(), after.len(), "the same inputs");
-    merge
-        .layout()
-        .into_iter()
+/// output. A merge reads its inputs (as [`compact`] was given them) and
+/// writes for long without holding them; VACUUM may tombstone their rows
+/// meanwhile. When it publishes, the inputs as they are now (`after`, the
+/// same segments in the same order) say which rows died: returned as
+/// positions in each output of `layout` (the merge's), to be its
+/// tombstones from the start, so no dead row comes back.
+pub fn carried_tombstones(layout: &Layout, after: &[&LoadedSegment]) -> Vec<Vec<u32>> {
+    layout
+        .iter()
         .map(|rows| {
-            let died = rows.into_iter().enumerate().filter(|(_, (i, row))| after[*i].is_deleted(*row));
+            let died = rows.iter().enumerate().filter(|(_, (i, row))| after[*i].is_deleted(*row));
             died.map(|(position, _)| position as u32).collect()
         })
         .collect()
@@ -742,23 +748,23 @@ mod tests {
         // The output: 7/0, 7/2, 7/3, 7/4, 9/0, 9/1, 9/2.
         let inputs = refs(&before);
         let merge = merge(&inputs, &[SegmentId(11)]);
-        assert_eq!(carried_tombstones(&merge, &refs(&after)), vec![vec![2, 4]]);
+        let (storage, _dir, cache) = store();
+        let Merged { segments, layout } =
+            compact(Target { storage: &storage, cache: &cache, index: INDEX }, &merge, &JobControl::default()).unwrap();
+        assert_eq!(layout, merge.layout(), "the layout it wrote by");
+        assert_eq!(carried_tombstones(&layout, &refs(&after)), vec![vec![2, 4]]);
         assert_eq!(
-            carried_tombstones(&merge, &refs(&before)),
+            carried_tombstones(&layout, &refs(&before)),
             vec![Vec::<u32>::new()],
             "nothing died: nothing carried"
         );
 
         // The positions name the rows the merge wrote, by key.
-        let (storage, _dir, cache) = store();
-        let [flushed] = <[Flushed; 1]>::try_from(
-            compact(Target { storage: &storage, cache: &cache, index: INDEX }, &merge, &JobControl::default()).unwrap(),
-        )
-        .unwrap();
+        let [flushed] = <[Flushed; 1]>::try_from(segments).unwrap();
         let key = &flushed.insert_binlog.key;
         let written = InsertBinlog::decode(key, &storage.get(key).unwrap()).unwrap().into_owned();
         let keys: Vec<u64> =
-            carried_tombstones(&merge, &refs(&after))[0].iter().map(|p| written.keys()[*p as usize]).collect();
+            carried_tombstones(&layout, &refs(&after))[0].iter().map(|p| written.keys()[*p as usize]).collect();
         assert_eq!(keys, vec![7 << 32 | 3, 9 << 32]);
     }
 
@@ -805,7 +811,8 @@ mod tests {
         let merge = Merge { cluster_by: Some(0), ..merge(&inputs, &outputs) };
         let (storage, _dir, cache) = store();
         let control = JobControl::default();
-        let flushed = compact(Target { storage: &storage, cache: &cache, index: INDEX }, &merge, &control).unwrap();
+        let Merged { segments: flushed, layout } =
+            compact(Target { storage: &storage, cache: &cache, index: INDEX }, &merge, &control).unwrap();
         assert_eq!(flushed.iter().map(|f| f.segment).collect::<Vec<_>>(), outputs);
         assert_eq!(flushed.iter().map(|f| f.rows).sum::<u64>(), 798);
         // Each output a quarter of the rows, give or take a quarter share,
@@ -827,8 +834,7 @@ mod tests {
         }
         // Rows that died meanwhile land on the output that holds them.
         let after = [input(7, vec![3, 9, 10]), input(9, vec![0])];
-        let carried = carried_tombstones(&merge, &refs(&after));
-        let layout = merge.layout();
+        let carried = carried_tombstones(&layout, &refs(&after));
         let mut died: Vec<(u64, u32)> = carried
             .iter()
             .enumerate()
@@ -858,6 +864,7 @@ mod tests {
         let index = INDEX;
         let flushed = compact(Target { storage: &storage, cache: &cache, index }, &merge, &JobControl::default())
             .unwrap()
+            .segments
             .remove(0);
         let key = &flushed.index_file.unwrap().key;
         let bytes = storage.get(key).unwrap();
@@ -878,6 +885,7 @@ mod tests {
         let merge = Merge { inputs: &refs, ..merge };
         let flushed = compact(Target { storage: &storage, cache: &cache, index }, &merge, &JobControl::default())
             .unwrap()
+            .segments
             .remove(0);
         let key = &flushed.index_file.unwrap().key;
         let bytes = storage.get(key).unwrap();

@@ -143,7 +143,7 @@ fn filter_columns_live_with_their_segments() {
     let mut clustered = m.clone();
     let outputs: Vec<_> = (0..SEGMENTS).map(|_| clustered.allocate_segment_id()).collect();
     let merge = Merge { cluster_by: Some(0), ..merge_of(&inputs, &outputs) };
-    let written = jobs::compact(to, &merge, &control).unwrap();
+    let written = jobs::compact(to, &merge, &control).unwrap().segments;
     let ids: Vec<_> = entries.iter().map(|e| e.meta.id).collect();
     clustered.publish_compaction(&ids, written, true, 4).unwrap();
     let clustered = load(&clustered.live_segments().cloned().collect::<Vec<_>>());
@@ -159,7 +159,7 @@ fn filter_columns_live_with_their_segments() {
     let out = m.allocate_segment_id();
     let outputs = [out];
     let merge = merge_of(&inputs, &outputs);
-    let flushed = jobs::compact(to, &merge, &control).unwrap().remove(0);
+    let flushed = jobs::compact(to, &merge, &control).unwrap().segments.remove(0);
     m.publish_compaction(&ids, vec![flushed], false, 4).unwrap();
     let merged = load(&m.live_segments().cloned().collect::<Vec<_>>());
     assert_eq!(merged.len(), 1);

@@ -162,7 +162,7 @@ fn lifecycle(url: &str) {
     let inputs: Vec<&LoadedSegment> = before.iter().filter(|s| plans[0].inputs.contains(&s.id)).map(|s| &**s).collect();
     let out = m.allocate_segment_id();
     let merge = Merge { inputs: &inputs, outputs: &[out], cluster_by: None, metric: Metric::L2, dims: DIMS, params };
-    let flushed = jobs::compact(to, &merge, &control).unwrap().remove(0);
+    let flushed = jobs::compact(to, &merge, &control).unwrap().segments.remove(0);
     assert_eq!(flushed.rows, live, "dead rows are not carried over");
     m.publish_compaction(&plans[0].inputs, vec![flushed], false, 200).unwrap();
     assert_eq!(m.live_segments().count(), 1);
@@ -486,7 +486,7 @@ fn rows_read_by_range(url: &str) {
         dims: DIMS,
         params: HnswParams::default(),
     };
-    assert_eq!(jobs::compact(to, &merge, &control).unwrap()[0].rows, 6000);
+    assert_eq!(jobs::compact(to, &merge, &control).unwrap().segments[0].rows, 6000);
 
     // Rows changed in storage after the read index was taken (in place, as
     // a disk's damage would): the rows a search reads fail their checksums.
@@ -645,7 +645,7 @@ fn sparse_segments_answer_exactly_through_flush_tombstones_and_merge() {
             dims: VOCAB,
             params: HnswParams::default(),
         };
-        let flushed = jobs::compact(to, &merge, &control).unwrap().remove(0);
+        let flushed = jobs::compact(to, &merge, &control).unwrap().segments.remove(0);
         let live = (0..2400u64).filter(|k| !dead(*k)).count() as u64;
         assert_eq!(flushed.rows, live, "dead rows are not carried over");
         let ids: Vec<_> = entries.iter().map(|e| e.meta.id).collect();

@@ -321,8 +321,7 @@ impl Search {
             };
             sets.push(set);
         }
-        let live = self.pages.len() + self.segments.iter().map(|s| s.live_rows()).sum::<usize>();
-        let passing = Passing::new(sets, live);
+        let passing = Passing::new(sets, self.live_rows());
         self.stats.matched = passing.total();
         self.passing = Some(passing);
         self
@@ -355,12 +354,18 @@ impl Search {
         self.segments.len()
     }
 
-    /// Live rows across all sources.
+    /// Rows the search may return across all sources: the live ones, or
+    /// those of them the filter passes.
     fn total_rows(&self) -> usize {
         match &self.passing {
             Some(passing) => passing.total(),
-            None => self.pages.len() + self.segments.iter().map(|s| s.live_rows()).sum::<usize>(),
+            None => self.live_rows(),
         }
+    }
+
+    /// Live rows across all sources, passing a filter or not.
+    fn live_rows(&self) -> usize {
+        self.pages.len() + self.segments.iter().map(|s| s.live_rows()).sum::<usize>()
     }
 
     /// The rows of segment `i` a search may return: its live rows, or
