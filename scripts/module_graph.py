@@ -33,12 +33,14 @@ CRATES = {"skin": Path("src"), "core": Path("crates/milvus-core/src")}
 LAYERS = {
     "skin": [
         ("settings and errors", ["error", "gucs"]),
-        ("shared memory, test pauses", ["shared", "debug"]),
-        ("object storage and the cache", ["storage"]),
+        ("shared memory, test pauses", ["shared", "pause"]),
+        ("object storage and the cache, work off the main thread", ["storage", "off_thread"]),
         ("the types", ["types"]),
         ("pages, WAL, the manifest in pages", ["pages"]),
         ("catalogs", ["catalog"]),
-        ("the access method and its jobs", ["am"]),
+        ("the index's options, filter columns and scan reports", ["am/options", "am/filter_columns", "am/explain"]),
+        ("the segments' lifecycle: jobs, locks, objects in pages, loaded segments", ["lifecycle"]),
+        ("the access method's callbacks", ["am"]),
         ("SQL functions, workers, hooks", ["api", "worker", "hooks"]),
         ("_PG_init and the #[pg_test] modules", ["", "tests"]),
     ],

@@ -127,7 +127,14 @@ pub fn leaf_indexes(index: pg_sys::Oid) -> Vec<pg_sys::Oid> {
                 &[index.into()],
             )
             .map(|rows| rows.filter_map(|r| r.get::<pg_sys::Oid>(1).ok().flatten()).collect())
-            .unwrap_or_else(|e| error!("could not list the partitions of index {}: {e}", index.to_u32()))
+            .unwrap_or_else(|e| {
+                crate::error::raise(
+                    PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                    format!("could not list the partitions of index {}: {e}", index.to_u32()),
+                    None,
+                    None,
+                )
+            })
     })
 }
 

@@ -262,29 +262,34 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::UNIT_S,
     );
-    GucRegistry::define_int_guc(
-        c"milvus.debug_pause",
-        c"Test hook: milliseconds a job waits at the point milvus.debug_pause_at names.",
-        c"For crash tests only (kill -9 inside that window). Range 0 to 600000; default 0 (no pause). Superuser only.",
-        &DEBUG_PAUSE_MS,
-        0,
-        600_000,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_enum_guc(
-        c"milvus.debug_pause_at",
-        c"Test hook: where milvus.debug_pause holds a job.",
-        c"commit (a flush or compaction between its upload and its manifest commit; the default), build (a flush \
-            about to build its segment's graph), upload (a flush between its insert binlog and its index file), \
-            release (a flush committed, its pages not yet emptied), insert (a row's page write in WAL, its \
-            transaction not committed), gc (garbage collection after its first deletion), merge (a compaction \
-            about to write its output), restore (a restore from the index's pages after its first file), free (a \
-            manifest commit after freeing the first page of a dropped object's chain). Superuser only.",
-        &DEBUG_PAUSE_AT,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
+    // The crash tests' pause points (`crate::pause`) exist in debug builds
+    // only, the ones the test tiers install: a release build has neither
+    // setting, so `SHOW ALL` never lists a test hook.
+    if cfg!(debug_assertions) {
+        GucRegistry::define_int_guc(
+            c"milvus.debug_pause",
+            c"Test hook: milliseconds a job waits at the point milvus.debug_pause_at names.",
+            c"For crash tests only (kill -9 inside that window). Range 0 to 600000; default 0 (no pause). Superuser only.",
+            &DEBUG_PAUSE_MS,
+            0,
+            600_000,
+            GucContext::Suset,
+            GucFlags::default(),
+        );
+        GucRegistry::define_enum_guc(
+            c"milvus.debug_pause_at",
+            c"Test hook: where milvus.debug_pause holds a job.",
+            c"commit (a flush or compaction between its upload and its manifest commit; the default), build (a flush \
+                about to build its segment's graph), upload (a flush between its insert binlog and its index file), \
+                release (a flush committed, its pages not yet emptied), insert (a row's page write in WAL, its \
+                transaction not committed), gc (garbage collection after its first deletion), merge (a compaction \
+                about to write its output), restore (a restore from the index's pages after its first file), free (a \
+                manifest commit after freeing the first page of a dropped object's chain). Superuser only.",
+            &DEBUG_PAUSE_AT,
+            GucContext::Suset,
+            GucFlags::default(),
+        );
+    }
     // SAFETY: called once from _PG_init, in the postmaster or a backend.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(PREFIX.as_ptr()) };
 }
@@ -426,7 +431,7 @@ pub fn cache_size_bytes() -> u64 {
     CACHE_SIZE_MB.get() as u64 * 1024 * 1024
 }
 
-/// Where `milvus.debug_pause` holds a job (see `crate::debug`).
+/// Where `milvus.debug_pause` holds a job (see `crate::pause`).
 #[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PausePoint {
     #[name = c"commit"]

@@ -7,26 +7,32 @@
 //!
 //! - `api/`: every SQL function (maintenance, inspection, operators);
 //! - `worker/`: the background launcher and workers;
-//! - `am/`: the `milvus` index access method, one file per phase, and the
-//!   jobs (seal, flush, compaction, GC) it and `api/` and `worker/` run;
+//! - `am/`: the `milvus` index access method's callbacks, one file per
+//!   phase;
+//! - `lifecycle/`: the jobs that move segments through their life (seal,
+//!   flush, compaction, tombstones, GC, adoption) that `am/`, `api/` and
+//!   `worker/` run, and the segments a backend has loaded;
 //! - `pages/`: the typed page layer (buffers, locks, WAL records, page
 //!   chains, the manifest in pages);
 //! - `catalog.rs`: what the catalogs say (which indexes are ours, owners);
 //! - `shared/`: the shared memory backends and workers use (the job log,
 //!   each index's and each database's state);
-//! - `storage.rs`: object storage, the segment cache, and `run_job`, the one
-//!   way slow work runs off the main thread;
+//! - `storage.rs`: object storage and the segment cache;
+//! - `off_thread.rs`: the one way slow work (a job) runs off the main
+//!   thread, interruptibly;
 //! - `types/`: the SQL types; `gucs.rs`, `hooks.rs` (EXPLAIN and
-//!   ALTER INDEX hooks), `debug.rs` (test pauses), `error.rs`.
+//!   ALTER INDEX hooks), `pause.rs` (the crash tests' pause points), `error.rs`.
 
 pub mod am;
 mod api;
 mod catalog;
-mod debug;
 mod error;
 mod gucs;
 mod hooks;
+mod lifecycle;
+mod off_thread;
 mod pages;
+mod pause;
 mod shared;
 mod storage;
 pub mod types;
@@ -42,7 +48,7 @@ pub extern "C-unwind" fn _PG_init() {
     gucs::init();
     am::options::init();
     hooks::init();
-    debug::init();
+    pause::init();
     // SAFETY: a postmaster global, true while shared_preload_libraries loads.
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         shared::init();

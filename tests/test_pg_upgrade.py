@@ -8,10 +8,10 @@ installation without pg_milvus names the library and changes nothing.
 
 pg_upgrade carries the index files and nothing else of the old data
 directory: the embedded store's directory stays behind (the new cluster
-writes it again from the index pages, `am/object_pages.rs`), and the new
+writes it again from the index pages, `lifecycle/object_pages.rs`), and the new
 cluster has a system identifier, so a writer id, of its own: its first job
 on each index copies the objects it references under its own prefix
-(`am/adopt.rs`), as after a failover. docs/operations.md, "PostgreSQL's major version: pg_upgrade",
+(`lifecycle/adopt.rs`), as after a failover. docs/operations.md, "PostgreSQL's major version: pg_upgrade",
 says what the DBA does."""
 
 import os

@@ -41,12 +41,12 @@ use milvus_core::segment::{SealReason, unix_now};
 use pgrx::PgTupleDesc;
 use pgrx::prelude::*;
 
-use super::flush::{self, SealRequest};
 use super::insert::{self, Row};
-use super::object_pages;
 use super::options;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
+use crate::lifecycle::flush::{self, SealRequest};
+use crate::lifecycle::object_pages;
 use crate::pages::rows::{manifest_pages, pack_tid};
 use crate::pages::{Buffer, INVALID_BLOCK, Index, Lock, PageStore, free};
 use crate::shared::{self, JobKind, JobRecord};
@@ -108,7 +108,12 @@ pub unsafe extern "C-unwind" fn ambuild(
     // SAFETY: Postgres passes the open heap and index.
     let index = unsafe { Index::from_raw(index) };
     if index.blocks() != 0 {
-        error!("index \"{}\" already contains data", index.name());
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            format!("index \"{}\" already contains data", index.name()),
+            None,
+            None,
+        );
     }
     validate_options(index);
     super::filter_columns::validate(index);
@@ -248,7 +253,7 @@ fn write_pending(state: &mut BuildState) {
         // VACUUM to keep off the pages written, so no lock to hold.
         Ok((mut flushed, _)) => {
             object_pages::keys_into_pages(index, manifest.storage_url.as_deref(), &mut flushed);
-            crate::debug::pause_at(PausePoint::Commit);
+            crate::pause::pause_at(PausePoint::Commit);
             let (count, bytes) = (flushed.rows, flushed.bytes);
             manifest.publish_built(flushed, unix_now()).or_raise();
             job.done(count, bytes);

@@ -16,17 +16,17 @@
 //! query reads from pages stay few. With 64 sealed segments already waiting
 //! for their flush, it grows on. The page steps, and the lock order that
 //! makes a seal a barrier, are `milvus_core::pages::growing`'s; this file
-//! reads the datum, and seals through `am/flush.rs`.
+//! reads the datum, and seals through `lifecycle/flush.rs`.
 
 use milvus_core::element::Shape;
 use milvus_core::pages::growing::Full;
 use milvus_core::segment::{SealReason, SegmentId};
 use pgrx::prelude::*;
 
-use super::flush::{self, SealRequest, Sealed, WhenFull};
 use super::options;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
+use crate::lifecycle::flush::{self, SealRequest, Sealed, WhenFull};
 use crate::pages::rows::pack_tid;
 use crate::pages::{Index, growing};
 use crate::types::indexed::IndexVector;
@@ -71,7 +71,7 @@ pub unsafe extern "C-unwind" fn aminsert(
             crate::shared::wake_launcher(crate::catalog::database());
         }
     }
-    crate::debug::pause_at(PausePoint::Insert);
+    crate::pause::pause_at(PausePoint::Insert);
     false
 }
 
@@ -109,7 +109,7 @@ pub fn insert_row(
 fn seal_full(index: Index, segment: SegmentId, reason: SealReason, make_room: &mut Option<&mut dyn FnMut()>) -> Full {
     let request = SealRequest { reason, only: Some(segment), when_full: WhenFull::GrowOn };
     match flush::seal(index, request) {
-        Sealed::Sealed(segment) => Full::Sealed(segment),
+        Sealed::Segment(segment) => Full::Sealed(segment),
         Sealed::NoRoom => match make_room.take() {
             Some(flush) => {
                 flush();
@@ -117,6 +117,6 @@ fn seal_full(index: Index, segment: SegmentId, reason: SealReason, make_room: &m
             }
             None => Full::GrowOn,
         },
-        Sealed::Empty | Sealed::AlreadySealed => Full::Retry,
+        Sealed::Empty | Sealed::Already => Full::Retry,
     }
 }

@@ -9,37 +9,29 @@
 //!
 //! One file per phase, each opening with its story:
 //! - `build.rs`: `ambuild`, `ambuildempty` (CREATE INDEX, REINDEX);
-//! - `insert.rs`: `aminsert` (INSERT, COPY, UPDATE);
-//! - `flush.rs`: seal and flush (Milvus' Flush);
+//! - `insert.rs`: `aminsert` (INSERT, COPY, UPDATE), with the row's filter
+//!   values (`filter_columns.rs`);
 //! - `scan.rs`: `ambeginscan`, `amrescan`, `amgettuple`, `amendscan`
-//!   (`ORDER BY embedding <-> $1`), over `open_segments.rs`, the flushed
-//!   segments a backend has loaded, and `nulls.rs`, the rows of NULL
-//!   vectors that come after the last distance;
+//!   (`ORDER BY embedding <-> $1`), with the keys on filter columns
+//!   (`filter_columns.rs`) and `nulls.rs`, the rows of NULL vectors that
+//!   come after the last distance;
 //! - `vacuum.rs`: `ambulkdelete`, `amvacuumcleanup` (VACUUM);
-//! - `compact.rs`: compaction plans and their runs;
-//! - `gc.rs`: garbage collection of unreferenced objects;
 //! - `cost.rs`: `amcostestimate`; `explain.rs`: what scans report to
-//!   EXPLAIN (ANALYZE); `options.rs`: reloptions;
-//! - `segment_lock.rs`: the job lock of (index, segment).
+//!   EXPLAIN (ANALYZE); `options.rs`: `amoptions`, the reloptions.
 //!
-//! The pages themselves are `crate::pages`; the SQL functions that run these
-//! jobs by hand are `crate::api`.
+//! The jobs that move segments through their life (seal and flush,
+//! compaction, tombstones, GC, adoption) and the segments a backend has
+//! loaded are `crate::lifecycle`, which these callbacks and `crate::api`
+//! and `crate::worker` run; the pages themselves are `crate::pages`.
 
-pub mod adopt;
 mod build;
-pub mod compact;
 mod cost;
 pub mod explain;
-mod filter_columns;
-pub mod flush;
-pub mod gc;
+pub mod filter_columns;
 pub mod insert;
 mod nulls;
-pub mod object_pages;
-pub mod open_segments;
 pub mod options;
 pub mod scan;
-pub mod segment_lock;
 pub mod vacuum;
 
 use pgrx::prelude::*;

@@ -39,9 +39,10 @@ use pgrx::PgMemoryContexts;
 use pgrx::prelude::*;
 
 use super::explain::{self, ScanReport};
-use super::{nulls, open_segments};
+use super::nulls;
 use crate::error::{OrRaise, raise_error};
 use crate::gucs;
+use crate::lifecycle::open_segments;
 use crate::pages::rows::unpack_tid;
 use crate::pages::{Index, Lock, chain, manifest_chain};
 use crate::types::indexed::IndexVector;

@@ -7,9 +7,9 @@ use milvus_core::jobs::Phase;
 use milvus_core::segment::{IndexState, SegmentState};
 use pgrx::prelude::*;
 
-use crate::am::compact;
 use crate::catalog::{self, check_milvus_index};
 use crate::error::OrRaise;
+use crate::lifecycle::compact;
 use crate::pages::{Lock, OpenIndex, chain, free, manifest_chain};
 use crate::{gucs, shared, storage};
 

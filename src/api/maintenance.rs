@@ -11,11 +11,11 @@ use milvus_core::segment::{SealReason, SegmentId, SegmentState};
 use milvus_core::storage::Storage;
 use pgrx::prelude::*;
 
-use crate::am::compact::{self, Compacted};
-use crate::am::flush::{self, Flushed, SealRequest};
-use crate::am::{gc, open_segments};
 use crate::catalog;
 use crate::error::{OrRaise, raise_error};
+use crate::lifecycle::compact::{self, Compacted};
+use crate::lifecycle::flush::{self, Flushed, SealRequest};
+use crate::lifecycle::{gc, open_segments};
 use crate::pages::{free, manifest_chain};
 use crate::{shared, storage};
 
@@ -119,16 +119,16 @@ fn flush_index(oid: pg_sys::Oid, run: Run) -> Vec<(SegmentId, SegmentState)> {
         }
     }
     // The tombstones VACUUM recorded in the manifest go to the store too.
-    crate::am::vacuum::settle_tombstones(*index).or_raise();
+    crate::lifecycle::tombstones::settle(*index).or_raise();
     // The flushed rows' pages are free: give the file's tail back.
     free::give_back_tail(*index);
     out
 }
 
-/// Adopts what a copied index references (`am/adopt.rs`) before a job
+/// Adopts what a copied index references (`lifecycle/adopt.rs`) before a job
 /// writes to it; its failure is the call's.
 fn adopt_if_copied(index: crate::pages::Index) {
-    crate::am::adopt::adopt_if_copied(index).or_raise();
+    crate::lifecycle::adopt::adopt_if_copied(index).or_raise();
 }
 
 /// What `milvus_compact()` does with the plans.
@@ -286,7 +286,7 @@ fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments,
         let flushed: Vec<SegmentEntry> = manifest.flushed_segments().cloned().collect();
         bytes += flushed.iter().map(|e| e.meta.bytes as i64).sum::<i64>();
         let cache = storage::cache();
-        let damaged = storage::run_job("verify", move |_| {
+        let damaged = crate::off_thread::run("verify", move |_| {
             flushed.iter().flat_map(|e| jobs::verify_cached(&cache, e)).collect::<Vec<_>>()
         });
         if !damaged.is_empty() {
@@ -304,7 +304,7 @@ fn milvus_prewarm(index: pg_sys::Oid) -> TableIterator<'static, (name!(segments,
 /// Checks every object of `entries` in `storage`, off the main thread.
 fn verify(storage: &Arc<Storage>, entries: Vec<SegmentEntry>) -> Vec<(SegmentId, Vec<jobs::StoredObject>)> {
     let storage = Arc::clone(storage);
-    storage::run_job("verify", move |control| {
+    crate::off_thread::run("verify", move |control| {
         entries.iter().map(|e| (e.meta.id, jobs::verify_stored(&storage, e, control.cancel_flag()))).collect()
     })
 }
@@ -346,7 +346,7 @@ fn milvus_verify(
             // An embedded index's objects missing from the directory are
             // copied from its pages first: what is then checked is what
             // searches read.
-            let storage = crate::am::object_pages::reading_store(*index, &manifest).or_raise();
+            let storage = crate::lifecycle::object_pages::reading_store(*index, &manifest).or_raise();
             (flushed, storage)
         };
         let mut checked = verify(&storage, flushed.clone());
@@ -359,7 +359,7 @@ fn milvus_verify(
         if !damaged.is_empty() {
             let index = crate::pages::OpenIndex::open(oid, pg_sys::AccessShareLock);
             let (_, manifest) = manifest_chain::snapshot(*index);
-            if crate::am::object_pages::heal(*index, &manifest, &storage, &damaged) > 0 {
+            if crate::lifecycle::object_pages::heal(*index, &manifest, &storage, &damaged) > 0 {
                 checked.retain(|(id, _)| damaged.iter().all(|e| e.meta.id != *id));
                 checked.extend(verify(&storage, damaged));
                 checked.sort_by_key(|(id, _)| *id);

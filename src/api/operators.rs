@@ -127,7 +127,12 @@ pub(super) fn avg_state(array: Array<f64>, caller: &str) -> Vec<f64> {
             // SAFETY: as above: `len` f64 without NULLs, copied out here.
             unsafe { raw.data::<f64>().as_ref() }.to_vec()
         }
-        _ => error!("{caller}: expected state array"),
+        _ => crate::error::raise(
+            PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
+            format!("{caller}: expected state array"),
+            Some("The state is a one-dimensional float8 array without NULLs: the count, then the sums."),
+            None,
+        ),
     }
 }
 

@@ -11,12 +11,12 @@
 
 mod databases;
 mod indexes;
-mod jobs;
+mod job_log;
 mod memory;
 
 pub use databases::{gc_due, idle, set_idle_until, set_launcher_pid, take_wanted, wake_launcher, workers_running};
 pub use indexes::{observe_growing, ready, record_outcome, set_damage, trouble};
-pub use jobs::{JobRecord, compacting, flushing, jobs};
+pub use job_log::{JobRecord, compacting, flushing, jobs};
 pub use memory::{CacheCounters, JobKind, add_cache_counters, cache_counters, init};
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -24,9 +24,10 @@ use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 
 use super::signals::reload_if_asked;
-use crate::am::flush::{self, SealRequest};
-use crate::am::{adopt, compact, gc, options, vacuum};
+use crate::am::options;
 use crate::catalog;
+use crate::lifecycle::flush::{self, SealRequest};
+use crate::lifecycle::{adopt, compact, gc, tombstones};
 use crate::pages::{OpenIndex, chain, manifest_chain};
 use crate::shared;
 use milvus_core::pages::growing::size_rule;
@@ -205,7 +206,7 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
 
     // Write the tombstones VACUUM recorded in the manifest to the store
     // (after the merges, which drop the rows of segments they purge).
-    vacuum::settle_tombstones(*index).map_err(|e| failed(0, e.to_string()))?;
+    tombstones::settle(*index).map_err(|e| failed(0, e.to_string()))?;
     Ok(Visited::Done { name })
 }
 

@@ -67,14 +67,14 @@ fn create(store: Store, shape: Shape) {
 }
 
 /// An insert, through the loop `am/insert.rs` runs, sealing as
-/// `am/flush.rs` does when the segment is full.
+/// `lifecycle/flush.rs` does when the segment is full.
 fn insert(store: Store, key: u64, max_rows: u64) {
     let v = vector(key, shape_of(store));
     let sealed = |_, reason| seal(store, reason).map_or(Full::GrowOn, Full::Sealed);
     growing::insert_row(store, key, Row::F32(&v), &[], max_rows, sealed).expect("rows of the index's dimensions");
 }
 
-/// A seal, as `am/flush.rs` does it.
+/// A seal, as `lifecycle/flush.rs` does it.
 fn seal(store: Store, reason: SealReason) -> Option<SegmentId> {
     let mut meta = MetaGuard::lock(store, Lock::Exclusive);
     if chain::growing_is_empty(store, &meta) || !meta.can_seal() {

@@ -63,7 +63,7 @@ fn adopt_foreign(index: Index) -> Result<usize, Failed<JobError>> {
     let storage = object_pages::reading_store(index, &snapshot).map_err(|e| Failed::new(doing(), JobError::from(e)))?;
     let count = foreign.len();
     let moved =
-        crate::storage::run_job("adopt", move |control| jobs::adopt(&storage, id, &foreign, control.cancel_flag()))
+        crate::off_thread::run("adopt", move |control| jobs::adopt(&storage, id, &foreign, control.cancel_flag()))
             .map_err(|e| Failed::new(doing(), e))?;
     let moved: HashMap<String, String> = moved.into_iter().collect();
     let changed = manifest_chain::change(index, |m| m.rehome(&moved));

@@ -10,7 +10,7 @@
 //!
 //! **Flush.** A sealed segment's rows are read from its pages and handed to
 //! `milvus_core::jobs::flush` on a helper thread (binlog, HNSW build, upload;
-//! `storage::run_job`; a small segment flushed behind others, as a bulk
+//! `crate::off_thread::run`; a small segment flushed behind others, as a bulk
 //! insert seals them, gets no graph: searched by brute force until a merge
 //! gives it one); meanwhile `milvus_segments()` shows the segment
 //! `flushing`, and its index `building` while the graph is built. On the
@@ -37,8 +37,9 @@ use milvus_core::search::PageRows;
 use milvus_core::segment::{SealReason, SegmentId, unix_now};
 use pgrx::prelude::*;
 
+use super::object_pages;
 use super::segment_lock::SegmentLock;
-use super::{object_pages, options};
+use crate::am::options;
 use crate::catalog;
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
@@ -77,11 +78,12 @@ impl SealRequest {
 /// What a seal did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sealed {
-    Sealed(SegmentId),
+    /// This segment was sealed.
+    Segment(SegmentId),
     /// The growing segment had no row.
     Empty,
     /// The segment asked for is not growing any more.
-    AlreadySealed,
+    Already,
     /// No room for another sealed segment ([`WhenFull::GrowOn`]).
     NoRoom,
 }
@@ -90,7 +92,7 @@ pub enum Sealed {
 pub fn seal(index: Index, request: SealRequest) -> Sealed {
     let mut meta = index.meta(Lock::Exclusive);
     if request.only.is_some_and(|s| s != meta.growing()) {
-        return Sealed::AlreadySealed;
+        return Sealed::Already;
     }
     if chain::growing_is_empty(index, &meta) {
         return Sealed::Empty;
@@ -122,7 +124,7 @@ pub fn seal(index: Index, request: SealRequest) -> Sealed {
     drop(meta);
     release::drain_released(index);
     job.done(rows, 0);
-    Sealed::Sealed(sealed)
+    Sealed::Segment(sealed)
 }
 
 /// "segment 3 of index \"items_idx\"", for messages and the job log.
@@ -173,7 +175,7 @@ pub fn flush_segment(index: Index, segment: SegmentId, why: &str) -> Result<Flus
             return Err(failed.with_detail(FLUSH_FAILED_DETAIL));
         }
     };
-    crate::debug::pause_at(PausePoint::Commit);
+    crate::pause::pause_at(PausePoint::Commit);
     let (rows, bytes) = (flushed.rows, flushed.bytes);
     let keys = std::mem::take(&mut flushed.row_keys);
     publish(index, flushed);
@@ -204,14 +206,14 @@ pub fn write_segment(
 ) -> Result<(manifest::Flushed, SegmentLock), JobError> {
     let dims = manifest.dims as usize;
     let params = hnsw_params(index);
-    let kinds = super::filter_columns::kinds(index);
+    let kinds = crate::am::filter_columns::kinds(index);
     let id = catalog::index_id(index);
     let url = manifest.storage_url.as_deref();
     let store = storage::try_storage_at(url);
     let cache = storage::cache();
-    let mut flushed = storage::run_job_watched(
+    let mut flushed = crate::off_thread::run_watched(
         "flush",
-        storage::Priority::Maintenance,
+        crate::off_thread::Priority::Maintenance,
         |phase| job.set_phase(phase),
         move |control| {
             let store = store?;
@@ -236,6 +238,6 @@ fn publish(index: Index, flushed: manifest::Flushed) {
     manifest.publish_flush(flushed, unix_now()).or_raise();
     growing::commit_flush(&mut meta, &manifest, segment);
     drop(meta);
-    crate::debug::pause_at(PausePoint::Release);
+    crate::pause::pause_at(PausePoint::Release);
     release::drain_released(index);
 }

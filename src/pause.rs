@@ -1,7 +1,10 @@
 //! Pause points: named points where `milvus.debug_pause` holds a job, so crash
 //! tests can kill the server exactly there (tests/test_crash.py). Both
-//! settings are superuser-only, and with `milvus.debug_pause = 0` (the
-//! default) every hook returns at once.
+//! settings are superuser-only and exist in debug builds only (the test
+//! tiers install one; `crate::gucs`); with `milvus.debug_pause = 0` (the
+//! default), and always in a release build, every hook returns at once.
+//! The core reaches its own points through the same hook
+//! (`milvus_core::pause`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -51,9 +54,12 @@ unsafe fn flush_own_wal() {
     }
 }
 
-/// Installs the core's test hook (`milvus_core::pause`); from `_PG_init`.
+/// Installs the core's test hook (`milvus_core::pause`) in a debug build;
+/// from `_PG_init`.
 pub fn init() {
-    pause::install(reached);
+    if cfg!(debug_assertions) {
+        pause::install(reached);
+    }
 }
 
 /// The pauses of the points inside jobs, in milliseconds (0: none), as the
@@ -66,7 +72,7 @@ static MERGE_MS: AtomicU64 = AtomicU64::new(0);
 static RESTORE_MS: AtomicU64 = AtomicU64::new(0);
 static FREE_MS: AtomicU64 = AtomicU64::new(0);
 
-/// On the main thread, before a job starts (`storage::run_job`), or before
+/// On the main thread, before a job starts (`crate::off_thread::run`), or before
 /// core code that reaches a point on this thread (a restore from pages;
 /// a manifest commit freeing chains follows GC's job): copies the settings
 /// of the points the core reaches.

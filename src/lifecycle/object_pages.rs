@@ -134,7 +134,7 @@ pub fn heal(index: Index, manifest: &Manifest, store: &Arc<Storage>, entries: &[
     }
     let objects: Vec<ObjectRef> = entries.iter().flat_map(|e| e.objects().cloned()).collect();
     let checked = Arc::clone(store);
-    let discarded = storage::run_job("heal", move |_| objects::discard_damaged(&checked, &objects))
+    let discarded = crate::off_thread::run("heal", move |_| objects::discard_damaged(&checked, &objects))
         .unwrap_or_else(|e| raise_error(&e));
     if !discarded.is_empty() {
         restore(index, store);
@@ -155,7 +155,7 @@ pub fn heal(index: Index, manifest: &Manifest, store: &Arc<Storage>, entries: &[
 /// the files of objects its primary has since collected go: those of the
 /// index's own prefix its manifest no longer names.
 pub fn restore(index: Index, local: &Storage) {
-    crate::debug::arm();
+    crate::pause::arm();
     let meta = index.meta(Lock::Share);
     let manifest = manifest_chain::read(&meta);
     let restored = objects::restore_missing(&meta, &manifest, local).unwrap_or_else(|e| {

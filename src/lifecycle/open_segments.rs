@@ -15,7 +15,7 @@ use milvus_core::search::LoadedSegment;
 use milvus_core::segment::SegmentId;
 use milvus_core::storage::Storage;
 
-use super::explain;
+use crate::am::explain;
 use crate::error::raise_error;
 use crate::pages::Index;
 use crate::{catalog, shared, storage};
@@ -105,8 +105,8 @@ fn load(
     let store = Arc::clone(store);
     let cache = storage::cache();
     let by_range = jobs::rows_by_range(&cache, manifest.flushed_segments());
-    let threads = storage::job_threads();
-    let results = storage::run_job("load", move |_| {
+    let threads = crate::off_thread::threads();
+    let results = crate::off_thread::run("load", move |_| {
         let loaded = jobs::load_all(&store, &cache, &entries, metric, threads, by_range);
         entries
             .iter()

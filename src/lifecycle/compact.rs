@@ -31,7 +31,8 @@ use milvus_core::search::LoadedSegment;
 use milvus_core::segment::{SegmentId, SegmentState, unix_now};
 
 use super::segment_lock::SegmentLock;
-use super::{filter_columns, flush, object_pages, open_segments, options};
+use super::{flush, object_pages, open_segments};
+use crate::am::{filter_columns, options};
 use crate::error::OrRaise;
 use crate::gucs::PausePoint;
 use crate::pages::{Index, manifest_chain};
@@ -147,9 +148,9 @@ pub fn run_plan(
     let store = storage::try_storage_at(url.as_deref());
     let cache = storage::cache();
     let (inputs, ids_out) = (before.clone(), outputs.clone());
-    let flushed = storage::run_job_meanwhile(
+    let flushed = crate::off_thread::run_meanwhile(
         "compact",
-        storage::Priority::Maintenance,
+        crate::off_thread::Priority::Maintenance,
         |_| {},
         meanwhile,
         move |control| {
@@ -175,7 +176,7 @@ pub fn run_plan(
             return Err(failed);
         }
     };
-    crate::debug::pause_at(PausePoint::Commit);
+    crate::pause::pause_at(PausePoint::Commit);
 
     let _locks = SegmentLock::acquire_all(index, &ids);
     let (_, manifest) = manifest_chain::snapshot(index);

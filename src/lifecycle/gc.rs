@@ -67,7 +67,7 @@ fn collect(
     let failed = |e: milvus_core::storage::StorageError| Failed::new(format!("collect {what}"), JobError::from(e));
     let storage = crate::storage::try_storage_at(url).map_err(failed)?;
     let grace = crate::gucs::gc_grace_period();
-    crate::storage::run_job("gc", move |control| {
+    crate::off_thread::run("gc", move |control| {
         storage.collect_garbage(&prefix, &referenced, grace, SystemTime::now(), control.cancel_flag())
     })
     .map_err(failed)
@@ -137,7 +137,7 @@ fn stored_at(
     let failed = |e| Failed::new(format!("list storage location {name}"), JobError::from(e));
     let prefix = ObjectKey::cluster_prefix(cluster);
     let storage = crate::storage::try_storage_at(url).map_err(failed)?;
-    let listed = crate::storage::run_job("gc", move |_| storage.list(&prefix).map(|l| (prefix, l)));
+    let listed = crate::off_thread::run("gc", move |_| storage.list(&prefix).map(|l| (prefix, l)));
     let (prefix, listed) = listed.map_err(failed)?;
     let (mut databases, mut indexes) = (BTreeSet::new(), BTreeSet::new());
     for object in &listed {
