@@ -27,7 +27,12 @@ use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::{Args, BATCH, K, Machine, QueryRun, counting, die, done, percentile, seconds, step, wait_indexed};
+use crate::args::Args;
+use crate::bench::{percentile, wait_indexed};
+use crate::data::K;
+use crate::load::BATCH;
+use crate::progress::{counting, die, done, seconds, step};
+use crate::report::{Machine, QueryRun};
 
 /// Rows inserted with the index present, after CREATE INDEX on the rest.
 const INSERTED_SHARE: f64 = 0.05;
@@ -128,7 +133,7 @@ struct Workload<'a> {
 
 impl Workload<'_> {
     fn connect(&self) -> Client {
-        Client::connect(&super::conninfo(self.a), postgres::NoTls)
+        Client::connect(&crate::bench::conninfo(self.a), postgres::NoTls)
             .unwrap_or_else(|e| die(&format!("cannot connect: {e}")))
     }
 
@@ -308,7 +313,7 @@ pub fn markdown(r: &SparseReport) -> String {
     )
     .unwrap();
     s.push_str("| target | COPY rows/s | CREATE INDEX s | INSERT rows/s | to indexed s | index MB |\n|---|---:|---:|---:|---:|---:|\n");
-    let opt = super::opt;
+    let opt = crate::report::markdown::opt;
     for t in &r.targets {
         writeln!(
             s,
