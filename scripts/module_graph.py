@@ -52,7 +52,7 @@ LAYERS = {
         ("formats, the meta page, stores",
          ["format/delta", "format/insert", "format/manifest", "format/index", "format/inverted", "format/page", "format/meta",
           "format/ranges", "storage"]),
-        ("segments in memory", ["hnsw", "cache"]),
+        ("segments in memory: a sealed segment's graph, 0.1's files, the cache", ["graph/segment", "graph/v0_1", "cache"]),
         ("search", ["search"]),
         ("the page protocol", ["pages"]),
         ("jobs and the planner's costs", ["jobs", "policy/cost"]),

@@ -32,7 +32,7 @@
 use std::mem::offset_of;
 
 use milvus_core::element::Shape;
-use milvus_core::hnsw::HnswParams;
+use milvus_core::graph::segment::HnswParams;
 use milvus_core::quant::Quantization;
 use pgrx::pg_sys;
 

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use milvus_core::Metric;
 use milvus_core::error::Failed;
 use milvus_core::format::manifest::{self, Manifest};
-use milvus_core::hnsw::HnswParams;
+use milvus_core::graph::segment::HnswParams;
 use milvus_core::jobs::{self, JobError, NewSegment, Target};
 use milvus_core::search::PageRows;
 use milvus_core::segment::{SealReason, SegmentId, unix_now};

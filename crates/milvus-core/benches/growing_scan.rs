@@ -11,8 +11,8 @@
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use milvus_core::Metric;
 use milvus_core::element::{Element, Row, Shape, Vectors, f16, pack_bits};
-use milvus_core::format::page::PageHits;
 use milvus_core::format::page::{RowPage, row_pages};
+use milvus_core::search::PageHits;
 use milvus_core::synthetic::Rng;
 
 /// What a growing segment holds at its default size (`growing_max_rows`).
@@ -76,7 +76,10 @@ fn growing_scan(c: &mut Criterion) {
                 let mut hits = PageHits::default();
                 let query: Row = black_box(query.all());
                 for page in &pages {
-                    RowPage::new(page.bytes(), shape).unwrap().distances(metric, query, &mut hits).unwrap();
+                    RowPage::new(page.bytes(), shape)
+                        .unwrap()
+                        .distances(metric, query, |k, d| hits.push(k, d))
+                        .unwrap();
                 }
                 hits
             })

@@ -21,7 +21,8 @@ use milvus_core::format::Check;
 use milvus_core::format::index::IndexFile;
 use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::graph::FlatGraph;
-use milvus_core::hnsw::{HnswParams, SegmentIndex, hnsw_rs_dump_file};
+use milvus_core::graph::segment::{HnswParams, SegmentIndex};
+use milvus_core::graph::v0_1::hnsw_rs_dump_file;
 use milvus_core::segment::SegmentId;
 use milvus_core::synthetic::gaussian_mixture;
 

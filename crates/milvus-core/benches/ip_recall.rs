@@ -16,7 +16,7 @@ use std::time::Instant;
 use milvus_core::Metric;
 use milvus_core::element::Row;
 use milvus_core::format::insert::{self, InsertBinlog};
-use milvus_core::hnsw::{HnswParams, SegmentIndex};
+use milvus_core::graph::segment::{HnswParams, SegmentIndex};
 use milvus_core::segment::SegmentId;
 use milvus_core::synthetic::Rng;
 

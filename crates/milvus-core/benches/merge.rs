@@ -22,7 +22,7 @@ use milvus_core::element::Row;
 use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::graph::FlatGraph;
 use milvus_core::graph::build::Seed;
-use milvus_core::hnsw::{HnswParams, SegmentIndex};
+use milvus_core::graph::segment::{HnswParams, SegmentIndex};
 use milvus_core::quant::Quantization;
 use milvus_core::segment::SegmentId;
 use milvus_core::synthetic::gaussian_mixture;

@@ -20,7 +20,7 @@ use milvus_core::element::Row;
 use milvus_core::format::Check;
 use milvus_core::format::index;
 use milvus_core::format::insert::{self, InsertBinlog};
-use milvus_core::hnsw::{HnswParams, SegmentIndex};
+use milvus_core::graph::segment::{HnswParams, SegmentIndex};
 use milvus_core::quant::{Codes, Quantization};
 use milvus_core::search::{LoadedSegment, RowsFrom};
 use milvus_core::segment::SegmentId;

@@ -17,7 +17,7 @@ use milvus_core::element::{Row, Vectors};
 use milvus_core::filter::{Cmp, Column, ColumnType, Filter, Key, Test, Value};
 use milvus_core::format::insert::{self, InsertBinlog};
 use milvus_core::format::manifest::Manifest;
-use milvus_core::hnsw::{HnswParams, SegmentIndex};
+use milvus_core::graph::segment::{HnswParams, SegmentIndex};
 use milvus_core::jobs::{self, IndexId, JobControl, NewSegment, Target};
 use milvus_core::search::{Hit, LoadedSegment, Source, merge};
 use milvus_core::segment::{SealReason, SegmentId};

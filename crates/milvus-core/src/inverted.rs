@@ -160,10 +160,10 @@ pub enum Walk {
 /// segment is answered by [`Walk::Accumulate`]: over long lists MaxScore
 /// prunes little and pays its row-by-row merge for every row. Under L2 the
 /// per-row term -|x|² leaves it nothing to prune, so L2 always accumulates.
-/// Measured on 100k SPLADE-like rows (docs/benchmarks.md, "Sparse rows"):
-/// MaxScore is 1.5x faster at 1.0 postings a row, the two are within
-/// noise at 1.8, accumulating is 1.3x faster at 2.3, 1.8x at 2.9 and 3.3x
-/// at 5.4.
+/// Measured on 100k SPLADE-like rows (`--bench inverted`; docs/benchmarks.md,
+/// "Constants and the measurements behind them"): MaxScore wins below
+/// about 2 postings a row, accumulating above, by more the longer the
+/// lists.
 pub const ACCUMULATE_ABOVE: usize = 2;
 
 /// A bound widened past the rounding of a sum of a few dozen f32 terms,

@@ -34,7 +34,7 @@ use crate::format::ranges;
 use crate::format::scalar::{self, ScalarBinlog};
 use crate::format::{Check, FormatError};
 use crate::graph::build::{self, Seed};
-use crate::hnsw::{HnswParams, IndexError, SegmentIndex};
+use crate::graph::segment::{HnswParams, IndexError, SegmentIndex};
 use crate::inverted::Inverted;
 use crate::search::{BRUTE_FORCE_MAX_ROWS, LoadedSegment, OpenError, RowsFrom};
 use crate::segment::SegmentId;
@@ -545,11 +545,11 @@ pub fn verify_stored(storage: &Storage, entry: &SegmentEntry, cancel: &AtomicBoo
 /// Up to this many rows, a flush that other sealed segments wait behind
 /// writes no graph: the segment is searched by brute force until a merge
 /// rewrites it with one. A bulk insert seals many small segments at once,
-/// and building each one's graph at its flush kept 100,000 rows from being
-/// all indexed until 12 s after the last insert (0.1 s without); a steady
-/// stream seals one at a time, and there the graph pays (1,635 queries a
-/// second while streaming against 1,302 without: docs/benchmark-runs.md,
-/// "Seal small").
+/// and building each one's graph at its flush kept a bulk load from being
+/// all indexed for seconds after the last insert; a steady stream seals
+/// one at a time, and there the graph pays in QPS (`make bench`, the time
+/// to indexed and the streaming phase; docs/benchmarks.md, "Constants and
+/// the measurements behind them").
 pub const FLUSH_GRAPH_MIN_ROWS: usize = 4096;
 
 /// What a compaction writes: the live rows of `inputs` as the new segments

@@ -29,7 +29,6 @@ pub mod filter;
 #[allow(unsafe_code)]
 pub mod format;
 pub mod graph;
-pub mod hnsw;
 pub mod inverted;
 pub mod jobs;
 pub mod pages;

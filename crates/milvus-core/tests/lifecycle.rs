@@ -11,11 +11,11 @@ use milvus_core::Metric;
 use milvus_core::cache::SegmentCache;
 use milvus_core::element::Vectors;
 use milvus_core::format::manifest::Manifest;
-use milvus_core::format::page::PageHits;
-use milvus_core::hnsw::HnswParams;
+use milvus_core::graph::segment::HnswParams;
 use milvus_core::jobs::{self, IndexId, JobControl, Merge, NewSegment, Target};
 use milvus_core::pause;
 use milvus_core::policy::compaction::{self, CompactionPolicy, PlanKind};
+use milvus_core::search::PageHits;
 use milvus_core::search::{LoadedSegment, Search, SearchOptions};
 use milvus_core::segment::{SealReason, SegmentState};
 use milvus_core::storage::{RetryPolicy, S3Options, Storage};
@@ -273,7 +273,7 @@ fn index_files_of_version_1_still_load() {
     let binlog_bytes = storage.get(&entry.insert_binlog.as_ref().unwrap().key).unwrap();
     let binlog = milvus_core::format::insert::InsertBinlog::decode("b", &binlog_bytes).unwrap();
     let scratch = tempfile::tempdir().unwrap();
-    let old = milvus_core::hnsw::hnsw_rs_dump_file(&binlog, HnswParams::default(), scratch.path()).unwrap();
+    let old = milvus_core::graph::v0_1::hnsw_rs_dump_file(&binlog, HnswParams::default(), scratch.path()).unwrap();
     let old_ref = milvus_core::format::manifest::ObjectRef::of("0.1/index-file.hnsw", &old);
     storage.put(&old_ref.key, old.into()).unwrap();
     m.segments[0].index_file = Some(old_ref.clone());
@@ -592,7 +592,7 @@ fn sparse_segments_answer_exactly_through_flush_tombstones_and_merge() {
                 let mut hits = PageHits::default();
                 for p in &pages {
                     let page = RowPage::new(p.bytes(), shape).unwrap();
-                    page.distances(metric, Row::Sparse(&query), &mut hits).unwrap();
+                    page.distances(metric, Row::Sparse(&query), |k, d| hits.push(k, d)).unwrap();
                 }
                 // Page keys are row positions in `growing`: make them the rows' keys.
                 let mut in_pages = PageHits::default();

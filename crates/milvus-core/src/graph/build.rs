@@ -49,11 +49,11 @@ pub type Prefetch<'d> = &'d (dyn Fn(u32) + Sync);
 
 /// A merge keeps a graph only while at most this fraction of its rows
 /// are deleted; past it, the output is built from scratch. Cutting rows
-/// out costs recall that a rebuild does not lose: on 100k x 128 rows with
-/// one in four deleted, recall@10 at ef_search 40 was 0.966 merged against
-/// 0.974-0.982 rebuilt (and 0.977 searching the graph with the rows
-/// skipped), while with one in ten deleted and 8k rows added the two were
-/// within 0.002 (0.969-0.971; `--bench merge`). A purge (a segment past
+/// out costs recall that a rebuild does not lose: with one row in four
+/// deleted a merged graph trails a rebuilt one by about a hundredth of
+/// recall@10, with one in ten deleted and rows added the two are level
+/// (`--bench merge`; docs/benchmarks.md, "Constants and the measurements
+/// behind them"). A purge (a segment past
 /// `milvus.compaction_delete_ratio`, 0.2 by default) is thus a rebuild;
 /// a merge of a large segment with the small ones a stream seals is not.
 pub const KEEP_MAX_DELETED: f64 = 0.1;
@@ -288,10 +288,9 @@ impl<'d> Builder<'d> {
     ///
     /// The live entries stay. Re-selecting the whole list from them and the
     /// candidates, as FreshDiskANN does, thinned lists that reverse links
-    /// had filled: recall@10 at ef_search 12 was 0.929 against a rebuild's
-    /// 0.968 with one row in ten deleted (`a_merged_graph_finds_what_a_
-    /// rebuilt_one_finds`); this repair gives 0.964, and 0.997 against
-    /// 0.988 with half the rows deleted.
+    /// had filled, and lost recall a rebuild keeps; this repair keeps it
+    /// (`a_merged_graph_finds_what_a_rebuilt_one_finds` holds it to a
+    /// rebuild's, with one row in ten deleted and with half).
     fn repair(&mut self, node: u32, layer: usize, mut live: Vec<u32>, candidates: &[u32]) {
         let distance = self.distance;
         let near = self.nearest_first(node, candidates);
@@ -350,8 +349,8 @@ mod tests {
     use crate::distance::Metric;
     use crate::element::Row;
     use crate::format::insert::{self, InsertBinlog};
+    use crate::graph::segment::{HnswParams, SegmentIndex};
     use crate::graph::tests::assert_sound;
-    use crate::hnsw::{HnswParams, SegmentIndex};
     use crate::segment::SegmentId;
     use crate::synthetic::{Rng, gaussian_mixture};
 

@@ -1,4 +1,7 @@
-//! A segment's HNSW graph as flat arrays, and the search over them.
+//! A segment's HNSW graph: the flat arrays and the search over them (this
+//! file), the builder that fills them (`build.rs`), a sealed segment's
+//! graph and codes as they are built, merged and stored (`segment.rs`),
+//! and the reader of 0.1's index files, hnsw_rs' dumps (`v0_1.rs`).
 //!
 //! The graph is kept as flat arrays: each node's neighbours at a fixed
 //! stride per layer, no pointers, no locks, no per-node allocation. The
@@ -25,6 +28,8 @@
 //! layer 0 ([`FlatGraph::connect`]).
 
 pub mod build;
+pub mod segment;
+pub mod v0_1;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -549,7 +554,7 @@ impl Scratch {
 pub(crate) mod tests {
     use super::*;
     use crate::format::insert::{self, InsertBinlog};
-    use crate::hnsw::{HnswParams, SegmentIndex};
+    use crate::graph::segment::{HnswParams, SegmentIndex};
     use crate::segment::SegmentId;
     use crate::synthetic::{Rng, gaussian_mixture};
     use std::collections::HashSet;

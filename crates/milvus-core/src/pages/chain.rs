@@ -4,7 +4,8 @@
 use crate::distance::Metric;
 use crate::element::{Row, Shape};
 use crate::filter::{Bitset, Filter};
-use crate::format::page::{Chunks, PageHits, RowAssembler, RowPage};
+use crate::format::page::{Chunks, RowAssembler, RowPage};
+use crate::search::PageHits;
 use crate::search::PageRows;
 
 use super::{Block, INVALID_BLOCK, Lock, LockedBuffer, Meta, Page, PageStore, Record, damaged};
@@ -112,7 +113,9 @@ pub fn page_hits<S: PageStore>(store: S, meta: &Meta, metric: Metric, query: Row
     for (_, head) in meta.in_pages() {
         match Chunks::of(shape) {
             None => walk(store, head, |b, p| {
-                rows(store, b, p, shape).distances(metric, query, &mut hits).unwrap_or_else(|e| damaged(store, b, e))
+                rows(store, b, p, shape)
+                    .distances(metric, query, |k, d| hits.push(k, d))
+                    .unwrap_or_else(|e| damaged(store, b, e))
             }),
             Some(_) => for_each_row(store, head, shape, |key, v| hits.push(key, metric.between(query, v))),
         }
@@ -139,7 +142,7 @@ pub fn page_hits_filtered<S: PageStore>(
                 passing.push(filter.passes(&values))
             };
             rows(store, b, p, shape)
-                .distances_and_values(metric, query, &mut hits, test)
+                .distances_and_values(metric, query, |k, d| hits.push(k, d), test)
                 .unwrap_or_else(|e| damaged(store, b, e))
         });
     }

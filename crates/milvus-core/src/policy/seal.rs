@@ -54,16 +54,16 @@ impl Default for SealPolicy {
 /// Most vector bytes the growing segment holds when the index leaves
 /// `growing_max_rows` unset. Every query reads every growing row from
 /// pages, and once rows are wide that read is bound by memory: at 768
-/// dimensions (3 KiB a row) each growing row cost a query about 330 ns,
-/// four times its distance alone (docs/benchmarks.md, "The growing
-/// segment holds 1 MiB"). 1 MiB is 2,048 rows of 128 dimensions.
+/// dimensions (3 KiB a row) a growing row costs a query several times its
+/// distance alone (docs/benchmarks.md, "Constants and the measurements
+/// behind them"). 1 MiB is 2,048 rows of 128 dimensions.
 pub const GROWING_BYTES: u64 = 1 << 20;
 /// Most rows of the growing segment by default.
 pub const GROWING_ROWS_MAX: u64 = 2048;
 /// Fewest rows of the growing segment by default: every flush adds a
 /// segment for queries to visit until it is merged, and at 768 dimensions
-/// streaming with 170-row segments was no faster than with 341
-/// (docs/benchmarks.md, "The growing segment holds 1 MiB").
+/// streaming with half the default's rows was no faster (docs/benchmarks.md,
+/// "Constants and the measurements behind them").
 pub const GROWING_ROWS_MIN: u64 = 256;
 
 /// The rows at which the growing segment seals when `growing_max_rows` is

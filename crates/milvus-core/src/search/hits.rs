@@ -9,8 +9,48 @@ use std::hash::Hash;
 use crate::distance::Metric;
 use crate::element::{Row, Shape, Vectors};
 use crate::filter::{Bitset, Column, ColumnType, Value, WrongType};
-use crate::format::page::PageHits;
 use crate::segment::SegmentId;
+
+/// Rows held in index pages as a search sees them: each row's key and its
+/// distance to the query, computed once, as the pages are read. The vectors
+/// are never copied out of the pages: a scan holds 12 bytes per row instead
+/// of the row. (It is not faster: reading the rows costs the same whether a
+/// copy or the distance kernel reads them first; docs/benchmarks.md.)
+#[derive(Debug, Clone, Default)]
+pub struct PageHits {
+    keys: Vec<u64>,
+    distances: Vec<f32>,
+}
+
+impl PageHits {
+    pub fn push(&mut self, key: u64, distance: f32) {
+        self.keys.push(key);
+        self.distances.push(distance);
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The key of the row pushed `row`-th.
+    pub fn key(&self, row: usize) -> u64 {
+        self.keys[row]
+    }
+
+    /// The distance of the row pushed `row`-th.
+    pub fn distance(&self, row: usize) -> f32 {
+        self.distances[row]
+    }
+
+    /// `(key, distance)` of every row, in the order pushed.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, f32)> + '_ {
+        self.keys.iter().copied().zip(self.distances.iter().copied())
+    }
+}
 
 /// Where a hit came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

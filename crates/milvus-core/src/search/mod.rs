@@ -43,9 +43,8 @@ use std::sync::Arc;
 use crate::cache::CacheError;
 use crate::element::Vectors;
 use crate::filter::{Bitset, Filter, Plan};
-use crate::format::page::PageHits;
 
-pub use hits::{Hit, PageRows, RowBits, Source, merge, recall};
+pub use hits::{Hit, PageHits, PageRows, RowBits, Source, merge, recall};
 use hits::{kth_distance, merge_lists, search_pages};
 use passing::{Passing, SegmentPlans};
 pub use ranged::{RangeReads, StoredRows};
@@ -54,10 +53,11 @@ pub use segment::{BRUTE_FORCE_MAX_ROWS, LoadedSegment, OpenError, RowsFrom, Segm
 /// An approximate round that asks for `k` rows is an HNSW search with
 /// `ef = k` in each segment; the rounds double, so all of them together
 /// cost about twice the last. The exact tail costs one distance per live
-/// row, read in order. Measured on 100k x 128 (docs/benchmark-runs.md): a
-/// round costs some 12 us per row asked for, the tail some 60 ns per row
-/// (memory bound), so the rounds stop paying once `k` times about 400
-/// reaches the live rows. This factor puts the switch there: at 100k rows a filter
+/// row, read in order. Measured on 100k x 128 (docs/benchmarks.md,
+/// "Constants and the measurements behind them"), a round costs a few
+/// hundred times what the tail pays a row (the tail is memory bound), so
+/// the rounds stop paying once `k` times a few hundred reaches the live
+/// rows. This factor puts the switch there: at 100k rows a filter
 /// keeping 10% is served by three rounds, one keeping 1% by three rounds
 /// and the tail.
 pub const EXACT_SWITCH_FACTOR: usize = 512;
@@ -69,9 +69,10 @@ pub const EXACT_SWITCH_FACTOR: usize = 512;
 /// sample of the index, so a segment holding an eighth of the rows holds
 /// about an eighth of a query's nearest ones: searching each of 8 segments
 /// with the whole `ef` did 8 full searches for what one index search does.
-/// Measured on 100k x 128 (`crates/milvus-core/benches/cross_segment.rs`, docs/benchmarks.md):
-/// 8 segments at ef 40 answer at 2.8-3.1x the QPS of each searched with the
-/// whole `ef` (recall 0.972 against 1.000; one segment: 0.967). The rounds
+/// Measured on 100k x 128 (`crates/milvus-core/benches/cross_segment.rs`;
+/// docs/benchmarks.md, "Constants and the measurements behind them"): 8
+/// segments searched by shares answer at about 3x the QPS of each searched
+/// with the whole `ef`, at the recall of one segment. The rounds
 /// after the first (a filter rejected rows) and the exact tail find what a
 /// share missed.
 pub(crate) fn segment_ef(ef: usize, rows: usize, live: usize, floor: usize) -> usize {
@@ -87,12 +88,11 @@ pub const SEGMENT_EF_SLACK: f64 = 1.5;
 /// search of `ef` 5 finds it; a query whose neighbours bunch in a small
 /// segment (rows inserted together are often alike) is caught by the
 /// widening ([`SEGMENT_WIDEN_RANK`]). Measured in `crates/milvus-core/benches/cross_segment.rs`
-/// (docs/benchmarks.md) against a floor of 10: 1.2x the QPS on a stream's
-/// layout (50k + 32k + 2 x 8k + 3 x 2k rows, in random order) at recall
-/// 0.979 instead of 0.983, and 1.6x on 32 segments of 3k at 0.980 instead
-/// of 0.995. A floor of 2 fell to 0.907 there: a search of `ef` 2 in a
-/// 3k-row graph often stops short of the segment's nearest row, which
-/// widening cannot see.
+/// against floors of 10 and 2 (docs/benchmarks.md, "Constants and the
+/// measurements behind them"): 10 costs QPS on a stream's layout and on
+/// many small segments for little recall; 2 loses recall, as a search of
+/// `ef` 2 in a 3k-row graph often stops short of the segment's nearest
+/// row, which widening cannot see.
 pub const SEGMENT_EF_FLOOR: usize = 5;
 /// A segment all of whose hits rank among a round's this many nearest may
 /// hold more of them than its share says: it is searched again with

@@ -16,7 +16,7 @@ use crate::format::insert::InsertBinlog;
 use crate::format::ranges::RowRanges;
 use crate::format::{Check, FormatError};
 use crate::graph::FlatGraph;
-use crate::hnsw::SegmentIndex;
+use crate::graph::segment::SegmentIndex;
 use crate::inverted::Inverted;
 use crate::quant::Codes;
 use crate::segment::SegmentId;
@@ -28,10 +28,10 @@ use crate::error::{SqlError, SqlState};
 
 /// Up to this many rows a segment is searched by brute force, and flushed
 /// without a graph. Measured at 128 dimensions (`crates/milvus-core/benches/segment.rs`, group
-/// `one_query_top10`, docs/benchmarks.md): the flat graph at ef 40 and
-/// brute force cost about the same per top-10 query at 512 rows (9 and
-/// 11 µs), the graph 8 times less at 4,096 (16 and 124 µs). (Against
-/// hnsw_rs' own search the crossover was 4,096.)
+/// `one_query_top10`; docs/benchmarks.md, "Constants and the measurements
+/// behind them"): the flat graph at ef 40 and brute force cost about the
+/// same per top-10 query at 512 rows, and the graph far less from a few
+/// thousand.
 pub const BRUTE_FORCE_MAX_ROWS: usize = 512;
 
 /// A flushed segment ready to search: its rows, graph and tombstones.
@@ -374,7 +374,7 @@ impl LoadedSegment {
     /// (walking with `ef` at least 20, or adding the nearest rows the walk
     /// computed but did not keep) mends recall at `ef` 10 on one segment
     /// but cost a stream's layout, whose segments get small shares of `ef`,
-    /// 15-50% of its QPS for no recall (`crates/milvus-core/benches/cross_segment.rs`).
+    /// much of its QPS for no recall (`crates/milvus-core/benches/cross_segment.rs`).
     /// Fails only where rows are read by range: a read that fails, or a
     /// row that does not match its checksum.
     pub fn search(
