@@ -38,7 +38,7 @@
 #   bench.sh --pg 18 [...]  any of the above on PostgreSQL 18 (scripts/pg-env.sh),
 #                      beside pgvector if it is installed there; results
 #                      under bench-results/pg18/
-# Extra arguments go to the driver (see benches/workload/main.rs).
+# Extra arguments go to the driver (see benches/workload/args.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = --pg ]; then
@@ -50,6 +50,11 @@ source scripts/pg-env.sh
 results=bench-results
 [ "$PG_MILVUS_PG" = 15 ] || results=bench-results/pg$PG_MILVUS_PG
 args=(--n 100000 --dim 128 --clusters 1000 --queries 500 --repeats 3 --out $results)
+# The workloads docs/benchmarks.md shows: their report is kept in
+# docs/results/ and the doc's tables rendered from it (scripts/bench_doc.py),
+# unless extra arguments change the workload.
+doc=bench
+[ "$PG_MILVUS_PG" = 15 ] || doc=bench-pg$PG_MILVUS_PG
 ip=0
 replay=0
 # maintenance_work_mem, the same for both indexes' builds: 4 GB for the
@@ -62,37 +67,48 @@ cache_mb=1024
 if [ "${1:-}" = --ip ]; then
   shift
   ip=1
+  doc=
 elif [ "${1:-}" = --replay ]; then
   shift
   replay=1
+  doc=bench-replay
 elif [ "${1:-}" = --quick ]; then
   shift
+  doc=
   args=(--n 20000 --dim 128 --clusters 200 --queries 200 --repeats 2 --out $results/quick)
 elif [ "${1:-}" = --768 ]; then
   shift
+  doc=bench-768
   args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --out $results/768-cosine)
 elif [ "${1:-}" = --768-large ]; then
   shift
+  doc=
   args=(--n 500000 --dim 768 --clusters 2000 --metric cosine --queries 200 --repeats 2 --recall-only
         --ef 20,40,100,200 --out $results/768-cosine-500k)
   build_memory=4GB
   cache_mb=4096
 elif [ "${1:-}" = --sparse ]; then
   shift
+  doc=
   args=(--sparse --n 100000 --queries 300 --repeats 2 --ef 40,100,200 --out $results/sparse)
 elif [ "${1:-}" = --filters ]; then
   shift
+  doc=bench-filters
   args=(--n 100000 --dim 128 --clusters 1000 --queries 500 --repeats 3 --filters-only --out $results/filters)
 elif [ "${1:-}" = --768-filters ]; then
   shift
+  doc=bench-768-filters
   args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --filters-only
         --out $results/768-cosine-filters)
 elif [ "${1:-}" = --768-half ]; then
   shift
+  doc=
   args=(--n 50000 --dim 768 --clusters 500 --metric cosine --queries 300 --repeats 2 --type halfvec
         --out $results/768-cosine-halfvec)
 fi
 
+# On another server version only the default workload is documented.
+[ "$PG_MILVUS_PG" = 15 ] || [ "$doc" = "bench-pg$PG_MILVUS_PG" ] || doc=
 scripts/setup.sh
 # pgvector, to compare against, where the machine's package sources have it
 # (Debian 12's own do not: then the report says it was skipped; nor do they
@@ -108,7 +124,9 @@ fi
 scripts/install.sh
 if ((replay)); then
   # Its own primary and standby, started and stopped by the script.
-  exec .venv/bin/python benches/replay_lag.py --out "$results/replay-lag" "$@"
+  .venv/bin/python benches/replay_lag.py --out "$results/replay-lag" "$@"
+  [ $# -gt 0 ] || python3 scripts/bench_doc.py --take "$results/replay-lag" "$doc"
+  exit 0
 fi
 # The same memory for both indexes' builds; workers look every second.
 port=$(scripts/cluster.sh start bench "shared_buffers = '1GB'" "maintenance_work_mem = '$build_memory'" "milvus.cache_size = $cache_mb" "milvus.naptime = 1" "max_connections = 120")
@@ -126,4 +144,9 @@ if ((ip)); then
   done
 else
   cargo run --release -q -p milvus-workload -- --host "$host" --port "$port" "${args[@]}" "$@"
+fi
+if [ -n "$doc" ] && [ $# -eq 0 ]; then
+  out=${args[-1]}
+  python3 scripts/bench_doc.py --take "$out" "$doc"
+  echo "docs/benchmarks.md: the $doc table rendered from $out/report.json (docs/results/$doc.json)"
 fi

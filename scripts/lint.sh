@@ -5,8 +5,10 @@
 # the files of both crates: no upward edge, no cycle (scripts/module_graph.py;
 # docs/design.md, "Code: a pure core and a thin skin"), and every pointer
 # into the docs, a file or a cited heading, leads somewhere
-# (scripts/doc_links.py). scripts/test_lints.py breaks a copy of the tree
-# to prove the layer check fails when it should.
+# (scripts/doc_links.py: files, modules and items named in the docs and in
+# comments too), and docs/benchmarks.md's tables say what the kept reports
+# say (scripts/bench_doc.py). scripts/test_lints.py breaks a copy of the
+# tree to prove the layer and link checks fail when they should.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all --check
@@ -16,3 +18,4 @@ cargo clippy -p pg_milvus --all-targets --no-default-features --features pg18,pg
 python3 scripts/module_graph.py --check
 .venv/bin/python -m pytest -q scripts/test_lints.py
 python3 scripts/doc_links.py
+python3 scripts/bench_doc.py --check

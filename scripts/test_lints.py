@@ -1,6 +1,8 @@
-"""The layer lint proves itself: scripts/module_graph.py passes the tree as it
+"""The lints prove themselves: scripts/module_graph.py passes the tree as it
 is and fails a copy of it given an upward import, a cycle, or a module no
-layer names. Runs in scripts/lint.sh, without Postgres, in a second.
+layer names; scripts/doc_links.py passes the docs and comments as they are
+and fails a copy naming a file, a module or an item that is not there.
+Runs in scripts/lint.sh, without Postgres, in a second.
 """
 
 import shutil
@@ -12,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "module_graph.py"
+DOC_LINKS = ROOT / "scripts" / "doc_links.py"
 
 
 @pytest.fixture
@@ -20,6 +23,23 @@ def tree(tmp_path):
     shutil.copytree(ROOT / "src", tmp_path / "src")
     shutil.copytree(ROOT / "crates" / "milvus-core" / "src", tmp_path / "crates" / "milvus-core" / "src")
     return tmp_path
+
+
+@pytest.fixture
+def documented(tree):
+    """The copy with every other tracked file beside the sources: the docs,
+    the tests and scripts they name."""
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    for name in listed.splitlines():
+        source, copy = ROOT / name, tree / name
+        if source.is_file() and not copy.exists():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, copy)
+    return tree
+
+
+def doc_links(root):
+    return subprocess.run([sys.executable, str(DOC_LINKS), "--root", str(root)], capture_output=True, text=True)
 
 
 def check(root):
@@ -82,3 +102,39 @@ def test_comments_strings_and_inline_tests_are_not_edges(tree):
     )
     out = check(tree)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_docs_as_they_are_pass(documented):
+    out = doc_links(documented)
+    assert out.returncode == 0, out.stdout
+
+
+def test_a_missing_file_module_or_item_fails(documented):
+    append(
+        documented / "src" / "lifecycle" / "gc.rs",
+        "//! See `lifecycle/collect.rs`, `milvus_core::hnsw::SegmentIndex`,\n"
+        "//! [`crate::lifecycle::flush::publish_all`] and DESIGN.md.",
+    )
+    with open(documented / "docs" / "design.md", "a") as doc:
+        doc.write("\nThe reader of 0.1's files is `graph/v0_2.rs` (`milvus_core::graph::v0_1::Nothing`).\n")
+    out = doc_links(documented)
+    assert out.returncode == 1
+    for line in (
+        "src/lifecycle/gc.rs: names `lifecycle/collect.rs`, which is no file of the tree",
+        "src/lifecycle/gc.rs: names milvus_core::hnsw::SegmentIndex, which is not in the tree",
+        "src/lifecycle/gc.rs: names crate::lifecycle::flush::publish_all, which is not in the tree",
+        "src/lifecycle/gc.rs: names DESIGN.md, which is no file of the tree",
+        "docs/design.md: names `graph/v0_2.rs`, which is no file of the tree",
+        "docs/design.md: names milvus_core::graph::v0_1::Nothing, which is not in the tree",
+    ):
+        assert line in out.stdout, out.stdout
+
+
+def test_other_projects_files_and_existing_items_pass(documented):
+    append(
+        documented / "src" / "lifecycle" / "gc.rs",
+        "//! As `pgvector/src/hnswutils.c` and `hnsw_rs/src/hnsw.rs` do; see\n"
+        "//! `lifecycle/flush.rs`, [`crate::lifecycle::flush::seal`], `milvus_core::graph::segment::SegmentIndex`.",
+    )
+    out = doc_links(documented)
+    assert out.returncode == 0, out.stdout

@@ -20,8 +20,9 @@ use pgrx::prelude::*;
 /// The threads a load of several segments may use: in a session, which
 /// waits for it, the machine's cores, at most 4; in a background worker,
 /// one: its work runs beside the queries, which must keep the other cores
-/// (on two cores, merges on both took queries from 1,500 to 140 a second:
-/// docs/benchmark-runs.md, "Seal small"). A graph is built on one thread.
+/// (on two cores, merges on both took most of the queries' throughput:
+/// docs/benchmarks.md, "Constants and the measurements behind them"). A
+/// graph is built on one thread.
 pub fn threads() -> usize {
     // SAFETY: a process global, set when the process starts.
     #[cfg(feature = "pg15")]

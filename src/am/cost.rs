@@ -14,10 +14,12 @@
 //! The rows of the growing chain are priced as index tuples read from
 //! shared buffers, not as pages read from disk: every insert writes that
 //! chain and every scan reads it, so it stays cached. (Priced as sequential
-//! page reads, 5,000 growing rows of 768 dimensions, 2 rows a page, cost
-//! 2,500 before the first row, and the planner chose a sequential scan and
-//! sort, which it prices without detoasting the vectors: 7 queries a second
-//! instead of hundreds, `make bench-768`.) Distances are one operator call
+//! page reads, a few thousand growing rows of 768 dimensions, 2 rows a
+//! page, cost more before the first row than a sequential scan and sort,
+//! which the planner prices without detoasting the vectors, and it chose
+//! that plan at a fraction of the index's speed: `make bench-768`
+//! measures it; docs/benchmarks.md, "Constants and the measurements
+//! behind them".) Distances are one operator call
 //! each, which is what the planner charges a sequential scan for the same
 //! `ORDER BY` expression, and so are the comparisons of the exact tail's
 //! heap, as a sort's are.

@@ -11,7 +11,7 @@
 //! under the core's `Record` is one generic WAL record, written when
 //! finished or dropped, abandoned when an error unwinds through it: nothing
 //! of it reaches the pages or the WAL). Crash recovery and physical standbys replay these records like
-//! any index's, so the growing segment needs no log of its own (DESIGN.md:
+//! any index's, so the growing segment needs no log of its own (docs/design.md:
 //! "the log is Postgres' WAL").
 //!
 //! [`OpenIndex`] is an index relation this code opened, closed on drop;
