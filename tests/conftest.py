@@ -6,8 +6,11 @@ extension must already be installed (`make test` installs it first).
 
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import time
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -185,3 +188,50 @@ def conn(db):
     register_vector(db)
     db.execute(f"CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector({DIMS}))")
     return db
+
+
+# S3: a moto server, for the tests of a shared store.
+
+BUCKET = "milvus-test"
+
+
+class S3Server:
+    """A moto server; `pause()` freezes it (SIGSTOP): connections are
+    accepted by the kernel and never answered, as with a hung or
+    partitioned S3 endpoint. `resume()` lets it go on, objects intact."""
+
+    def __init__(self, proc, endpoint):
+        self.proc, self.endpoint = proc, endpoint
+
+    def pause(self):
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self):
+        self.proc.send_signal(signal.SIGCONT)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on a free loopback port, with the test bucket."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while True:
+        try:
+            urllib.request.urlopen(endpoint, timeout=1)
+            break
+        except OSError:
+            if time.time() > deadline:
+                proc.kill()
+                raise
+            time.sleep(0.2)
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT"), timeout=5)
+    server = S3Server(proc, endpoint)
+    yield server
+    server.resume()
+    proc.terminate()
+    proc.wait(timeout=10)

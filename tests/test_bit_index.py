@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from pgvector.psycopg import register_vector
 
-from test_halfvec_index import load
+from helpers import copy_rows
+
 
 DIMS = 128
 # '%' doubled: the queries carry psycopg placeholders.
@@ -33,7 +34,7 @@ def items(db):
     rng = np.random.default_rng(8)
     centres = rng.standard_normal((50, DIMS)).astype(np.float32)
     rows = centres[rng.integers(0, 50, 6200)] + np.float32(0.4) * rng.standard_normal((6200, DIMS)).astype(np.float32)
-    load(db, "items", rows[:6000], 0)
+    copy_rows(db, "items", rows[:6000], 0)
     return db, rows
 
 
@@ -42,7 +43,7 @@ def test_a_binary_quantized_index_answers_as_a_sequential_scan(items, opclass):
     conn, rows = items
     op = OPS[opclass]
     conn.execute(f"CREATE INDEX items_bq ON items USING milvus (({QUANTIZED}) {opclass})")
-    load(conn, "items", rows[6000:], 6000)
+    copy_rows(conn, "items", rows[6000:], 6000)
     segments = conn.execute(
         "SELECT state, rows, bytes FROM milvus_segments('items_bq') ORDER BY segment_id").fetchall()
     assert [s[:2] for s in segments] == [("flushed", 6000), ("growing", 200)]

@@ -23,6 +23,7 @@ from pgvector.psycopg import register_vector
 
 from conftest import DIMS, ROOT, pgvector_installable
 
+
 ROWS = 2000
 
 

@@ -7,8 +7,7 @@ import time
 
 import numpy as np
 
-from test_flush import segments
-from test_index import ExactSearcher, all_index_ids, load, near, objects_of
+from helpers import all_index_ids, ExactSearcher, load, near, objects_of, segments
 
 
 def test_searches_stay_right_during_compaction(cluster, conn):

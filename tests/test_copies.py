@@ -9,14 +9,10 @@ from pathlib import Path
 from pgvector.psycopg import register_vector
 
 from conftest import Cluster, DIMS, PG_BIN, replayed
-from test_index import all_index_ids, index_ids, load, near
+from helpers import all_index_ids, clear_local_cache, index_ids, load, near
+
 
 PG_CTL = str(PG_BIN / "pg_ctl")
-
-
-def empty_cache(cluster):
-    for f in (Path(cluster.host) / "data" / "pg_milvus" / "pgsql_tmp_cache" / "objects").glob("*"):
-        f.unlink()
 
 
 def truth(conn):
@@ -65,7 +61,7 @@ def test_a_template_copy_keeps_its_index_when_the_origin_collects_and_goes(clust
             assert o.execute("SELECT sum(deleted_objects) FROM milvus_gc('items_idx')").fetchone()[0] > 0
         with cluster.connect() as admin:
             admin.execute("DROP DATABASE copy_origin")
-        empty_cache(cluster)
+        clear_local_cache(cluster)
         with cluster.connect("copy_copy") as c:
             register_vector(c)
             c.execute("SET milvus.gc_grace_period = 0")
@@ -109,8 +105,8 @@ def test_a_clone_promoted_beside_its_origin_on_a_shared_store():
             p.execute("VACUUM items")
             p.execute("SELECT milvus_compact('items_idx')")
             p.execute("SELECT milvus_gc()")
-        empty_cache(primary)
-        empty_cache(clone)
+        clear_local_cache(primary)
+        clear_local_cache(clone)
         with primary.connect() as p, clone.connect() as c:
             for conn, expected in [(p, list(range(1000, 3000)) + list(range(20_000, 20_500))),
                                    (c, list(range(3000)) + list(range(10_000, 10_500)))]:

@@ -34,7 +34,8 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from conftest import DIMS
-from test_index import all_index_ids, clustered, load, objects_of
+from helpers import all_index_ids, load, objects_of, writers
+
 
 RUNS = int(os.environ.get("PG_MILVUS_CRASH_RUNS", "3"))
 FLUSH = "SELECT * FROM milvus_flush('items_idx')"
@@ -69,30 +70,6 @@ def report():
     for case, results in MATRIX.items():
         sums = [sum(r[i] for r in results) for i in range(3)]
         print(f"{case:<35}{len(results):>6}" + "".join(f"{n:>6}" for n in sums))
-
-def writers(cluster, dbname, stop, committed, count=3, insert="INSERT INTO items VALUES (%s, 0, %s)",
-            batch=lambda w, n: clustered(20, seed=w)):
-    """Sessions inserting batches of 20 rows (`batch(writer, rows written
-    so far)`, by `insert` with each row's id first), recording the ids
-    whose COMMIT returned; a batch cut by the crash may or may not have
-    committed."""
-    def run(w):
-        n = 0
-        try:
-            with cluster.connect(dbname) as c:
-                register_vector(c)
-                while not stop.is_set():
-                    ids = [1_000_000 * (w + 1) + n + i for i in range(20)]
-                    with c.transaction(), c.cursor() as cur:
-                        cur.executemany(insert, list(zip(ids, batch(w, n))))
-                    committed.update(ids)
-                    n += 20
-        except psycopg.Error:
-            pass  # the crash
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(count)]
-    for t in threads:
-        t.start()
-    return threads
 
 
 def files(directory):

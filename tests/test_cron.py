@@ -8,7 +8,7 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from conftest import Cluster
-from test_index import load
+from helpers import load
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,8 @@ import re
 import pytest
 
 from conftest import ROOT, pgvector_installable
+from helpers import milvus_scan_line
+
 
 USAGE = ROOT / "docs" / "usage.md"
 
@@ -91,9 +93,7 @@ def test_the_explain_line_names_what_explain_prints(overview):
     db.execute("SELECT * FROM milvus_flush('items_embedding_idx')")
     shown = transcript("Milvus Scan:").strip()
     db.execute("SET enable_seqscan = off")  # two rows
-    plan = [r[0] for r in db.execute(
-        "EXPLAIN (ANALYZE) SELECT id FROM items ORDER BY embedding <-> '[3,1,2]' LIMIT 5")]
-    [line] = [p for p in plan if p.startswith("Milvus Scan:")]
+    line = milvus_scan_line(db, "SELECT id FROM items ORDER BY embedding <-> '[3,1,2]' LIMIT 5")
     assert re.findall(r"(\w+)=", line) == re.findall(r"(\w+)=", shown)
     assert line.split(": ")[1] == "items_embedding_idx"
 

@@ -13,7 +13,9 @@ import threading
 import psycopg
 import pytest
 
-from conftest import PG_MAJOR, Cluster, replayed
+from conftest import Cluster, PG_MAJOR, replayed
+from helpers import milvus_scan
+
 
 DIMS = 8
 ROWS = 6000
@@ -91,13 +93,6 @@ def statement(where, limit=10):
     return f"SELECT id FROM items WHERE {where} ORDER BY embedding <-> '{QUERY}' LIMIT {limit}"
 
 
-def scan_counters(db, where):
-    """The Milvus Scan line's counters of EXPLAIN ANALYZE of `where`."""
-    plan = [r[0] for r in db.execute("EXPLAIN (ANALYZE, COSTS OFF) " + statement(where))]
-    [line] = [p for p in plan if p.startswith("Milvus Scan:")]
-    return {k: int(v) for k, v in (kv.split("=") for kv in line.split(": ", 2)[2].split())}
-
-
 def answers(db, where, limit=10):
     """(the index's rows, a sequential scan's, the plan), the index
     forced. Rows come as (distance, id), ties in distance by id."""
@@ -165,13 +160,13 @@ def test_explain_shows_the_pushed_keys_and_what_the_filter_did(items):
     db.execute("SET enable_seqscan = off")
     plan = [r[0] for r in db.execute("EXPLAIN (ANALYZE, COSTS OFF) " + statement("tenant = 17"))]
     assert any("Index Cond: (tenant = 17)" in line for line in plan), plan
-    counters = scan_counters(db, "tenant = 17")
+    counters = milvus_scan(db, statement("tenant = 17"))
     # 1% of the rows pass: every segment measures its passing rows.
     passing = db.execute("SELECT count(*) FROM items WHERE tenant = 17 AND embedding IS NOT NULL").fetchone()[0]
     assert (counters["filtered"], counters["matched"], counters["walked"]) == (1, passing, 0), counters
     assert counters["measured"] >= 1
     # A tenant no segment holds: the statistics skip every segment.
-    counters = scan_counters(db, "tenant = 5000")
+    counters = milvus_scan(db, statement("tenant = 5000"))
     assert (counters["skipped"], counters["matched"]) == (1, 0), counters
 
 
@@ -362,7 +357,7 @@ def test_clustering_puts_each_tenant_in_few_segments(db):
     db.execute("SET enable_seqscan = off")
     # CREATE INDEX writes the table's rows in their order: every tenant in
     # every segment.
-    assert scan_counters(db, "tenant = 17")["skipped"] == 0
+    assert milvus_scan(db, statement("tenant = 17"))["skipped"] == 0
     [(plan,)] = db.execute("SELECT plan FROM milvus_compact('items_idx', dry_run => true)").fetchall()
     assert plan == "cluster 4 segments [1, 2, 3, 4] into 4 of 12000 rows by their ranges", plan
     [(_, output)] = db.execute("SELECT plan, output_segment FROM milvus_compact('items_idx')").fetchall()
@@ -372,9 +367,9 @@ def test_clustering_puts_each_tenant_in_few_segments(db):
     assert [s for s, _ in segments] == [output, output + 1, output + 2, output + 3], segments
     assert all(r == "clustering of [1, 2, 3, 4]" for _, r in segments), segments
     for tenant in (1, 17, 99):
-        counters = scan_counters(db, f"tenant = {tenant}")
+        counters = milvus_scan(db, statement(f"tenant = {tenant}"))
         assert counters["skipped"] == 3, (tenant, counters)
-    assert scan_counters(db, "tenant IS NULL")["skipped"] == 3
+    assert milvus_scan(db, statement("tenant IS NULL"))["skipped"] == 3
     for where in ("tenant = 17", "tenant < 3", "tenant BETWEEN 40 AND 45", "tenant IS NULL", "tenant <> 5"):
         got, want, plan = answers(db, where, 50)
         assert same(got, want) and len(got) == 50, (where, plan)
@@ -384,10 +379,10 @@ def test_clustering_puts_each_tenant_in_few_segments(db):
     # clustered rows (3,000) is due a second clustering of everything.
     load(12001, 3000)
     db.execute("SELECT * FROM milvus_flush('items_idx')")
-    assert scan_counters(db, "tenant = 17")["skipped"] <= 3
+    assert milvus_scan(db, statement("tenant = 17"))["skipped"] <= 3
     plans = [r[0] for r in db.execute("SELECT plan FROM milvus_compact('items_idx')")]
     assert [p for p in plans if p.startswith("cluster ")], plans
-    assert scan_counters(db, "tenant = 17")["skipped"] >= 3
+    assert milvus_scan(db, statement("tenant = 17"))["skipped"] >= 3
     got, want, _ = answers(db, "tenant = 17", 400)
     assert same(got, want) and len(got) == db.execute("SELECT count(*) FROM items WHERE tenant = 17").fetchone()[0]
 

@@ -6,6 +6,8 @@ scans. The reproduction of each defect a new user found comes first."""
 import psycopg
 import pytest
 
+from helpers import milvus_scan, milvus_scan_line
+
 FAR = "[30,0,0,0,0,0,0,0]"
 
 
@@ -199,18 +201,12 @@ def test_vacuum_and_build_give_free_pages_back(cluster, db):
 
 def test_explain_analyze_shows_what_the_scan_did(f):
     f.execute("SET enable_seqscan = off")
-    lines = [r[0] for r in f.execute(
-        f"EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM f WHERE tag = 1 ORDER BY v <-> '{FAR}' LIMIT 10").fetchall()]
-    milvus = [line for line in lines if line.startswith("Milvus Scan: f_idx:")]
-    assert len(milvus) == 1, lines
-    fields = dict(kv.split("=") for kv in milvus[0].split(": ", 2)[2].split())
+    fields = milvus_scan(f, f"SELECT id FROM f WHERE tag = 1 ORDER BY v <-> '{FAR}' LIMIT 10", "f_idx")
     # One flushed segment (the build's), searched in rounds, then exactly.
-    assert fields["scans"] == "1" and fields["segments"] == "1" and fields["page_rows"] == "0", fields
-    assert int(fields["rounds"]) >= 1 and fields["exact"] == "1" and int(fields["offered"]) > 10_000, fields
+    assert fields["scans"] == 1 and fields["segments"] == 1 and fields["page_rows"] == 0, fields
+    assert fields["rounds"] >= 1 and fields["exact"] == 1 and fields["offered"] > 10_000, fields
     # An unfiltered LIMIT: one round, no exact tail.
-    lines = [r[0] for r in f.execute(
-        f"EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM f ORDER BY v <-> '{FAR}' LIMIT 10").fetchall()]
-    line = next(line for line in lines if line.startswith("Milvus Scan"))
+    line = milvus_scan_line(f, f"SELECT id FROM f ORDER BY v <-> '{FAR}' LIMIT 10")
     # The segment's codes found ef_search (40) rows, re-ranked exactly.
     assert "rounds=1 exact=0 offered=10 reranked=40" in line, line
     # Plain EXPLAIN runs nothing and says nothing more.

@@ -17,12 +17,10 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from test_index import METRICS, all_index_ids, check_search_quality, clustered, index_ids, load, near, objects_of, run_writers
-
-
-def segments(conn, index="items_idx"):
-    return conn.execute(
-        "SELECT segment_id, state, index_state, rows, deleted_rows FROM milvus_segments(%s) ORDER BY 1", (index,)).fetchall()
+from helpers import (
+    all_index_ids, check_search_quality, clustered, index_ids, load, METRICS, near, objects_of, run_writers,
+    segments,
+)
 
 
 @pytest.mark.parametrize("opclass", METRICS)

@@ -10,7 +10,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from test_index import load
+from helpers import load
 
 
 def files_under(path: Path):

@@ -9,32 +9,16 @@ import pytest
 from pgvector import HalfVector
 from pgvector.psycopg import register_vector
 
+from helpers import copy_rows, segment_rows, top10
+
 DIMS = 64
 METRICS = {"l2_ops": "<->", "ip_ops": "<#>", "cosine_ops": "<=>", "l1_ops": "<+>"}
 
 
-def load(conn, table, rows, start):
-    with conn.cursor().copy(f"COPY {table} (id, embedding) FROM STDIN") as copy:
-        for i, v in enumerate(rows):
-            copy.write_row((start + i, "[" + ",".join(f"{x:.4f}" for x in v) + "]"))
-
-
-def top10(conn, op, q, scan):
-    with conn.transaction():
-        conn.execute(f"SET LOCAL {scan} = off")
-        conn.execute("SET LOCAL milvus.ef_search = 400")
-        return [r[0] for r in conn.execute(f"SELECT id FROM h ORDER BY embedding {op} %s LIMIT 10", (HalfVector(q),))]
-
-
 def recall(conn, op, queries):
-    hits = sum(len(set(top10(conn, op, q, "enable_seqscan")) & set(top10(conn, op, q, "enable_indexscan")))
+    hits = sum(len(set(top10(conn, "h", op, HalfVector(q), off="enable_seqscan", ef_search=400)) & set(top10(conn, "h", op, HalfVector(q), off="enable_indexscan", ef_search=400)))
                for q in queries)
     return hits / (10 * len(queries))
-
-
-def live_segments(conn, index):
-    return conn.execute(
-        f"SELECT state, rows FROM milvus_segments('{index}') WHERE state <> 'dropped' ORDER BY segment_id").fetchall()
 
 
 @pytest.fixture
@@ -43,7 +27,7 @@ def data(db):
     db.execute(f"CREATE TABLE h (id bigint PRIMARY KEY, embedding halfvec({DIMS}))")
     rng = np.random.default_rng(16)
     rows = rng.standard_normal((5200, DIMS)).astype(np.float32)
-    load(db, "h", rows[:5000], 0)
+    copy_rows(db, "h", rows[:5000], 0)
     queries = rows[rng.integers(0, 5000, 20)] + np.float32(0.05) * rng.standard_normal((20, DIMS)).astype(np.float32)
     return db, rows, queries
 
@@ -53,8 +37,8 @@ def test_every_metric_answers_as_a_sequential_scan(data, suffix):
     conn, rows, queries = data
     op = METRICS[suffix]
     conn.execute(f"CREATE INDEX h_idx ON h USING milvus (embedding halfvec_{suffix})")
-    load(conn, "h", rows[5000:], 5000)  # growing rows, in pages as halves
-    assert live_segments(conn, "h_idx") == [("flushed", 5000), ("growing", 200)]
+    copy_rows(conn, "h", rows[5000:], 5000)  # growing rows, in pages as halves
+    assert segment_rows(conn, "h_idx") == [("flushed", 5000), ("growing", 200)]
     plan = "\n".join(r[0] for r in conn.execute(
         f"EXPLAIN SELECT id FROM h ORDER BY embedding {op} %s LIMIT 10", (HalfVector(queries[0]),)))
     assert "Index Scan using h_idx" in plan, plan
@@ -72,7 +56,7 @@ def test_every_metric_answers_as_a_sequential_scan(data, suffix):
 def test_half_the_bytes_of_a_vector_index(data):
     conn, rows, _ = data
     conn.execute(f"CREATE TABLE f (id bigint PRIMARY KEY, embedding vector({DIMS}))")
-    load(conn, "f", rows[:400], 0)
+    copy_rows(conn, "f", rows[:400], 0)
     conn.execute("DELETE FROM h WHERE id >= 400")
     conn.execute("CREATE INDEX h_idx ON h USING milvus (embedding halfvec_l2_ops)")
     conn.execute("CREATE INDEX f_idx ON f USING milvus (embedding vector_l2_ops)")
@@ -83,8 +67,8 @@ def test_half_the_bytes_of_a_vector_index(data):
     assert size == {"h_idx": 64 + 400 * (8 + 2 * DIMS), "f_idx": 64 + 400 * (8 + 4 * DIMS)}, size
     # Growing rows in pages: 58 a page against 30 (each row also has its
     # 8-byte key and 4-byte line pointer).
-    load(conn, "h", rows[400:1400], 400)
-    load(conn, "f", rows[400:1400], 400)
+    copy_rows(conn, "h", rows[400:1400], 400)
+    copy_rows(conn, "f", rows[400:1400], 400)
     pages = {i: conn.execute(f"SELECT pages FROM milvus_index_pages('{i}') WHERE kind = 'growing'").fetchone()[0]
              for i in ("h_idx", "f_idx")}
     assert pages == {"h_idx": -(-1000 // 58), "f_idx": -(-1000 // 30)}, pages
@@ -104,13 +88,13 @@ def test_deletes_merges_and_a_crash(cluster, data):
     assert recall(conn, "<=>", queries) >= 0.98
 
     # Growing halfvec rows are WAL-logged like any: durable across kill -9.
-    load(conn, "h", rows[5000:], 5000)
+    copy_rows(conn, "h", rows[5000:], 5000)
     conn.close()
     cluster.crash()
     cluster.restart()
     conn = cluster.connect(dbname)
     register_vector(conn)
-    assert [s for s in live_segments(conn, "h_idx") if s[0] == "growing"] == [("growing", 200)]
+    assert [s for s in segment_rows(conn, "h_idx") if s[0] == "growing"] == [("growing", 200)]
     with conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")
         for i in (5000, 5111, 5199):

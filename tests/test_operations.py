@@ -14,7 +14,8 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from conftest import CLUSTER, Cluster, DIMS, PG_BIN
-from test_index import all_index_ids, index_ids, load, near
+from helpers import all_index_ids, index_ids, load, near
+
 
 BIN = PG_BIN
 TAR_NAME_MAX = 99  # tar's limit on a member's name, which pg_basebackup keeps

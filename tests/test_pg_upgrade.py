@@ -19,15 +19,15 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 from pgvector.psycopg import register_vector
 
-from conftest import CLUSTER, DIMS, PG_BIN, Cluster
-from test_flush import segments
-from test_index import all_index_ids, check_search_quality, index_ids, load, near
-from test_s3 import BUCKET, bucket_keys, clear_local_cache, client, s3  # noqa: F401 (a fixture)
-from test_workers import all_flushed, jobs, wait_for
+from conftest import BUCKET, CLUSTER, Cluster, DIMS, PG_BIN
+from helpers import (
+    all_flushed, all_index_ids, bucket_keys, check_search_quality, clear_local_cache, client, index_ids, jobs, load,
+    near, segments, wait_for,
+)
+
 
 # The new cluster's workers, quick: seal after 2 idle seconds, collect
 # what the old cluster's merges dropped at once.

@@ -8,20 +8,18 @@ Run against pgvector itself where it is installed; elsewhere (CI) against
 tests/fixtures/pgvector_standin, an extension named `vector` with pgvector's
 type name, binary layout and distance functions."""
 
+import functools
 
 import numpy as np
 import psycopg
 import pytest
 
 from conftest import pgvector_installable
+from helpers import literal, top10
+
 
 DIMS = 16
 METRICS = {"l2_ops": "<->", "ip_ops": "<#>", "cosine_ops": "<=>", "l1_ops": "<+>"}
-
-
-
-def text(v) -> str:
-    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
 
 
 @pytest.fixture
@@ -44,14 +42,6 @@ def pgv(cluster):
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def ids(conn, op, q, scan, type_):
-    with conn.transaction():
-        conn.execute(f"SET LOCAL {scan} = off")
-        conn.execute("SET LOCAL milvus.ef_search = 400")
-        return [r[0] for r in conn.execute(
-            f"SELECT id FROM items ORDER BY embedding {op} %s::{type_} LIMIT 10", (text(q),))]
-
-
 @pytest.mark.parametrize("type_", ["vector", "halfvec"])
 def test_a_milvus_index_on_pgvector_columns_with_no_rewrite(pgv, type_):
     conn, which = pgv
@@ -64,7 +54,7 @@ def test_a_milvus_index_on_pgvector_columns_with_no_rewrite(pgv, type_):
     rows = rng.standard_normal((3200, DIMS)).astype(np.float32)
     with conn.cursor().copy("COPY items (id, embedding) FROM STDIN") as copy:
         for i, v in enumerate(rows[:3000]):
-            copy.write_row((i, text(v)))
+            copy.write_row((i, literal(v)))
     table = conn.execute("SELECT pg_relation_filenode('items')").fetchone()[0]
     queries = rows[rng.integers(0, 3000, 20)] + 0.05 * rng.standard_normal((20, DIMS)).astype(np.float32)
 
@@ -74,15 +64,15 @@ def test_a_milvus_index_on_pgvector_columns_with_no_rewrite(pgv, type_):
         assert conn.execute("SELECT pg_relation_filenode('items')").fetchone()[0] == table, "no table rewrite"
         conn.execute("SELECT * FROM milvus.milvus_flush('items_idx')")
         for i, v in enumerate(rows[3000:], start=3000):  # growing rows too
-            conn.execute(f"INSERT INTO items VALUES (%s, %s::{type_})", (i, text(v)))
+            conn.execute(f"INSERT INTO items VALUES (%s, %s::{type_})", (i, literal(v)))
         states = conn.execute(
             "SELECT state, rows FROM milvus.milvus_segments('items_idx') ORDER BY segment_id").fetchall()
         assert states == [("flushed", 3000), ("growing", 200)], states
         plan = "\n".join(r[0] for r in conn.execute(
-            f"EXPLAIN SELECT id FROM items ORDER BY embedding {op} %s::{type_} LIMIT 10", (text(queries[0]),)))
+            f"EXPLAIN SELECT id FROM items ORDER BY embedding {op} %s::{type_} LIMIT 10", (literal(queries[0]),)))
         assert "Index Scan using items_idx" in plan, plan
-        hits = sum(len(set(ids(conn, op, q, "enable_seqscan", type_)) & set(ids(conn, op, q, "enable_indexscan", type_)))
-                   for q in queries)
+        nearest = functools.partial(top10, conn, "items", op, cast=f"::{type_}", ef_search=400)
+        hits = sum(len(set(nearest(literal(q))) & set(nearest(literal(q), off="enable_indexscan"))) for q in queries)
         assert hits / (10 * len(queries)) >= 0.98, (which, opclass, hits)
         conn.execute("DROP INDEX items_idx")
         conn.execute("DELETE FROM items WHERE id >= 3000")

@@ -8,23 +8,17 @@ REINDEX or compaction."""
 import numpy as np
 import pytest
 
-from test_index import load, near, objects_of
+from helpers import literal, load, milvus_scan, near, objects_of
+
 
 METRICS = {"vector_l2_ops": "<->", "vector_ip_ops": "<#>", "vector_cosine_ops": "<=>"}
 
 
-def literal(v):
-    return "[" + ",".join(repr(float(x)) for x in v) + "]"
-
-
-def milvus_scan(conn, op, q):
-    """The EXPLAIN (ANALYZE) `Milvus Scan` counters of one top-10 query."""
+def reranked(conn, op, q):
+    """Rows the index re-ranked on their vectors answering the top 10 of `q`."""
     with conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")
-        lines = [r[0] for r in conn.execute(
-            f"EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM items ORDER BY embedding {op} '{literal(q)}' LIMIT 10")]
-    line = next(line for line in lines if line.startswith("Milvus Scan"))
-    return dict(kv.split("=") for kv in line.split(": ", 2)[2].split())
+        return milvus_scan(conn, f"SELECT id FROM items ORDER BY embedding {op} '{literal(q)}' LIMIT 10")["reranked"]
 
 
 def recall(conn, op, queries):
@@ -56,13 +50,13 @@ def test_codes_find_what_the_rows_find(conn, opclass):
     for q in queries[:5]:
         in_exact_order(conn, op, q)
     q = queries[0]
-    assert int(milvus_scan(conn, op, q)["reranked"]) == 20, "ef_search rows re-ranked on the rows"
+    assert reranked(conn, op, q) == 20, "ef_search rows re-ranked on the rows"
     coded = recall(conn, op, queries)
 
     conn.execute("ALTER INDEX items_idx SET (quantization = none)")
-    assert int(milvus_scan(conn, op, q)["reranked"]) == 20, "segments keep their codes until rewritten"
+    assert reranked(conn, op, q) == 20, "segments keep their codes until rewritten"
     conn.execute("REINDEX INDEX items_idx")
-    assert milvus_scan(conn, op, q)["reranked"] == "0", "no codes: the graph is walked on the rows"
+    assert reranked(conn, op, q) == 0, "no codes: the graph is walked on the rows"
     plain = recall(conn, op, queries)
     assert coded >= plain - 0.02, f"recall {coded} with codes, {plain} without"
 
@@ -92,20 +86,20 @@ def test_rabitq_codes_find_what_the_rows_find(cluster, conn, opclass):
         exact = dict(conn.execute(f"SELECT id, embedding {op} %s FROM items WHERE id = ANY(%s)",
                                   (q, [i for i, _ in got])).fetchall())
         assert all(exact[i] == d for i, d in got), "exact distances, not estimates"
-    assert int(milvus_scan(conn, op, queries[0])["reranked"]) == 80, "twice ef_search re-ranked"
+    assert reranked(conn, op, queries[0]) == 80, "twice ef_search re-ranked"
     coded = recall(conn, op, queries)
 
     conn.execute("ALTER INDEX items_idx SET (quantization = none)")
     conn.execute("REINDEX INDEX items_idx")
-    assert milvus_scan(conn, op, queries[0])["reranked"] == "0"
+    assert reranked(conn, op, queries[0]) == 0
     plain = recall(conn, op, queries)
     assert coded >= plain - 0.02, f"recall {coded} with RaBitQ codes, {plain} without"
     conn.execute("ALTER INDEX items_idx SET (quantization = rabitq)")
     conn.execute("REINDEX INDEX items_idx")
-    assert int(milvus_scan(conn, op, queries[0])["reranked"]) == 80, "rabitq by name"
+    assert reranked(conn, op, queries[0]) == 80, "rabitq by name"
     conn.execute("ALTER INDEX items_idx SET (quantization = sq8)")
     conn.execute("REINDEX INDEX items_idx")
-    assert int(milvus_scan(conn, op, queries[0])["reranked"]) == 40, "sq8 by name"
+    assert reranked(conn, op, queries[0]) == 40, "sq8 by name"
     # Back to the default: the segments flushed from now on get RaBitQ
     # codes beside the sq8 ones, and a scan walks each by its own. (A
     # flush builds a graph past 4,096 rows: one growing segment of 5,000.)
@@ -126,7 +120,7 @@ def test_rabitq_codes_find_what_the_rows_find(cluster, conn, opclass):
         assert any(i >= n for i, _ in got), "the new segment's rows are found"
     assert recall(conn, op, queries) >= plain - 0.02
     conn.execute("REINDEX INDEX items_idx")
-    assert int(milvus_scan(conn, op, queries[0])["reranked"]) == 80, "the default again"
+    assert reranked(conn, op, queries[0]) == 80, "the default again"
 
     # halfvec rows code as their floats do.
     conn.execute("DROP INDEX items_idx")

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from test_flush import segments
-from test_index import all_index_ids, index_ids, load, near, objects_of
+from helpers import all_index_ids, index_ids, load, near, objects_of, segments
+
 
 CACHE = Path("data") / "pg_milvus" / "pgsql_tmp_cache" / "objects"
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import DIMS
+from helpers import literal
 
 
 def load_uniform(conn, n, seed, start_id=0):
@@ -18,11 +19,6 @@ def load_uniform(conn, n, seed, start_id=0):
         for i, v in enumerate(data):
             copy.write_row((start_id + i, (start_id + i) % 10, v))
     return data
-
-
-def literal(v):
-    """A vector as SQL text that parses back to the same float4 values."""
-    return "[" + ",".join(repr(float(x)) for x in v) + "]"
 
 
 def measured(conn, query, exact_ids):

@@ -23,8 +23,7 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from conftest import CLUSTER, Cluster, replayed
-from test_copies import empty_cache
-from test_index import all_index_ids, index_ids, load, near, objects_of
+from helpers import all_index_ids, clear_local_cache, index_ids, load, near, objects_of
 
 
 def promoted(conn):
@@ -174,7 +173,7 @@ def test_standbys_and_restored_backups_answer_like_the_primary():
             # says so; so does the first search that loads it.
             for check in ("verify", "search"):
                 damaged = damage_a_file(standby)
-                empty_cache(standby)
+                clear_local_cache(standby)
                 with standby.connect() as s:
                     register_vector(s)
                     warnings = []

@@ -4,14 +4,9 @@ credential settings hidden from everyone but superusers, an outage in the
 middle of work, corrupt and vanished objects, malformed URLs; and the local
 cache under a small bound."""
 
-import signal
 import threading
-import socket
-import subprocess
 import time
-import urllib.request
 
-import boto3
 import numpy as np
 import psycopg
 import pytest
@@ -19,73 +14,11 @@ from pgvector.psycopg import register_vector
 
 from pathlib import Path
 
-from conftest import DIMS, ROOT, Cluster, replayed
-from test_flush import segments
-from test_index import METRICS, all_index_ids, check_search_quality, index_ids, load, near, objects_of
-from test_quantization import literal
-
-BUCKET = "milvus-test"
-
-
-class S3Server:
-    """A moto server; `pause()` freezes it (SIGSTOP): connections are
-    accepted by the kernel and never answered, as with a hung or
-    partitioned S3 endpoint. `resume()` lets it go on, objects intact."""
-
-    def __init__(self, proc, endpoint):
-        self.proc, self.endpoint = proc, endpoint
-
-    def pause(self):
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self):
-        self.proc.send_signal(signal.SIGCONT)
-
-
-@pytest.fixture(scope="module")
-def s3():
-    """A moto S3 server on a free loopback port, with the test bucket."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while True:
-        try:
-            urllib.request.urlopen(endpoint, timeout=1)
-            break
-        except OSError:
-            if time.time() > deadline:
-                proc.kill()
-                raise
-            time.sleep(0.2)
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT"), timeout=5)
-    server = S3Server(proc, endpoint)
-    yield server
-    server.resume()
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
-def use_s3(conn, s3, prefix):
-    conn.execute(f"SET milvus.storage_url = 's3://{BUCKET}/{prefix}'")
-    for name, value in [("s3_endpoint", s3.endpoint), ("s3_region", "us-east-1"),
-                        ("s3_access_key_id", "testing"), ("s3_secret_access_key", "testing-secret")]:
-        conn.execute(f"SET milvus.{name} = '{value}'")
-    conn.execute("SET milvus.s3_allow_http = on")
-    conn.execute("SET milvus.s3_path_style = on")
-
-
-def client(s3):
-    return boto3.client("s3", endpoint_url=s3.endpoint, region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing-secret")
-
-
-def bucket_keys(s3):
-    pages = client(s3).get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
-    return sorted(o["Key"] for p in pages for o in p.get("Contents", []))
+from conftest import BUCKET, Cluster, DIMS, replayed
+from helpers import (
+    all_index_ids, bucket_keys, check_search_quality, clear_local_cache, client, connect_s3, index_ids, literal,
+    load, METRICS, milvus_scan_line, near, objects_of, segments, use_s3,
+)
 
 
 @pytest.mark.parametrize("store", ["local", "s3"])
@@ -161,20 +94,6 @@ def test_s3_credentials_are_hidden_from_other_users(conn):
     finally:
         conn.execute("RESET ROLE")
         conn.execute("DROP ROLE milvus_reader")
-
-
-def clear_local_cache(cluster):
-    """Empties the local segment cache, as on a fresh replica."""
-    objects = Path(cluster.host) / "data" / "pg_milvus" / "pgsql_tmp_cache" / "objects"
-    for p in objects.iterdir():
-        p.unlink()
-
-
-def connect_s3(cluster, dbname, s3, prefix):
-    c = cluster.connect(dbname)
-    register_vector(c)
-    use_s3(c, s3, prefix)
-    return c
 
 
 def test_storage_outage_mid_work_fails_clearly_and_recovers(cluster, conn, s3):
@@ -329,10 +248,8 @@ def test_an_index_larger_than_the_cache_reads_rows_by_range(cluster, conn, s3, s
             if store == "s3":
                 use_s3(c, s3, "by-range")
             got = [index_ids(c, "<->", q, 10) for q in queries]
-            plan = [r[0] for r in c.execute(
-                f"EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM items ORDER BY embedding <-> '{literal(queries[0])}' "
-                "LIMIT 10").fetchall()]
-            line = next(line for line in plan if line.startswith("Milvus Scan: items_idx:"))
+            line = milvus_scan_line(
+                c, f"SELECT id FROM items ORDER BY embedding <-> '{literal(queries[0])}' LIMIT 10", "items_idx")
             every = sorted(all_index_ids(c))
             stats = c.execute("SELECT hits, misses, evictions, cached_bytes, capacity_bytes FROM milvus_cache_stats()").fetchone()
             return got, line, every, stats

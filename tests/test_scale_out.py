@@ -19,6 +19,8 @@ import psycopg
 import pytest
 
 from conftest import CLUSTER, Cluster
+from helpers import literal, top10
+
 
 HELPER = Path(__file__).resolve().parent.parent / "docs" / "scale-out" / "sharded_search.sql"
 SHARDS = 3
@@ -51,8 +53,9 @@ def servers():
         s.stop()
 
 
-def text(v):
-    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
+def nearest(c, table, op, q, where=""):
+    """The index's top 10 of `table` on this server, `q` sent as text."""
+    return top10(c, table, op, literal(q), cast="::vector", where=where)
 
 
 def create(coordinator, shards, opclass):
@@ -75,15 +78,8 @@ def create(coordinator, shards, opclass):
     for table in ("items", "single"):  # through the parent: routed to the shards
         with c.cursor() as cur:
             cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s::vector)",
-                            [(i, i % 10, text(v)) for i, v in enumerate(rows)])
+                            [(i, i % 10, literal(v)) for i, v in enumerate(rows)])
     return c, rows
-
-
-def top10(c, table, op, q, where=""):
-    with c.transaction():
-        c.execute("SET LOCAL enable_seqscan = off")
-        return [r[0] for r in c.execute(
-            f"SELECT id FROM {table} {where} ORDER BY embedding {op} %s::vector LIMIT 10", (text(q),))]
 
 
 def per_shard_sql(op):
@@ -96,14 +92,14 @@ def per_shard_sql(op):
 
 
 def per_shard(c, op, q):
-    return [r[0] for r in c.execute(per_shard_sql(op), {"q": text(q)})]
+    return [r[0] for r in c.execute(per_shard_sql(op), {"q": literal(q)})]
 
 
 def helper(c, op, q):
     """docs/scale-out/sharded_search.sql: each shard's (id, distance) only."""
     remote = f"SELECT id, embedding {op} %1$s::vector AS distance FROM items ORDER BY distance LIMIT %2$s"
     shards = [f"shard{i}" for i in range(SHARDS)]
-    return [r[0] for r in c.execute("SELECT id FROM sharded_search(%s::vector, 10, %s, %s)", (text(q), shards, remote))]
+    return [r[0] for r in c.execute("SELECT id FROM sharded_search(%s::vector, 10, %s, %s)", (literal(q), shards, remote))]
 
 
 @pytest.mark.parametrize("opclass", METRICS)
@@ -119,15 +115,15 @@ def test_sharded_answers_are_one_servers(servers, opclass):
     assert sum(counts) == ROWS and min(counts) > ROWS // SHARDS // 2, counts
     queries = rows[:20] + np.float32(0.05)
     for q in queries:
-        want = top10(c, "single", op, q)
-        assert top10(c, "items", op, q) == want
+        want = nearest(c, "single", op, q)
+        assert nearest(c, "items", op, q) == want
         assert per_shard(c, op, q) == want
         assert helper(c, op, q) == want
     plan = "\n".join(r[0] for r in c.execute(
         f"EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM items ORDER BY embedding {op} %s::vector LIMIT 10",
-        (text(queries[0]),)))
+        (literal(queries[0]),)))
     assert plan.count("Foreign Scan") == SHARDS and "ORDER BY (embedding OPERATOR(public." in plan, plan
-    plan = "\n".join(r[0] for r in c.execute(f"EXPLAIN (VERBOSE, COSTS OFF) {per_shard_sql(op)}", {"q": text(queries[0])}))
+    plan = "\n".join(r[0] for r in c.execute(f"EXPLAIN (VERBOSE, COSTS OFF) {per_shard_sql(op)}", {"q": literal(queries[0])}))
     assert plan.count("Async Foreign Scan") == SHARDS and plan.count("LIMIT 10::bigint") == SHARDS, plan
     c.close()
 
@@ -153,11 +149,11 @@ def test_deletes_filters_a_shard_down_and_a_standby(servers):
             assert [r[0] for r in sc.execute("SELECT state FROM milvus_segments('items_idx') ORDER BY 1")] == [
                 "flushed", "growing"]
     for q in queries:
-        got = top10(c, "items", "<->", q)
-        assert got == top10(c, "single", "<->", q) and not any(i % 5 == 1 for i in got)
+        got = nearest(c, "items", "<->", q)
+        assert got == nearest(c, "single", "<->", q) and not any(i % 5 == 1 for i in got)
         # A filter keeping a tenth of the rows still fills its LIMIT.
-        filtered = top10(c, "items", "<->", q, "WHERE category = 3")
-        assert len(filtered) == 10 and filtered == top10(c, "single", "<->", q, "WHERE category = 3")
+        filtered = nearest(c, "items", "<->", q, "WHERE category = 3")
+        assert len(filtered) == 10 and filtered == nearest(c, "single", "<->", q, "WHERE category = 3")
 
     # A standby of a shard answers as its primary does.
     standby = Cluster.standby_of("shard0_standby", shards[0])
@@ -169,7 +165,7 @@ def test_deletes_filters_a_shard_down_and_a_standby(servers):
                 assert time.time() < deadline, "the standby did not catch up"
                 time.sleep(0.1)
             for q in queries:
-                assert top10(s, "items", "<->", q) == top10(p, "items", "<->", q)
+                assert nearest(s, "items", "<->", q) == nearest(p, "items", "<->", q)
     finally:
         subprocess.run([CLUSTER, "stop", "shard0_standby"], check=True)
 
@@ -177,13 +173,13 @@ def test_deletes_filters_a_shard_down_and_a_standby(servers):
     shards[2].stop()
     try:
         with pytest.raises(psycopg.OperationalError, match="shard2|connect"):
-            top10(c, "items", "<->", queries[0])
+            nearest(c, "items", "<->", queries[0])
         with pytest.raises(psycopg.Error, match="shard2|connect"):
             helper(c, "<->", queries[0])
     finally:
         shards[2].restart()
     c.close()
     c = coordinator.connect()
-    assert top10(c, "items", "<->", queries[0]) == top10(c, "single", "<->", queries[0])
-    assert helper(c, "<->", queries[0]) == top10(c, "single", "<->", queries[0]), "the helper reconnects"
+    assert nearest(c, "items", "<->", queries[0]) == nearest(c, "single", "<->", queries[0])
+    assert helper(c, "<->", queries[0]) == nearest(c, "single", "<->", queries[0]), "the helper reconnects"
     c.close()

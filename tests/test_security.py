@@ -11,7 +11,7 @@ from psycopg import sql
 import pytest
 
 from conftest import sharedir
-from test_index import load
+from helpers import load
 
 
 @pytest.fixture

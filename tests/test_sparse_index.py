@@ -14,8 +14,8 @@ import pytest
 from pgvector import SparseVector
 from pgvector.psycopg import register_vector
 
-from test_crash import writers
-from test_halfvec_index import live_segments
+from helpers import segment_rows, top10, writers
+
 
 VOCAB = 3000
 METRICS = {"l2_ops": "<->", "ip_ops": "<#>", "cosine_ops": "<=>", "l1_ops": "<+>"}
@@ -40,19 +40,12 @@ def load(conn, rows, start):
             copy.write_row((start + i, v))
 
 
-def top10(conn, op, q, scan):
-    """The ten nearest ids, and their distances."""
-    with conn.transaction():
-        conn.execute(f"SET LOCAL {scan} = off")
-        return conn.execute(f"SELECT id, terms {op} %s FROM s ORDER BY terms {op} %s, id LIMIT 10", (q, q)).fetchall()
-
-
 def assert_exact(conn, op, queries):
     """Every query answered by the index as by a sequential scan: the same
     distances in the same order, and the same rows wherever the distances
     are not tied at the cut."""
     for q in queries:
-        seq, idx = top10(conn, op, q, "enable_seqscan"), top10(conn, op, q, "enable_indexscan")
+        seq, idx = top10(conn, "s", op, q, off="enable_seqscan", column="terms", distances=True), top10(conn, "s", op, q, off="enable_indexscan", column="terms", distances=True)
         assert [d for _, d in idx] == pytest.approx([d for _, d in seq], rel=1e-6, abs=1e-6), (op, q)
         tie = seq[-1][1]
         assert {i for i, d in idx if d != tie} == {i for i, d in seq if d != tie}, (op, q)
@@ -75,7 +68,7 @@ def test_every_metric_answers_exactly_as_a_sequential_scan(data, suffix):
     op = METRICS[suffix]
     conn.execute(f"CREATE INDEX s_idx ON s USING milvus (terms sparsevec_{suffix})")
     load(conn, rows[4000:], 4000)  # growing rows, in pages
-    assert live_segments(conn, "s_idx") == [("flushed", 4000), ("growing", 300)]
+    assert segment_rows(conn, "s_idx") == [("flushed", 4000), ("growing", 300)]
     plan = "\n".join(r[0] for r in conn.execute(
         f"EXPLAIN SELECT id FROM s ORDER BY terms {op} %s LIMIT 10", (queries[0],)))
     assert "Index Scan using s_idx" in plan, plan
@@ -108,11 +101,11 @@ def test_flush_delete_merge_and_crash(cluster, data):
     conn, rows, queries = data
     dbname = conn.info.dbname
     conn.execute("CREATE INDEX s_idx ON s USING milvus (terms sparsevec_ip_ops) WITH (segment_max_rows = 2000)")
-    assert live_segments(conn, "s_idx") == [("flushed", 2000), ("flushed", 2000), ("growing", 0)]
+    assert segment_rows(conn, "s_idx") == [("flushed", 2000), ("flushed", 2000), ("growing", 0)]
     # Growing rows, flushed by hand into a third segment.
     load(conn, rows[4000:4200], 4000)
     conn.execute("SELECT milvus_flush('s_idx')")
-    assert [r for r in live_segments(conn, "s_idx") if r[0] == "flushed"][-1] == ("flushed", 200)
+    assert [r for r in segment_rows(conn, "s_idx") if r[0] == "flushed"][-1] == ("flushed", 200)
     kinds = conn.execute("SELECT DISTINCT index_state FROM milvus_segments('s_idx') WHERE state = 'flushed'").fetchall()
     assert kinds == [("ready",)], "every sealed segment has its inverted index"
     assert_exact(conn, "<#>", queries)
@@ -134,7 +127,7 @@ def test_flush_delete_merge_and_crash(cluster, data):
     cluster.restart()
     conn = cluster.connect(dbname)
     register_vector(conn)
-    assert [s for s in live_segments(conn, "s_idx") if s[0] == "growing"] == [("growing", 100)]
+    assert [s for s in segment_rows(conn, "s_idx") if s[0] == "growing"] == [("growing", 100)]
     assert_exact(conn, "<#>", queries)
     # Every live row, each once: an index scan with no LIMIT runs to its end.
     with conn.transaction():
@@ -175,7 +168,7 @@ def test_a_table_wider_than_maintenance_work_mem_is_cut_by_bytes(data):
     conn.execute("SET maintenance_work_mem = '1MB'")
     conn.execute("CREATE INDEX s_idx ON s USING milvus (terms sparsevec_l2_ops) WITH (segment_max_rows = 100000)")
     conn.execute("RESET maintenance_work_mem")
-    flushed = [r for _, r in live_segments(conn, "s_idx")][:-1]
+    flushed = [r for _, r in segment_rows(conn, "s_idx")][:-1]
     # A row of 40 entries takes 8 (key) + 12 + 320 (words) + 8 (start) bytes.
     assert sum(flushed) == 4000 and max(flushed) == 1048576 // 348, flushed
 

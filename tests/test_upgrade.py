@@ -15,7 +15,8 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from conftest import sharedir
-from test_index import load
+from helpers import load
+
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EARLIER = sorted(p.name.split("--")[1][:-4] for p in FIXTURES.glob("pg_milvus--*.sql") if p.name.count("--") == 1)

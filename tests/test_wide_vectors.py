@@ -14,6 +14,8 @@ import pytest
 from pgvector import HalfVector
 from pgvector.psycopg import register_vector
 
+from helpers import segment_rows, top10
+
 BATCH = 20
 
 
@@ -29,13 +31,6 @@ def insert(conn, rows, start, type_):
                             [(start + b + i, value(v, type_)) for i, v in enumerate(rows[b:b + BATCH])])
 
 
-def top10(conn, q, scan, type_):
-    with conn.transaction():
-        conn.execute(f"SET LOCAL {scan} = off")
-        return [r[0] for r in conn.execute(
-            "SELECT id FROM wide ORDER BY embedding <-> %s LIMIT 10", (value(q, type_),))]
-
-
 def every_id(conn, type_):
     with conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")
@@ -43,11 +38,6 @@ def every_id(conn, type_):
         q = np.zeros(conn.execute("SELECT vector_dims(embedding) FROM wide LIMIT 1").fetchone()[0], np.float32)
         return [r[0] for r in conn.execute(
             "SELECT id FROM wide ORDER BY embedding <-> %s LIMIT 100000", (value(q, type_),))]
-
-
-def segments(conn):
-    return conn.execute(
-        "SELECT state, rows FROM milvus_segments('wide_idx') WHERE state <> 'dropped' ORDER BY segment_id").fetchall()
 
 
 @pytest.mark.parametrize("type_,dims", [("vector", 3072), ("vector", 16000), ("halfvec", 16000)])
@@ -63,11 +53,11 @@ def test_wide_rows_are_indexed_flushed_searched_and_survive_a_crash(cluster, db,
     insert(conn, rows[:n], 0, type_)
     conn.execute("SELECT * FROM milvus_flush('wide_idx')")
     insert(conn, rows[n:], n, type_)
-    assert segments(conn) == [("flushed", n), ("growing", n)]
+    assert segment_rows(conn, "wide_idx") == [("flushed", n), ("growing", n)]
     queries = rows[rng.integers(0, 2 * n, 5)] + np.float32(0.01)
     # Segments under the brute-force size: the index answers exactly.
     for q in queries:
-        assert top10(conn, q, "enable_seqscan", type_) == top10(conn, q, "enable_indexscan", type_)
+        assert top10(conn, "wide", "<->", value(q, type_), off="enable_seqscan") == top10(conn, "wide", "<->", value(q, type_), off="enable_indexscan")
 
     # A session inserting wide rows in a transaction that never commits,
     # killed with the server while it writes their chunks.
@@ -98,17 +88,17 @@ def test_wide_rows_are_indexed_flushed_searched_and_survive_a_crash(cluster, db,
     # Every committed row, once; nothing of the insert the crash cut short.
     assert sorted(every_id(conn, type_)) == list(range(2 * n))
     for q in queries:
-        assert top10(conn, q, "enable_seqscan", type_) == top10(conn, q, "enable_indexscan", type_)
+        assert top10(conn, "wide", "<->", value(q, type_), off="enable_seqscan") == top10(conn, "wide", "<->", value(q, type_), off="enable_indexscan")
     # The aborted rows (whole, and the one cut short) stay in pages until
     # VACUUM, as any index's entries of dead tuples do.
-    assert segments(conn)[1][1] > n
+    assert segment_rows(conn, "wide_idx")[1][1] > n
     conn.execute("VACUUM wide")
-    assert segments(conn) == [("flushed", n), ("growing", n)]
+    assert segment_rows(conn, "wide_idx") == [("flushed", n), ("growing", n)]
     pages = dict(conn.execute("SELECT kind, pages FROM milvus_index_pages('wide_idx')").fetchall())
     assert pages["unreferenced"] == 0 and pages["released"] == 0, pages
     # The growing rows flush like any; the answers stay exact.
     conn.execute("SELECT * FROM milvus_flush('wide_idx')")
-    assert segments(conn) == [("flushed", n), ("flushed", n), ("growing", 0)]
+    assert segment_rows(conn, "wide_idx") == [("flushed", n), ("flushed", n), ("growing", 0)]
     for q in queries:
-        assert top10(conn, q, "enable_seqscan", type_) == top10(conn, q, "enable_indexscan", type_)
+        assert top10(conn, "wide", "<->", value(q, type_), off="enable_seqscan") == top10(conn, "wide", "<->", value(q, type_), off="enable_indexscan")
     conn.close()

@@ -17,8 +17,11 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from conftest import Cluster
-from test_flush import segments
-from test_index import ExactSearcher, all_index_ids, check_search_quality, load, near, objects_of, run_writers
+from helpers import (
+    all_flushed, all_index_ids, check_search_quality, ExactSearcher, jobs, live_segments, load, near, objects_of,
+    run_writers, segments, wait_for,
+)
+
 
 SETTINGS = [
     "milvus.naptime = 1",
@@ -34,37 +37,6 @@ def cluster():
     c = Cluster("workers", SETTINGS)
     yield c
     c.stop()
-
-
-def wait_for(check, what, timeout=60):
-    """Polls `check()` until it returns something truthy; returns that."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def jobs(conn, kind=None):
-    where = f"WHERE kind = '{kind}'" if kind else ""
-    return conn.execute(
-        f"SELECT kind, segments, state, reason, rows, error FROM milvus_jobs {where} ORDER BY job_id").fetchall()
-
-
-def live_segments(conn):
-    return [s for s in segments(conn) if s[1] != "dropped"]
-
-
-def all_flushed(conn):
-    """The live segments once every row is flushed (the growing segment
-    empty), else None. A compaction's output gets a newer id than the
-    growing segment, so the growing one is not always last."""
-    segs = live_segments(conn)
-    growing = [s for s in segs if s[1] == "growing"]
-    done = len(growing) == 1 and growing[0][3] == 0 and all(s[1] in ("growing", "flushed") for s in segs)
-    return segs if done else None
 
 
 def test_segments_seal_flush_and_get_indexed_by_themselves(cluster, conn):
