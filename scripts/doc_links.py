@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that every pointer into the docs leads somewhere.
 
-Four kinds of pointer, in the tracked sources, scripts, tests and docs:
+The pointers, in the tracked sources, scripts, tests and docs:
 
 - a path to a file of the repository, in a Markdown link `[text](path)`
   or written out as `docs/NAME.md`: the file must exist;
@@ -13,6 +13,9 @@ Four kinds of pointer, in the tracked sources, scripts, tests and docs:
   `crate::lifecycle::flush::seal`, in a comment or a doc): its modules
   must exist, and the item after them must be defined or re-exported
   there;
+- the drawing of the skin in docs/design.md ("Code: a pure core and a
+  thin skin") names every module of `src/` (its file's name, a folder's
+  for its `mod.rs`), so a module added is a module drawn;
 - a section cited by its heading, as the code and docs write it:
   `docs/NAME.md, "Heading"` or `docs/NAME.md ("Heading")`, or within one
   Markdown file `"Heading", below/above`: some heading of that file must
@@ -138,8 +141,26 @@ def skin_or_core(rel: Path) -> Path | None:
     return None
 
 
+def undrawn() -> list[str]:
+    """The modules of the skin docs/design.md's drawing does not name."""
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    start = design.find("## Code: a pure core and a thin skin")
+    drawing = re.search(r"```text\n(.*?)```", design[start:], re.S) if start >= 0 else None
+    if drawing is None:
+        return ["docs/design.md: no drawing of the code"]
+    missing = []
+    for path in sorted((ROOT / "src").rglob("*.rs")):
+        rel = path.relative_to(ROOT / "src")
+        if rel.parts[0] == "tests":
+            continue  # the #[pg_test] modules, drawn as one layer's note
+        name = path.parent.name if path.name == "mod.rs" else path.stem
+        if not re.search(rf"\b{re.escape(name)}\b", drawing.group(1)):
+            missing.append(f"docs/design.md: the drawing of the code does not name src/{rel}")
+    return missing
+
+
 def main() -> int:
-    broken = []
+    broken = undrawn()
     files = tracked()
     paths = [str(p.relative_to(ROOT)) for p in files] + [
         str(p.relative_to(ROOT)) for p in ROOT.joinpath(".ci").rglob("*") if p.is_file()

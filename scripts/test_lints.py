@@ -138,3 +138,10 @@ def test_other_projects_files_and_existing_items_pass(documented):
     )
     out = doc_links(documented)
     assert out.returncode == 0, out.stdout
+
+
+def test_a_module_the_drawing_does_not_name_fails(documented):
+    (documented / "src" / "lifecycle" / "rebalance.rs").write_text("//! Not drawn.\n")
+    out = doc_links(documented)
+    assert out.returncode == 1
+    assert "docs/design.md: the drawing of the code does not name src/lifecycle/rebalance.rs" in out.stdout, out.stdout

@@ -250,9 +250,8 @@ impl Key {
 /// A key on an integer column with [`column::Postings`] reads their lists
 /// when they name at most this share of the rows (half): a listed row's bit
 /// costs about what testing a row in order does, so the lists win below
-/// half (`make bench-core`, `filter_100k_ints`, 2026-12-07: over 100,000
-/// rows of 1,000 values, 1.5 us for 0.1%, 9.5 us for 10%, 32 us for 40%,
-/// against 63 to 85 us testing every row).
+/// half (`make bench-core`, `filter_100k_ints`; docs/benchmarks.md,
+/// "Constants and the measurements behind them").
 const POSTINGS_SHARE: usize = 2;
 
 /// The rows of an integer column, not NULL, whose value passes `test`,
