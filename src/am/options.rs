@@ -7,8 +7,9 @@
 //! `quantization` says what a segment's index file keeps beside its graph:
 //! `sq8` 8-bit codes of its rows, which searches walk the graph by
 //! (`milvus_core::quant`), `rabitq` RaBitQ codes of 4 bits a dimension,
-//! `none` nothing. Unset, it is `rabitq` from 256 dimensions and `sq8`
-//! below (`milvus_core::quant::RABITQ_FROM_DIMS`). Like `m`, it applies to
+//! `none` nothing. Unset, it is `rabitq` from 256 dimensions, `sq8` from 8
+//! and `none` below (`milvus_core::quant::RABITQ_FROM_DIMS`,
+//! `milvus_core::quant::CODES_FROM_DIMS`). Like `m`, it applies to
 //! segments flushed or compacted from then on.
 //!
 //! `growing_max_rows` is where the growing segment seals (the rows every
@@ -128,7 +129,7 @@ pub fn init() {
             RELOPT_KIND,
             c"quantization".as_ptr(),
             c"Codes kept beside each segment's graph, which searches walk it by: sq8 (8-bit codes), rabitq (RaBitQ, 4-bit) \
-                or none (unset: rabitq from 256 dimensions, sq8 below)"
+                or none (unset: rabitq from 256 dimensions, sq8 from 8, none below)"
                 .as_ptr(),
             members.as_mut_ptr(),
             QUANTIZATION_UNSET,

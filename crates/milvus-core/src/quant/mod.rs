@@ -11,7 +11,12 @@
 //! Unset, it is RaBitQ from [`RABITQ_FROM_DIMS`] dimensions and sq8 below:
 //! RaBitQ's error shrinks as dimensions grow (its bound goes as one over
 //! their square root), and below some hundreds of them it costs recall
-//! that sq8's does not (docs/benchmarks.md).
+//! that sq8's does not (docs/benchmarks.md). Below [`CODES_FROM_DIMS`]
+//! there are no codes: a row of a few floats is hardly more to read than
+//! its code, and a level of a byte is wider than the gaps between
+//! neighbours where many rows share a few dimensions (10,000 rows of 2
+//! dimensions under cosine lie some 10⁻⁴ radians apart, a level is some
+//! 4·10⁻³).
 //!
 //! A search walks the graph by the estimates and keeps its `ef` best;
 //! their exact distances, from the rows read in place, order the answer
@@ -38,11 +43,15 @@ pub const RABITQ_KEPT: usize = 2;
 /// RaBitQ codes rather than sq8 ones.
 pub const RABITQ_FROM_DIMS: usize = 256;
 
+/// Dimensions from which an index without a `quantization` option keeps
+/// codes at all.
+pub const CODES_FROM_DIMS: usize = 8;
+
 /// What an index keeps beside its graphs (its reloption `quantization`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Quantization {
     /// The option unset: RaBitQ codes from [`RABITQ_FROM_DIMS`]
-    /// dimensions, sq8 codes below.
+    /// dimensions, sq8 codes below, none below [`CODES_FROM_DIMS`].
     #[default]
     Auto,
     /// No codes: searches walk the graph on the rows.
@@ -58,7 +67,8 @@ impl Quantization {
     pub fn resolve(self, dims: usize) -> Quantization {
         match self {
             Quantization::Auto if dims >= RABITQ_FROM_DIMS => Quantization::RaBitQ,
-            Quantization::Auto => Quantization::Sq8,
+            Quantization::Auto if dims >= CODES_FROM_DIMS => Quantization::Sq8,
+            Quantization::Auto => Quantization::None,
             chosen => chosen,
         }
     }
@@ -200,6 +210,16 @@ mod tests {
                 Some(Codes::Sq8(_)) => assert!(dims < RABITQ_FROM_DIMS, "sq8 by default below"),
                 None => panic!("no codes by default"),
             }
+        }
+    }
+
+    #[test]
+    fn rows_of_a_few_dimensions_get_no_codes_by_default() {
+        for dims in [1, 2, CODES_FROM_DIMS - 1, CODES_FROM_DIMS] {
+            let rows = vec![0.5f32; 3 * dims];
+            let codes = |q| encode(q, Metric::Cosine, dims, &Vectors::F32(Cow::Borrowed(&rows)));
+            assert_eq!(codes(Quantization::Auto).is_some(), dims >= CODES_FROM_DIMS, "{dims} dimensions");
+            assert!(matches!(codes(Quantization::Sq8), Some(Codes::Sq8(_))), "asked for, sq8 at {dims}");
         }
     }
 

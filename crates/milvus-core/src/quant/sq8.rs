@@ -12,7 +12,8 @@
 //! (`q_i step_i` and `<q, low>`) computed once a search, the sum a
 //! byte-to-float kernel ([`dot_u8`]). Inner product is `-<q, ô>`; L2
 //! is `sqrt(|q|² - 2 <q, ô> + |ô|²)`, `|ô|²` kept beside each code; cosine
-//! codes the normalised rows, so its distance is `1 - <q, ô> / |q|`.
+//! codes the normalised rows and measures the angle to the code's own
+//! direction, `1 - <q, ô> / (|q| |ô|)`.
 
 use std::borrow::Cow;
 use std::sync::atomic::AtomicBool;
@@ -158,15 +159,19 @@ impl<'a> Sq8<'a> {
     pub fn distance(&self, query: &Prepared, row: u32) -> f32 {
         let record = self.record(row);
         let inner = query.base + dot_u8(&query.scaled, &record[..self.dims]);
+        let decoded_sq = || f32::from_le_bytes(record[record.len() - 4..].try_into().expect("4 bytes"));
         match self.metric {
             Metric::InnerProduct => -inner,
             // A zero query has no direction: NaN, as the exact distance.
             Metric::Cosine if query.zero => f32::NAN,
-            Metric::Cosine => 1.0 - inner,
-            _ => {
-                let decoded_sq = f32::from_le_bytes(record[record.len() - 4..].try_into().expect("4 bytes"));
-                (query.norm_sq - 2.0 * inner + decoded_sq).max(0.0).sqrt()
-            }
+            // The code of a normalised row is not of length 1: rounding
+            // each dimension moves its length by about as much as its
+            // direction, and where neighbours lie close (a few dimensions,
+            // many rows) that error in length would outweigh the angles
+            // between them. So the angle is taken from the code's own
+            // direction.
+            Metric::Cosine => 1.0 - inner / decoded_sq().sqrt(),
+            _ => (query.norm_sq - 2.0 * inner + decoded_sq()).max(0.0).sqrt(),
         }
     }
 
