@@ -7,11 +7,15 @@
 //! Text output is Postgres' own: each element by the shortest round-trip
 //! formatter `float4out` uses, as pgvector writes it.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 
 use milvus_core::vector;
 use pgrx::AnyNumeric;
+use pgrx::callconv::{BoxRet, FcInfo};
 use pgrx::datum::{Internal, UnboxDatum};
+use pgrx::pgrx_sql_entity_graph::metadata::{
+    ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable, TypeOrigin,
+};
 use pgrx::prelude::*;
 
 use super::{PgHalfvec, PgVector};
@@ -70,20 +74,55 @@ unsafe extern "C-unwind" {
 /// The most bytes one element's text takes (`-1.1754944e-38` and its sign).
 pub(super) const FLOAT_SHORTEST_DECIMAL_LEN: usize = 16;
 
-/// `[e1,e2,...]`, each element as `float4out` writes it, in one buffer
-/// sized for the widest text up front (pgvector's `vector_out`).
-fn format(values: impl ExactSizeIterator<Item = f32>) -> CString {
-    let mut out = Vec::<u8>::with_capacity(values.len() * (FLOAT_SHORTEST_DECIMAL_LEN + 1) + 3);
-    out.push(b'[');
-    for (i, v) in values.enumerate() {
-        if i > 0 {
-            out.push(b',');
+/// `[e1,e2,...]`, each element as `float4out` writes it, in one palloc'd
+/// buffer sized for the widest text up front (pgvector's `vector_out`).
+fn format(values: impl ExactSizeIterator<Item = f32>) -> OutputText {
+    let room = values.len() * (FLOAT_SHORTEST_DECIMAL_LEN + 1) + 3;
+    // SAFETY: palloc in the current memory context, the caller's (it
+    // raises an ERROR rather than return NULL); Postgres takes the text as
+    // the function's result.
+    let buffer = unsafe { pg_sys::palloc(room) }.cast::<u8>();
+    let mut len = 0;
+    // SAFETY: each write lies below `room` bytes at `buffer`: a bracket, at
+    // most FLOAT_SHORTEST_DECIMAL_LEN bytes and a comma per element, a
+    // bracket and the NUL. The memory is only written, never read, here.
+    unsafe {
+        buffer.write(b'[');
+        len += 1;
+        for (i, v) in values.enumerate() {
+            if i > 0 {
+                buffer.add(len).write(b',');
+                len += 1;
+            }
+            len += float_to_shortest_decimal_bufn(v, buffer.add(len).cast()) as usize;
         }
-        push_float(&mut out, v);
+        buffer.add(len).write(b']');
+        buffer.add(len + 1).write(0);
     }
-    out.push(b']');
-    // SAFETY: digits, signs, '.', 'e', ',' and brackets: no NUL.
-    unsafe { CString::from_vec_unchecked(out) }
+    OutputText(std::ptr::NonNull::new(buffer.cast()).expect("palloc returns memory or raises"))
+}
+
+/// A type's text, NUL-terminated in palloc'd memory, returned to Postgres
+/// as it is: pgrx returns a `CString` by copying it into palloc'd memory,
+/// a second pass over every row's text (3% of reading 768-d rows as text,
+/// `perf`; docs/benchmarks.md, "Profiles").
+pub(super) struct OutputText(std::ptr::NonNull<std::ffi::c_char>);
+
+// SAFETY: the text is a NUL-terminated string in Postgres memory, which
+// Postgres takes as the `cstring` result.
+unsafe impl BoxRet for OutputText {
+    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
+        // SAFETY: the caller's: `fcinfo` is this call's.
+        unsafe { fcinfo.return_raw_datum(pg_sys::Datum::from(self.0.as_ptr())) }
+    }
+}
+
+// SAFETY: returned as Postgres' `cstring`, which it is.
+unsafe impl SqlTranslatable for OutputText {
+    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(OutputText);
+    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
+    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("cstring"));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal("cstring")));
 }
 
 /// Appends `v` as `float4out` writes it. Callers size `out` up front; the
@@ -100,7 +139,7 @@ pub(super) fn push_float(out: &mut Vec<u8>, v: f32) {
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]
-fn vector_out(vector: PgVector) -> CString {
+fn vector_out(vector: PgVector) -> OutputText {
     format(vector.as_slice().iter().copied())
 }
 
@@ -227,7 +266,7 @@ fn halfvec_in(input: &CStr, _typioparam: pg_sys::Oid, typmod: i32) -> PgHalfvec 
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["halfvec_shell"])]
-fn halfvec_out(halfvec: PgHalfvec) -> CString {
+fn halfvec_out(halfvec: PgHalfvec) -> OutputText {
     format(halfvec.as_slice().iter().map(|h| h.to_f32()))
 }
 
