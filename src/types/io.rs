@@ -74,46 +74,84 @@ unsafe extern "C-unwind" {
 /// The most bytes one element's text takes (`-1.1754944e-38` and its sign).
 pub(super) const FLOAT_SHORTEST_DECIMAL_LEN: usize = 16;
 
-/// `[e1,e2,...]`, each element as `float4out` writes it, in one palloc'd
-/// buffer sized for the widest text up front (pgvector's `vector_out`).
+/// `[e1,e2,...]`, each element as `float4out` writes it, in one buffer
+/// sized for the widest text up front (pgvector's `vector_out`).
 fn format(values: impl ExactSizeIterator<Item = f32>) -> OutputText {
-    let room = values.len() * (FLOAT_SHORTEST_DECIMAL_LEN + 1) + 3;
-    // SAFETY: palloc in the current memory context, the caller's (it
-    // raises an ERROR rather than return NULL); Postgres takes the text as
-    // the function's result.
-    let buffer = unsafe { pg_sys::palloc(room) }.cast::<u8>();
-    let mut len = 0;
-    // SAFETY: each write lies below `room` bytes at `buffer`: a bracket, at
-    // most FLOAT_SHORTEST_DECIMAL_LEN bytes and a comma per element, a
-    // bracket and the NUL. The memory is only written, never read, here.
-    unsafe {
-        buffer.write(b'[');
-        len += 1;
-        for (i, v) in values.enumerate() {
-            if i > 0 {
-                buffer.add(len).write(b',');
-                len += 1;
-            }
-            len += float_to_shortest_decimal_bufn(v, buffer.add(len).cast()) as usize;
+    let mut out = OutputText::with_room(values.len() * (FLOAT_SHORTEST_DECIMAL_LEN + 1) + 2);
+    out.push(b"[");
+    for (i, v) in values.enumerate() {
+        if i > 0 {
+            out.push(b",");
         }
-        buffer.add(len).write(b']');
-        buffer.add(len + 1).write(0);
+        out.push_float(v);
     }
-    OutputText(std::ptr::NonNull::new(buffer.cast()).expect("palloc returns memory or raises"))
+    out.push(b"]");
+    out
 }
 
-/// A type's text, NUL-terminated in palloc'd memory, returned to Postgres
-/// as it is: pgrx returns a `CString` by copying it into palloc'd memory,
-/// a second pass over every row's text (3% of reading 768-d rows as text,
-/// `perf`; docs/benchmarks.md, "Profiles").
-pub(super) struct OutputText(std::ptr::NonNull<std::ffi::c_char>);
+/// A type's text, written into palloc'd memory sized up front and returned
+/// to Postgres as it is: pgrx returns a `CString` by copying it into
+/// palloc'd memory, a second pass over every row's text (3% of reading
+/// 768-d rows as text, `perf`; docs/benchmarks.md, "Profiles"). Every
+/// write checks the room left, so a wrong size is an error, never a write
+/// past the buffer.
+pub(super) struct OutputText {
+    buffer: std::ptr::NonNull<u8>,
+    len: usize,
+    /// Bytes at `buffer`, the NUL's included.
+    room: usize,
+}
 
-// SAFETY: the text is a NUL-terminated string in Postgres memory, which
+impl OutputText {
+    /// An empty text with room for `text` bytes.
+    pub(super) fn with_room(text: usize) -> OutputText {
+        let room = text + 1;
+        // SAFETY: palloc in the current memory context, the caller's (it
+        // raises an ERROR rather than return NULL); Postgres takes the text
+        // as the function's result.
+        let buffer = unsafe { pg_sys::palloc(room) }.cast::<u8>();
+        OutputText { buffer: std::ptr::NonNull::new(buffer).expect("palloc returns memory or raises"), len: 0, room }
+    }
+
+    /// Bytes left before the NUL's.
+    fn left(&self) -> usize {
+        self.room - 1 - self.len
+    }
+
+    pub(super) fn push(&mut self, bytes: &[u8]) {
+        assert!(bytes.len() <= self.left(), "text output sized too small");
+        // SAFETY: `bytes` fits the room left after `len`, checked above;
+        // the buffer is Postgres memory no Rust reference aliases.
+        unsafe { self.buffer.as_ptr().add(self.len).copy_from_nonoverlapping(bytes.as_ptr(), bytes.len()) };
+        self.len += bytes.len();
+    }
+
+    /// Appends `v` as `float4out` writes it.
+    pub(super) fn push_float(&mut self, v: f32) {
+        assert!(FLOAT_SHORTEST_DECIMAL_LEN <= self.left(), "text output sized too small");
+        // SAFETY: FLOAT_SHORTEST_DECIMAL_LEN bytes are left after `len`,
+        // checked above, the most the function writes; it only reads `v`.
+        self.len += unsafe { float_to_shortest_decimal_bufn(v, self.buffer.as_ptr().add(self.len).cast()) } as usize;
+    }
+}
+
+impl std::fmt::Write for OutputText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.push(s.as_bytes());
+        Ok(())
+    }
+}
+
+// SAFETY: the text is terminated here and lies in Postgres memory, which
 // Postgres takes as the `cstring` result.
 unsafe impl BoxRet for OutputText {
     unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
-        // SAFETY: the caller's: `fcinfo` is this call's.
-        unsafe { fcinfo.return_raw_datum(pg_sys::Datum::from(self.0.as_ptr())) }
+        // SAFETY: `room` keeps a byte after the text for its NUL; `fcinfo`
+        // is this call's (the caller's).
+        unsafe {
+            self.buffer.as_ptr().add(self.len).write(0);
+            fcinfo.return_raw_datum(pg_sys::Datum::from(self.buffer.as_ptr()))
+        }
     }
 }
 
@@ -123,19 +161,6 @@ unsafe impl SqlTranslatable for OutputText {
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
     const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("cstring"));
     const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal("cstring")));
-}
-
-/// Appends `v` as `float4out` writes it. Callers size `out` up front; the
-/// reserve here is then a comparison.
-pub(super) fn push_float(out: &mut Vec<u8>, v: f32) {
-    out.reserve(FLOAT_SHORTEST_DECIMAL_LEN);
-    // SAFETY: the capacity leaves FLOAT_SHORTEST_DECIMAL_LEN bytes, which
-    // is the most the function writes; it only reads `v`.
-    unsafe {
-        let at = out.as_mut_ptr().add(out.len()).cast();
-        let written = float_to_shortest_decimal_bufn(v, at) as usize;
-        out.set_len(out.len() + written);
-    }
 }
 
 #[pg_extern(immutable, strict, parallel_safe, requires = ["vector_shell"])]

@@ -14,8 +14,8 @@
 //! Parsing, checks and arithmetic live in `milvus_core::sparse`; the
 //! operators and functions are `crate::api::sparsevec`.
 
-use std::ffi::{CStr, CString};
-use std::io::Write as _;
+use std::ffi::CStr;
+use std::fmt::Write as _;
 use std::ptr::NonNull;
 
 use milvus_core::sparse::{self, Sparse, SparseVec};
@@ -30,7 +30,7 @@ use pgrx::prelude::*;
 use pgrx::{FromDatum, IntoDatum};
 
 use super::io::{
-    FLOAT_SHORTEST_DECIMAL_LEN, declared_dims, doubles, input_text, integers, numerics, push_float, reals, received,
+    FLOAT_SHORTEST_DECIMAL_LEN, OutputText, declared_dims, doubles, input_text, integers, numerics, reals, received,
     typmod_items,
 };
 use super::{PgHalfvec, PgVector};
@@ -166,20 +166,21 @@ fn sparsevec_in(input: &CStr, _typioparam: pg_sys::Oid, typmod: i32) -> PgSparse
 /// `{i:x,...}/dim`, 1-based, each value as `float4out` writes it
 /// (pgvector's `sparsevec_out`).
 #[pg_extern(immutable, strict, parallel_safe, requires = ["sparsevec_shell"])]
-fn sparsevec_out(sparsevec: PgSparsevec) -> CString {
+fn sparsevec_out(sparsevec: PgSparsevec) -> OutputText {
     let v = sparsevec.view();
-    let mut out = Vec::<u8>::with_capacity(v.indices.len() * (12 + FLOAT_SHORTEST_DECIMAL_LEN) + 15);
-    out.push(b'{');
+    // Each entry: a comma, an index of up to 10 digits and its colon, a
+    // value; then the braces, the slash and up to 10 digits of dimensions.
+    let mut out = OutputText::with_room(v.indices.len() * (12 + FLOAT_SHORTEST_DECIMAL_LEN) + 14);
+    out.push(b"{");
     for (k, (&i, &x)) in v.indices.iter().zip(v.values).enumerate() {
         if k > 0 {
-            out.push(b',');
+            out.push(b",");
         }
-        write!(out, "{}:", i as i64 + 1).expect("writes to a Vec");
-        push_float(&mut out, x);
+        write!(out, "{}:", i as i64 + 1).expect("sized for the widest index");
+        out.push_float(x);
     }
-    write!(out, "}}/{}", v.dim).expect("writes to a Vec");
-    // SAFETY: digits, signs, '.', 'e', ':', ',', '/' and braces: no NUL.
-    unsafe { CString::from_vec_unchecked(out) }
+    write!(out, "}}/{}", v.dim).expect("sized for the widest dimensions");
+    out
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
