@@ -80,7 +80,7 @@ def matched(mine, theirs):
     return out
 
 
-def table(r, command):
+def table(r):
     t = {x["target"]: x for x in r["targets"]}
     mv, pv, plain = t.get(MILVUS), t.get(PGVECTOR), t.get(PLAIN)
     rows = []
@@ -139,12 +139,12 @@ def table(r, command):
                 "",
                 ratio(c["qps"], o["qps"]),
             )
-    filters(mv, pv, plain, row)
+    filters(mv, pv, row)
     head = "| figure | pg_milvus | pgvector 0.8.6 | no index | pg_milvus ahead by |\n|---|---:|---:|---:|---:|"
     return head + "\n" + "\n".join(rows)
 
 
-def filters(mv, pv, plain, row):
+def filters(mv, pv, row):
     """The filtered phases: each pg_milvus variant beside pgvector's best at
     that share (its HNSW index, or a btree on the filter column), at
     ef_search 40, one client."""
@@ -157,8 +157,10 @@ def filters(mv, pv, plain, row):
             key=lambda q: q["qps"],
             default=None,
         )
+        if best is None:
+            continue
         for q in mv["queries"]:
-            if not (q["label"] == share or q["label"].startswith(share + ",")) or best is None:
+            if not (q["label"] == share or q["label"].startswith(share + ",")):
                 continue
             variant = q["label"][len(share) :].lstrip(", ") or "the vector's index alone"
             row(
@@ -201,7 +203,7 @@ def render():
         else:
             parts.append(header(r, command))
             parts.append("")
-            parts.append(table(r, command))
+            parts.append(table(r))
         parts.append("")
     parts.append(END)
     return "\n".join(parts)

@@ -8,10 +8,12 @@ REINDEX or compaction."""
 import numpy as np
 import pytest
 
+import helpers
 from helpers import literal, load, milvus_scan, near, objects_of
 
 
-METRICS = {"vector_l2_ops": "<->", "vector_ip_ops": "<#>", "vector_cosine_ops": "<=>"}
+# The metrics with codes: L1 has none.
+METRICS = {opclass: op for opclass, op in helpers.METRICS.items() if opclass != "vector_l1_ops"}
 
 
 def reranked(conn, op, q):
