@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "module_graph.py"
 DOC_LINKS = ROOT / "scripts" / "doc_links.py"
+BENCH_DOC = ROOT / "scripts" / "bench_doc.py"
 
 
 @pytest.fixture
@@ -145,3 +146,18 @@ def test_a_module_the_drawing_does_not_name_fails(documented):
     out = doc_links(documented)
     assert out.returncode == 1
     assert "docs/design.md: the drawing of the code does not name src/lifecycle/rebalance.rs" in out.stdout, out.stdout
+
+
+def test_a_benchmark_table_edited_by_hand_fails(documented):
+    check = [sys.executable, str(BENCH_DOC), "--root", str(documented), "--check"]
+    assert subprocess.run(check, capture_output=True, text=True).returncode == 0
+    doc = documented / "docs" / "benchmarks.md"
+    text = doc.read_text()
+    start = text.index("| INSERT, 1,000 rows a statement, rows/s | ")
+    row = text[start : text.index("\n", start)]
+    cells = row.split(" | ")
+    cells[1] = "1" + cells[1]  # pg_milvus' figure, a digit more than its report says
+    doc.write_text(text.replace(row, " | ".join(cells), 1))
+    out = subprocess.run(check, capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "the tables are not what docs/results/ says" in out.stdout, out.stdout
