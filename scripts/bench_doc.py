@@ -83,8 +83,8 @@ def matched(mine, theirs):
 
 
 def table(r):
-    t = {x["target"]: x for x in r["targets"]}
-    mv, pv, plain = t.get(MILVUS), t.get(PGVECTOR), t.get(PLAIN)
+    mv, pv = targets(r)
+    plain = next((x for x in r["targets"] if x["target"] == PLAIN), None)
     rows = []
 
     def row(figure, a, b, c="", ra=""):
@@ -108,17 +108,6 @@ def table(r):
         a, b = mv["index_bytes"] / 2**20, pv["index_bytes"] / 2**20
         row("index size, MB (pg_milvus: its pages)", num(a), num(b), "", ratio(b, a))
     if mv and pv:
-        for clients in (1, r.get("clients", 4)):
-            mine, theirs = queries(mv, "all sealed", clients), queries(pv, "all sealed", clients)
-            for ef, run, my_ef, mine_run in matched(mine, theirs):
-                row(
-                    f"QPS at pgvector's recall at ef_search {ef} ({run['recall_at_10']:.3f}), "
-                    + ("1 client" if clients == 1 else f"{clients} clients"),
-                    f"{num(mine_run['qps'])} (ef {my_ef}, {mine_run['recall_at_10']:.3f})",
-                    num(run["qps"]),
-                    "",
-                    ratio(mine_run["qps"], run["qps"]),
-                )
         a, b = mv.get("stream"), pv.get("stream")
         if a and b:
             row(
@@ -128,21 +117,64 @@ def table(r):
                 "",
                 ratio(a["qps"], b["qps"]),
             )
-        theirs = {c["connections"]: c for c in pv.get("crowds", [])}
-        for c in mv.get("crowds", []):
-            o = theirs.get(c["connections"])
-            if o is None:
-                continue
-            cell = lambda x: f"{num(x['qps'])} / {x['p99_ms']:.1f} / {num(x['insert_rows_per_s'])}"  # noqa: E731
-            row(
-                f"{c['connections']} connections searching while rows stream in: QPS / p99 ms / rows inserted a second",
-                cell(c),
-                cell(o),
-                "",
-                ratio(c["qps"], o["qps"]),
-            )
     filters(mv, pv, row)
     head = "| figure | pg_milvus | pgvector 0.8.6 | no index | pg_milvus ahead by |\n|---|---:|---:|---:|---:|"
+    return head + "\n" + "\n".join(rows)
+
+
+def targets(r):
+    t = {x["target"]: x for x in r["targets"]}
+    return t.get(MILVUS), t.get(PGVECTOR)
+
+
+def matched_table(r):
+    """pgvector's points beside pg_milvus' least ef_search reaching their
+    recall, all sealed, one client and several."""
+    mv, pv = targets(r)
+    if not mv or not pv:
+        return None
+    rows = []
+    for clients in (1, r.get("clients", 4)):
+        mine, theirs = queries(mv, "all sealed", clients), queries(pv, "all sealed", clients)
+        for ef, run, my_ef, mine_run in matched(mine, theirs):
+            rows.append(
+                f"| {clients} | {run['recall_at_10']:.3f} (ef {ef}) | {num(run['qps'])} | "
+                f"{mine_run['recall_at_10']:.3f} (ef {my_ef}) | {num(mine_run['qps'])} | "
+                f"{ratio(mine_run['qps'], run['qps'])} |"
+            )
+    if not rows:
+        return None
+    head = (
+        "| clients | pgvector's recall@10 | pgvector QPS | pg_milvus' recall@10 | pg_milvus QPS | pg_milvus ahead by |\n"
+        "|---:|---:|---:|---:|---:|---:|"
+    )
+    return head + "\n" + "\n".join(rows)
+
+
+def crowd_table(r):
+    """The crowd sweep: each count of connections searching alone and while
+    rows stream in, pg_milvus beside pgvector."""
+    mv, pv = targets(r)
+    if not mv or not pv:
+        return None
+    theirs = {(c["connections"], c.get("target_rows_per_s")): c for c in pv.get("crowds", [])}
+    rows = []
+    for c in mv.get("crowds", []):
+        rate = c.get("target_rows_per_s")
+        o = theirs.get((c["connections"], rate))
+        if rate is None or o is None:
+            continue
+        stream = "none" if not rate else f"{num(c['insert_rows_per_s'])} / {num(o['insert_rows_per_s'])}"
+        rows.append(
+            f"| {c['connections']} | {stream} | {num(c['qps'])} / {c['p99_ms']:.1f} | "
+            f"{num(o['qps'])} / {o['p99_ms']:.1f} | {ratio(c['qps'], o['qps'])} | {ratio(o['p99_ms'], c['p99_ms'])} |"
+        )
+    if not rows:
+        return None
+    head = (
+        "| connections | rows streaming in a second, pg_milvus / pgvector | pg_milvus QPS / p99 ms | "
+        "pgvector QPS / p99 ms | QPS ahead by | p99 ahead by |\n|---:|---:|---:|---:|---:|---:|"
+    )
     return head + "\n" + "\n".join(rows)
 
 
@@ -193,11 +225,30 @@ def replay_table(r, command):
 
 def render():
     parts = [BEGIN, ""]
+    reports = {
+        name: json.loads((RESULTS / f"{name}.json").read_text())
+        for name, _, _ in WORKLOADS
+        if (RESULTS / f"{name}.json").exists()
+    }
+    leading = [
+        ("Crowds: 1 to 100 connections searching, alone and while rows stream in", crowd_table),
+        ("QPS at matched recall, every segment sealed", matched_table),
+    ]
+    for title, render_table in leading:
+        for name, workload, command in WORKLOADS:
+            t = render_table(reports[name]) if name in reports and name != "bench-replay" else None
+            if t is None:
+                continue
+            parts.append(f"### {title}: {workload} (`{command}`)")
+            parts.append("")
+            parts.append(header(reports[name], command))
+            parts.append("")
+            parts.append(t)
+            parts.append("")
     for name, title, command in WORKLOADS:
-        path = RESULTS / f"{name}.json"
-        if not path.exists():
+        if name not in reports:
             continue
-        r = json.loads(path.read_text())
+        r = reports[name]
         parts.append(f"### {title} (`{command}`)")
         parts.append("")
         if name == "bench-replay":

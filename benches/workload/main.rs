@@ -16,8 +16,9 @@
 //! (half the rows loaded and indexed, the other half inserted at 1,000 rows
 //! a second while one client searches: QPS, latency, recall against the
 //! rows committed at each query's start, and the lag until all is indexed);
-//! then 64 and 100 connections searching for 10 s while one session streams
-//! rows in (QPS, latency, errors, memory per backend).
+//! then the crowd sweep: 1, 4, 16, 64 and 100 connections searching for
+//! 10 s, alone and while one session streams rows in at 100 a second, a
+//! rate both extensions hold (QPS, latency, errors, memory per backend).
 //! With `--recall-only`, only the load, the text output, CREATE INDEX on the
 //! loaded table and recall and QPS at each `--ef` (`make bench-ip`). With
 //! `--sparse`, the sparse workload instead (`sparse.rs`, `make bench-sparse`).

@@ -139,19 +139,20 @@ pub(crate) fn markdown(r: &Report) -> String {
     if r.targets.iter().any(|t| !t.crowds.is_empty()) {
         writeln!(
             s,
-            "\n| many connections, rows streaming in | connections | insert rows/s | queries | QPS | p50 (ms) | p99 \
+            "\n| crowd sweep | connections | rows/s streaming in (asked) | (done) | queries | QPS | p50 (ms) | p99 \
                 (ms) | errors | private MB per backend | PSS MB |"
         )
         .unwrap();
-        writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
+        writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
         let megabytes = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.1}"));
         for t in &r.targets {
             for m in &t.crowds {
                 writeln!(
                     s,
-                    "| {} | {} | {:.0} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} |",
+                    "| {} | {} | {:.0} | {:.0} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} |",
                     t.target,
                     m.connections,
+                    m.target_rows_per_s,
                     m.insert_rows_per_s,
                     m.queries,
                     m.qps,

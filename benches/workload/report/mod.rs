@@ -79,16 +79,17 @@ pub(crate) struct TargetReport {
     pub(crate) notes: Vec<String>,
 }
 
-/// Many connections searching while rows stream in (after the streaming
-/// phase, on its table): every connection searches without pause (ef_search
-/// 40) for `CROWD_SECONDS` while one session inserts at up to
-/// `STREAM_RATE` (what it achieves is reported).
+/// One point of the crowd sweep (after the streaming phase, on its
+/// table): `connections` searching without pause (ef_search 40) for
+/// `CROWD_SECONDS`, alone (`target_rows_per_s` 0) or while one session
+/// inserts at `CROWD_RATE` (what it achieves is `insert_rows_per_s`).
 /// Memory per backend is read from `/proc/PID/smaps_rollup` at the end, as
 /// in [`MemoryRun`]; `errors` counts connections refused and queries that
 /// failed.
 #[derive(Serialize, Default)]
 pub(crate) struct CrowdRun {
     pub(crate) connections: usize,
+    pub(crate) target_rows_per_s: f64,
     pub(crate) insert_rows_per_s: f64,
     pub(crate) queries: usize,
     pub(crate) qps: f64,
