@@ -133,6 +133,41 @@ def test_rows_sealed_during_a_merge_are_flushed_before_it_ends(cluster, conn):
     assert len(ids) == len(set(ids)) == 4 * 1980 + 10 + 1990
 
 
+def test_quick_merges_run_while_a_long_merge_writes(cluster, conn):
+    """Segments flushed while a long merge writes are merged meanwhile, not
+    after it (CompactionPolicy::is_quick): two compactions of one index at
+    once, on disjoint segments, and every row is still found once."""
+    db = conn.info.dbname
+    conn.execute(f'ALTER DATABASE "{db}" SET milvus.debug_pause_at = merge')
+    conn.execute(f'ALTER DATABASE "{db}" SET milvus.debug_pause = 8000')  # each merge takes 8 s
+    try:
+        conn.execute(
+            "CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
+            "WITH (growing_max_rows = 2000, segment_max_rows = 20000)")
+        load(conn, 1990)  # one full segment, and ten rows growing
+        wait_for(lambda: [s for s in segments(conn) if s[1] == "flushed"], "the full segment flushed")
+        conn.execute("DELETE FROM items WHERE id < 600")
+        conn.execute("VACUUM items")  # 30% of it deleted: a purge, not a quick merge
+        purge = wait_for(lambda: [j for j in jobs(conn, "compact") if j[2] == "running"], "the purge")
+        for start in (10_000, 20_000):  # two undersized segments
+            load(conn, 50, seed=start, start_id=start)
+            conn.execute("SELECT milvus_flush('items_idx')")
+
+        def both_running():
+            running = [j for j in jobs(conn, "compact") if j[2] == "running"]
+            assert purge[0] in running or len(running) < 2, "the purge ended first"
+            return len(running) == 2 and running
+
+        running = wait_for(both_running, "a quick merge while the purge writes", timeout=7)
+        assert not set(running[0][1]) & set(running[1][1]), running
+        assert "small segments" in running[1][3], running
+        wait_for(lambda: all(j[2] == "done" for j in jobs(conn, "compact")), "both merges done", timeout=30)
+    finally:
+        conn.execute(f'ALTER DATABASE "{db}" RESET ALL')
+    ids = all_index_ids(conn)
+    assert len(ids) == len(set(ids)) == 1990 - 600 + 100
+
+
 def thread_nices(pid, name):
     """The nice value of each thread of process `pid` named `name`."""
     nices = []

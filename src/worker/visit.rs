@@ -3,7 +3,8 @@
 //! For each milvus index, in a transaction of its own: seal the growing
 //! segment if the seal policy says so, flush every sealed segment, run the
 //! compaction plans one by one, flushing what inserts seal while a merge
-//! writes, and write the tombstones VACUUM recorded to delta binlogs;
+//! writes and running the quick merges of those meanwhile, and write the
+//! tombstones VACUUM recorded to delta binlogs;
 //! then, every `milvus.gc_interval`, collect garbage. The jobs are the
 //! ones `milvus_flush()`, `milvus_compact()` and `milvus_gc()` run, under
 //! the same per-segment job locks, so a worker and a user (or two workers)
@@ -17,6 +18,7 @@
 
 use std::panic::AssertUnwindSafe;
 
+use milvus_core::policy::compaction::CompactionPolicy;
 use milvus_core::policy::retry::Streak;
 use milvus_core::policy::seal::GrowingStats;
 use milvus_core::segment::unix_now as now;
@@ -28,7 +30,7 @@ use crate::am::options;
 use crate::catalog;
 use crate::lifecycle::flush::{self, SealRequest};
 use crate::lifecycle::{adopt, compact, gc, tombstones};
-use crate::pages::{OpenIndex, chain, manifest_chain};
+use crate::pages::{Index, OpenIndex, chain, manifest_chain};
 use crate::shared;
 use milvus_core::pages::growing::size_rule;
 
@@ -182,22 +184,27 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
 
     // Compact, one plan at a time, planned again after each. A merge can
     // take tens of seconds: what inserts seal meanwhile is flushed while it
-    // runs (a merge holds no segment lock while it writes), so fresh rows
-    // never wait behind it in pages. At most `PLANS_PER_VISIT`, so that a
-    // steady stream of merges never keeps the worker from other indexes.
+    // runs (a merge holds no segment lock while it writes), and the quick
+    // merges of what was flushed ([`CompactionPolicy::is_quick`]) run too,
+    // so fresh rows never wait in pages, nor pile up in small segments,
+    // behind it. At most `PLANS_PER_VISIT`, so that a steady stream of
+    // merges never keeps the worker from other indexes.
     let mut done = std::collections::HashSet::new();
     while done.len() < PLANS_PER_VISIT
         && let Some(plan) = compact::plans(*index).into_iter().find(|p| !done.contains(&p.inputs))
     {
-        let mut flush_failure = None;
+        let mut failure = None;
         let mut meanwhile = || {
-            if flush_failure.is_none() {
-                flush_failure = flush_sealed().err();
+            if failure.is_none() {
+                failure = flush_sealed().err();
+            }
+            if failure.is_none() && !CompactionPolicy::is_quick(&plan) {
+                failure = quick_merges(*index, &mut || flush_sealed().err()).err();
             }
         };
         let ran = compact::run_plan(*index, &plan, &mut meanwhile);
         ran.map_err(|e| failed(plan.inputs.first().map_or(0, |s| s.0), e.to_string()))?;
-        if let Some(failure) = flush_failure {
+        if let Some(failure) = failure {
             return Err(failure);
         }
         flush_sealed()?;
@@ -208,6 +215,30 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
     // (after the merges, which drop the rows of segments they purge).
     tombstones::settle(*index).map_err(|e| failed(0, e.to_string()))?;
     Ok(Visited::Done { name })
+}
+
+/// Runs the quick merges `index` has now, one after another, on this
+/// thread while a longer merge writes on its own; `flush` flushes what is
+/// sealed meanwhile (and says why it failed).
+fn quick_merges(index: Index, flush: &mut dyn FnMut() -> Option<Failure>) -> Result<(), Failure> {
+    let name = index.name();
+    let mut failure = None;
+    for plan in compact::plans(index).into_iter().filter(CompactionPolicy::is_quick) {
+        let mut meanwhile = || {
+            if failure.is_none() {
+                failure = flush();
+            }
+        };
+        compact::run_plan(index, &plan, &mut meanwhile).map_err(|e| Failure {
+            index: Some(name.clone()),
+            segment: plan.inputs.first().map_or(0, |s| s.0),
+            message: e.to_string(),
+        })?;
+        if let Some(failure) = failure.take() {
+            return Err(failure);
+        }
+    }
+    Ok(())
 }
 
 /// The most compaction plans one visit runs on an index (a cascade of

@@ -93,6 +93,16 @@ impl CompactionPolicy {
         (tier >= 0.0).then_some(tier as u32)
     }
 
+    /// Whether `plan` is quick: a merge of undersized or tier-0 segments
+    /// (some `fan_in` sealed segments' rows at most, under a second at 768
+    /// dimensions). A worker runs quick merges while a longer one writes, as
+    /// Milvus runs several compaction tasks at once: the segments fresh rows
+    /// seal into then never pile up behind a merge of a minute, each one
+    /// more for every query to visit.
+    pub fn is_quick(plan: &CompactionPlan) -> bool {
+        plan.kind == PlanKind::Merge && matches!(plan.reason, Some(MergeReason::Small | MergeReason::Tier(0)))
+    }
+
     /// The bound on the merges a row goes through under steady ingest:
     /// `1 + log_F(target_rows / min_rows)`.
     pub fn rewrite_bound(&self) -> f64 {
@@ -442,6 +452,30 @@ mod tests {
         assert_eq!(plans.len(), 1, "{plans:?}");
         assert_eq!(inputs(&plans[0]), vec![1, 2], "two of 400 fit under 1000, a third does not");
         assert!(plan(&[flushed(1, 900, 0), flushed(2, 100, 0)], &HashSet::new(), &POLICY).is_empty());
+    }
+
+    #[test]
+    fn merges_of_undersized_and_tier_0_segments_are_quick() {
+        let segs = [
+            flushed(1, 400, 0),
+            flushed(2, 400, 0),
+            flushed(3, 400, 0),
+            flushed(4, 400, 0),
+            flushed(5, 100, 0),
+            flushed(6, 100, 0),
+            flushed(7, 100, 0),
+            flushed(8, 100, 0),
+            flushed(9, 30, 0),
+            flushed(10, 30, 0),
+            flushed(11, 500, 300),
+        ];
+        let plans = plan(&segs, &HashSet::new(), &POLICY);
+        let quick: Vec<(Vec<u64>, bool)> = plans.iter().map(|p| (inputs(p), CompactionPolicy::is_quick(p))).collect();
+        assert_eq!(
+            quick,
+            vec![(vec![9, 10], true), (vec![5, 6, 7, 8], true), (vec![1, 2], false), (vec![3, 4, 11], false)],
+            "{plans:?}"
+        );
     }
 
     #[test]
