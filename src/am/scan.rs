@@ -2,7 +2,8 @@
 //!
 //! `amrescan` takes the query vector; the first `amgettuple`, holding the
 //! meta page shared (so no seal or flush switches the manifest under it),
-//! reads the manifest and the distances of the page-resident rows (growing
+//! reads the manifest (decoded once per generation and backend:
+//! `open_segments::manifest`) and the distances of the page-resident rows (growing
 //! segment, and sealed ones not yet flushed) to the query, computed as the
 //! pages are read, then loads the flushed segments, each
 //! once per backend and kept while its tombstones do not change, through the
@@ -44,7 +45,7 @@ use crate::error::{OrRaise, raise_error};
 use crate::gucs;
 use crate::lifecycle::open_segments;
 use crate::pages::rows::unpack_tid;
-use crate::pages::{Index, Lock, chain, manifest_chain};
+use crate::pages::{Index, Lock, chain};
 use crate::types::indexed::IndexVector;
 
 thread_local! {
@@ -254,7 +255,7 @@ unsafe fn start(scan: pg_sys::IndexScanDesc) -> Option<Search> {
         };
         same.or_raise_for(query.element());
         let metric = meta.metric();
-        let manifest = manifest_chain::read(&meta);
+        let manifest = open_segments::manifest(index, &meta);
         // With keys on filter columns: which page rows pass, read with them.
         let (pages, filter) = match super::filter_columns::filter_of(scan) {
             Some(filter) => {

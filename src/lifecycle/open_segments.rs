@@ -1,10 +1,12 @@
 //! The flushed segments a backend has loaded: each opened once (its files
 //! mapped from the local segment cache, downloaded and verified first if
 //! not cached) and kept while its tombstones do not change. Scans, VACUUM
-//! and compaction read segments through here.
+//! and compaction read segments through here; scans read the manifest
+//! through here too, decoded once per generation.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use milvus_core::Metric;
@@ -17,7 +19,7 @@ use milvus_core::storage::Storage;
 
 use crate::am::explain;
 use crate::error::raise_error;
-use crate::pages::Index;
+use crate::pages::{Index, MetaGuard, manifest_chain};
 use crate::{catalog, shared, storage};
 
 /// A flushed segment as loaded, and its tombstones' version then
@@ -32,6 +34,33 @@ thread_local! {
     /// they change (a delta binlog, or pending tombstones, more or fewer),
     /// dropped when it leaves the manifest.
     static LOADED: RefCell<HashMap<(u32, String), Loaded>> = RefCell::new(HashMap::new());
+}
+
+thread_local! {
+    /// The manifest this backend's scans last read of each index, by OID,
+    /// with the file number and generation it had.
+    static MANIFESTS: RefCell<HashMap<u32, ((u32, u64), Rc<Manifest>)>> = RefCell::new(HashMap::new());
+}
+
+/// The manifest `meta` (held shared) points at: the one this backend read
+/// last while the first page of its chain names the same generation
+/// (`manifest_chain::generation`; every commit moves it on) of the same
+/// file, read and decoded whole otherwise. A scan then reads one page of
+/// the manifest, not every page, checksum and entry of it, and holds the
+/// meta page for less of the time an insert extending the growing chain
+/// waits for it.
+pub fn manifest(index: Index, meta: &MetaGuard) -> Rc<Manifest> {
+    let oid = index.oid().to_u32();
+    let Some(generation) = manifest_chain::generation(meta) else {
+        return Rc::new(manifest_chain::read(meta));
+    };
+    let key = (index.file_number(), generation);
+    if let Some(cached) = MANIFESTS.with_borrow(|m| m.get(&oid).filter(|(k, _)| *k == key).map(|(_, m)| m.clone())) {
+        return cached;
+    }
+    let manifest = Rc::new(manifest_chain::read(meta));
+    MANIFESTS.with_borrow_mut(|m| m.insert(oid, (key, manifest.clone())));
+    manifest
 }
 
 /// The cache key of a flushed segment.
@@ -51,6 +80,7 @@ pub fn loaded(index: Index, manifest: &Manifest, metric: Metric) -> Vec<Arc<Load
         let others: std::collections::HashSet<u32> = loaded.keys().map(|k| k.0).filter(|o| *o != oid).collect();
         let dropped: Vec<u32> = others.into_iter().filter(|o| !catalog::relation_exists(*o)).collect();
         loaded.retain(|k, _| (k.0 != oid || keys.contains(k)) && !dropped.contains(&k.0));
+        MANIFESTS.with_borrow_mut(|m| m.retain(|o, _| !dropped.contains(o)));
         flushed
             .iter()
             .zip(&keys)

@@ -59,6 +59,18 @@ impl Index {
         unsafe { (*self.0).rd_id }
     }
 
+    /// The relation's file number: new at TRUNCATE and REINDEX, which write
+    /// the index over again under the same OID.
+    pub fn file_number(self) -> u32 {
+        // SAFETY: an open relation.
+        #[cfg(feature = "pg15")]
+        let number = unsafe { (*self.0).rd_node.relNode };
+        // SAFETY: the same; PostgreSQL 16 on call it a locator.
+        #[cfg(feature = "pg18")]
+        let number = unsafe { (*self.0).rd_locator.relNumber };
+        number.to_u32()
+    }
+
     /// The relation's name, for messages.
     pub fn name(self) -> String {
         // SAFETY: an open relation.

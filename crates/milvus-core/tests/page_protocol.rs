@@ -320,6 +320,23 @@ fn a_stale_free_space_map_never_hands_out_a_used_page() {
     assert_eq!(after.len(), before.len() + 10);
 }
 
+/// Every manifest commit moves the generation on, also one whose change
+/// left it as it was, and the first page of the chain tells it: a
+/// backend's cached manifest is never taken for a newer one.
+#[test]
+fn every_commit_moves_the_generation_on() {
+    let store = MemoryPages::new();
+    create(&store, NARROW);
+    let generation = || manifest_chain::generation(&MetaGuard::lock(&store, Lock::Share)).unwrap();
+    let first = generation();
+    assert_eq!(first, manifest_chain::snapshot(&store).1.generation);
+    manifest_chain::change(&store, |m| m.storage_url = Some("file:///elsewhere".into()));
+    assert_eq!(generation(), first + 1);
+    manifest_chain::change(&store, |m| m.allocate_segment_id());
+    assert!(generation() > first + 1);
+    assert_eq!(generation(), manifest_chain::snapshot(&store).1.generation);
+}
+
 /// The page layer's own rules hold on every path the workload takes: a
 /// record registers at most four pages, and a block is never locked twice
 /// (the in-memory store fails the test on either).

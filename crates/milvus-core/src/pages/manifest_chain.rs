@@ -31,6 +31,15 @@ pub fn read<S: PageStore>(meta: &MetaGuard<S>) -> Manifest {
         .unwrap_or_else(|e| store.corrupted(e.to_string(), None))
 }
 
+/// The generation of the manifest the meta page points at, from the first
+/// page of its chain alone (`Manifest::peek_generation`): a backend that
+/// read that generation before has it still. Every commit moves it on
+/// ([`commit`]). `None`: read it whole.
+pub fn generation<S: PageStore>(meta: &MetaGuard<S>) -> Option<u64> {
+    let buffer = meta.store().read(meta.manifest_head, Lock::Share);
+    Manifest::peek_generation(buffer.page().manifest_bytes(meta.manifest_len as usize))
+}
+
 /// The meta page and the manifest, read under one share lock.
 pub fn snapshot<S: PageStore>(store: S) -> (Meta, Manifest) {
     let meta = MetaGuard::lock(store, Lock::Share);
@@ -97,8 +106,15 @@ pub fn commit<'b, S: PageStore + 'b>(
         let block = release::release_one(meta).expect("slots taken, so something is released");
         store.record_free(block);
     }
-    let dropped = dropped_objects(&read(meta), manifest);
-    let bytes = manifest.encode();
+    let old = read(meta);
+    let dropped = dropped_objects(&old, manifest);
+    // Each commit a generation of its own, whatever the change did: caches
+    // of the decoded manifest compare nothing else ([`generation`]).
+    let bytes = if manifest.generation > old.generation {
+        manifest.encode()
+    } else {
+        Manifest { generation: old.generation + 1, ..manifest.clone() }.encode()
+    };
     let head = write_chain(store, &bytes);
     let mut record = Record::start(store);
     record.meta(meta);

@@ -302,6 +302,24 @@ impl Manifest {
     }
 }
 
+impl Manifest {
+    /// The generation of the manifest whose encoding starts with `bytes`
+    /// (its header and at least the first bytes of its body: the first page
+    /// of its chain), without decoding or verifying the rest: what a cache
+    /// of the decoded manifest compares. `None` for a manifest written
+    /// before version 6 (whose body does not start with it) or bytes that do
+    /// not start a manifest: read it whole.
+    pub fn peek_generation(bytes: &[u8]) -> Option<u64> {
+        let version = check_header("manifest", bytes, HEADER_LEN, MAGIC, "manifest", VERSION).ok()?;
+        if version < 6 {
+            return None;
+        }
+        let (generation, _): (u64, usize) =
+            bincode::serde::decode_from_slice(&bytes[HEADER_LEN..], bincode::config::standard()).ok()?;
+        Some(generation)
+    }
+}
+
 /// A whole body, nothing after it.
 fn decode_body<T: serde::de::DeserializeOwned>(object: &str, body: &[u8]) -> Result<T, FormatError> {
     let invalid = |e: bincode::error::DecodeError| {

@@ -93,6 +93,22 @@ fn with_header(version: u16, body: &[u8]) -> Vec<u8> {
 }
 
 #[test]
+fn the_generation_is_read_from_the_first_bytes_alone() {
+    let mut m = sample();
+    m.generation = 300_000;
+    let bytes = m.encode();
+    // A manifest's first page: its header and the start of its body.
+    assert_eq!(Manifest::peek_generation(&bytes[..HEADER_LEN + 8]), Some(300_000));
+    assert_eq!(Manifest::peek_generation(&bytes), Some(300_000));
+    // Too short, not a manifest, or a version whose body starts otherwise.
+    assert_eq!(Manifest::peek_generation(&bytes[..HEADER_LEN - 1]), None);
+    assert_eq!(Manifest::peek_generation(&[7; 64]), None);
+    let body = bincode::serde::encode_to_vec(&m, bincode::config::standard()).unwrap();
+    assert_eq!(Manifest::peek_generation(&with_header(5, &body)), None);
+    assert_eq!(Manifest::peek_generation(&with_header(6, &body)), Some(300_000));
+}
+
+#[test]
 fn reads_version_1_as_the_default_storage() {
     // A version 1 body is a version 2 body without its last field.
     #[derive(Serialize)]
