@@ -36,10 +36,12 @@ thread_local! {
     static LOADED: RefCell<HashMap<(u32, String), Loaded>> = RefCell::new(HashMap::new());
 }
 
+/// A manifest as decoded, and the file number and generation it had.
+type Decoded = ((u32, u64), Rc<Manifest>);
+
 thread_local! {
-    /// The manifest this backend's scans last read of each index, by OID,
-    /// with the file number and generation it had.
-    static MANIFESTS: RefCell<HashMap<u32, ((u32, u64), Rc<Manifest>)>> = RefCell::new(HashMap::new());
+    /// The manifest this backend's scans last read of each index, by OID.
+    static MANIFESTS: RefCell<HashMap<u32, Decoded>> = RefCell::new(HashMap::new());
 }
 
 /// The manifest `meta` (held shared) points at: the one this backend read
