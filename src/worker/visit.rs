@@ -221,7 +221,6 @@ fn visit_index(database: u32, oid: pg_sys::Oid) -> Result<Visited, Failure> {
 /// thread while a longer merge writes on its own; `flush` flushes what is
 /// sealed meanwhile (and says why it failed).
 fn quick_merges(index: Index, flush: &mut dyn FnMut() -> Option<Failure>) -> Result<(), Failure> {
-    let name = index.name();
     let mut failure = None;
     for plan in compact::plans(index).into_iter().filter(CompactionPolicy::is_quick) {
         let mut meanwhile = || {
@@ -230,7 +229,7 @@ fn quick_merges(index: Index, flush: &mut dyn FnMut() -> Option<Failure>) -> Res
             }
         };
         compact::run_plan(index, &plan, &mut meanwhile).map_err(|e| Failure {
-            index: Some(name.clone()),
+            index: Some(index.name()),
             segment: plan.inputs.first().map_or(0, |s| s.0),
             message: e.to_string(),
         })?;
