@@ -139,7 +139,7 @@ def test_quick_merges_run_while_a_long_merge_writes(cluster, conn):
     once, on disjoint segments, and every row is still found once."""
     db = conn.info.dbname
     conn.execute(f'ALTER DATABASE "{db}" SET milvus.debug_pause_at = merge')
-    conn.execute(f'ALTER DATABASE "{db}" SET milvus.debug_pause = 8000')  # each merge takes 8 s
+    conn.execute(f'ALTER DATABASE "{db}" SET milvus.debug_pause = 5000')  # each merge takes 5 s
     try:
         conn.execute(
             "CREATE INDEX items_idx ON items USING milvus (embedding vector_l2_ops) "
@@ -158,12 +158,14 @@ def test_quick_merges_run_while_a_long_merge_writes(cluster, conn):
             assert purge[0] in running or len(running) < 2, "the purge ended first"
             return len(running) == 2 and running
 
-        running = wait_for(both_running, "a quick merge while the purge writes", timeout=7)
+        running = wait_for(both_running, "a quick merge while the purge writes", timeout=4.5)
         assert not set(running[0][1]) & set(running[1][1]), running
         assert "small segments" in running[1][3], running
         wait_for(lambda: all(j[2] == "done" for j in jobs(conn, "compact")), "both merges done", timeout=30)
     finally:
         conn.execute(f'ALTER DATABASE "{db}" RESET ALL')
+        # Nothing of this database left running (or held) when it is dropped.
+        wait_for(lambda: not [j for j in jobs(conn) if j[2] == "running"], "every job done", timeout=30)
     ids = all_index_ids(conn)
     assert len(ids) == len(set(ids)) == 1990 - 600 + 100
 
