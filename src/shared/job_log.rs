@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use milvus_core::jobs::Phase;
 use pgrx::prelude::*;
 
-use super::memory::{Job, JobKind, JobState, MAX_JOB_SEGMENTS, MAX_JOBS, SHARED, enabled};
+use super::memory::{Job, JobKind, JobState, MAX_JOB_SEGMENTS, SHARED, enabled};
 
 fn unix_micros() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
@@ -40,17 +40,11 @@ impl JobRecord {
         // SAFETY: a backend global set at connection.
         let database = unsafe { pg_sys::MyDatabaseId.to_u32() };
         let mut shared = SHARED.exclusive();
-        // The oldest slot, passing over jobs still running (a long merge's
-        // record keeps other plans off its inputs), unless all are.
-        let mut id = shared.next_job + 1;
-        for _ in 0..MAX_JOBS {
-            if shared.jobs[(id as usize) % MAX_JOBS].state != JobState::Running {
-                break;
-            }
-            id += 1;
-        }
-        shared.next_job = id;
-        let slot = &mut shared.jobs[(id as usize) % MAX_JOBS];
+        shared.next_job += 1;
+        let id = shared.next_job;
+        // A long merge's running record keeps other plans off its inputs:
+        // finished jobs make way first.
+        let slot = shared.slot_for_new_job();
         *slot = Job::EMPTY;
         slot.id = id;
         slot.pid = my_pid();
@@ -73,9 +67,7 @@ impl JobRecord {
         if id == 0 {
             return;
         }
-        let mut shared = SHARED.exclusive();
-        let slot = &mut shared.jobs[(id as usize) % MAX_JOBS];
-        if slot.id == id {
+        if let Some(slot) = SHARED.exclusive().job_mut(id) {
             slot.state = state;
             slot.finished = unix_micros();
             slot.rows = rows as i64;
@@ -89,9 +81,7 @@ impl JobRecord {
         if self.id == 0 {
             return;
         }
-        let mut shared = SHARED.exclusive();
-        let slot = &mut shared.jobs[(self.id as usize) % MAX_JOBS];
-        if slot.id == self.id {
+        if let Some(slot) = SHARED.exclusive().job_mut(self.id) {
             slot.phase = phase;
         }
     }
@@ -113,10 +103,8 @@ impl JobRecord {
     pub fn discard(mut self) {
         let id = std::mem::take(&mut self.id);
         if id != 0 {
-            let mut shared = SHARED.exclusive();
-            let slot = &mut shared.jobs[(id as usize) % MAX_JOBS];
-            if slot.id == id {
-                slot.id = 0;
+            if let Some(slot) = SHARED.exclusive().job_mut(id) {
+                *slot = Job::EMPTY;
             }
         }
     }

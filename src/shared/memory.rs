@@ -209,6 +209,26 @@ impl Default for Shared {
     }
 }
 
+impl Shared {
+    /// The slot of job `id`, while the log still holds it.
+    pub(super) fn job_mut(&mut self, id: u64) -> Option<&mut Job> {
+        self.jobs.iter_mut().find(|j| j.id == id && id != 0)
+    }
+
+    /// The slot for a new job: a free one (never used, or a discarded
+    /// job's), else the oldest finished job's, else (every job running) the
+    /// oldest's. Ids keep counting up whichever slot is taken, so a
+    /// discarded job costs the log nothing.
+    pub(super) fn slot_for_new_job(&mut self) -> &mut Job {
+        let age = |j: &Job| match (j.id, j.state) {
+            (0, _) => (0, 0),
+            (id, JobState::Running) => (2, id),
+            (id, _) => (1, id),
+        };
+        self.jobs.iter_mut().min_by_key(|j| age(j)).expect("the job log has slots")
+    }
+}
+
 // SAFETY: plain old data, no pointers.
 unsafe impl PGRXSharedMemory for Shared {}
 

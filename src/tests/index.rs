@@ -45,4 +45,26 @@ mod tests {
                 .unwrap(),
         );
     }
+
+    /// A collection that finds nothing to delete leaves no trace in the job
+    /// log, and costs the jobs that are there nothing: the workers collect
+    /// every database every `milvus.gc_interval`, and each dropped index or
+    /// database whose objects are still young is such a collection.
+    #[pg_test]
+    fn collections_that_find_nothing_push_no_job_out_of_the_log() {
+        Spi::run("CREATE TABLE g (v vector(2))").unwrap();
+        Spi::run("CREATE INDEX g_idx ON g USING milvus (v)").unwrap();
+        Spi::run("INSERT INTO g SELECT ARRAY[i, 0] FROM generate_series(1, 10) i").unwrap();
+        Spi::run("SELECT milvus_flush('g_idx')").unwrap();
+        let logged = "SELECT string_agg(kind || ':' || state, ',' ORDER BY job_id) FROM milvus_jobs \
+                      WHERE index = 'g_idx'::regclass";
+        let before = Spi::get_one::<String>(logged).unwrap();
+        assert_eq!(before.as_deref(), Some("seal:done,flush:done"));
+        // More collections than the log has slots (128).
+        for _ in 0..200 {
+            let deleted = Spi::get_one::<i64>("SELECT deleted_objects FROM milvus_gc('g_idx')").unwrap();
+            assert_eq!(deleted, Some(0));
+        }
+        assert_eq!(Spi::get_one::<String>(logged).unwrap(), before);
+    }
 }
