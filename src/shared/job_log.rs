@@ -102,10 +102,10 @@ impl JobRecord {
     /// log keeps the jobs that did something.
     pub fn discard(mut self) {
         let id = std::mem::take(&mut self.id);
-        if id != 0 {
-            if let Some(slot) = SHARED.exclusive().job_mut(id) {
-                *slot = Job::EMPTY;
-            }
+        if id != 0
+            && let Some(slot) = SHARED.exclusive().job_mut(id)
+        {
+            *slot = Job::EMPTY;
         }
     }
 
