@@ -95,8 +95,12 @@ impl Bench<'_> {
         count as f64 / start.elapsed().as_secs_f64()
     }
 
-    /// The text output of every row of the table, three times: the median rate.
+    /// The text output of every row of the table, three times: the median
+    /// rate. A checkpoint first, so that neither side is measured while the
+    /// checkpointer writes what its load left dirty (pg_milvus' table is
+    /// read after INSERTs and merges, pgvector's right after COPY).
     pub(crate) fn text_output(&self, c: &mut Client, kind: Kind) -> f64 {
+        c.batch_execute("CHECKPOINT").unwrap();
         let sql = format!("SELECT sum(length(embedding::text))::bigint FROM {}", kind.table());
         let mut rates: Vec<f64> = (0..3)
             .map(|_| {
