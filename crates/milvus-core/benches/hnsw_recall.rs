@@ -9,6 +9,9 @@
 //! (defaults 100000 500 128 1000 1). BATCHES > 1 loads the rows as that many
 //! mixtures one after the other, each with its own clusters: data whose
 //! distribution drifts as it arrives, which is how a growing segment fills.
+//! CLUSTERS 0: rows without clusters, uniform in [-1, 1) (seed 42), the
+//! very rows `benches/reference/graph_recall.py` gives pg_milvus, pgvector
+//! and hnswlib.
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
@@ -24,7 +27,7 @@ use milvus_core::graph::FlatGraph;
 use milvus_core::graph::segment::{HnswParams, SegmentIndex};
 use milvus_core::graph::v0_1::hnsw_rs_dump_file;
 use milvus_core::segment::SegmentId;
-use milvus_core::synthetic::gaussian_mixture;
+use milvus_core::synthetic::{Rng, gaussian_mixture};
 
 fn main() {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
@@ -35,7 +38,12 @@ fn main() {
     let batches = args.get(4).copied().unwrap_or(1).max(1);
     // Each batch: its rows, then its share of held-out queries.
     let (mut base, mut held_out) = (Vec::new(), Vec::new());
-    for b in 0..batches {
+    if clusters == 0 {
+        let data = Rng::new(42).vector((rows + queries) * dims);
+        base.extend_from_slice(&data[..rows * dims]);
+        held_out.extend_from_slice(&data[rows * dims..]);
+    }
+    for b in (0..batches).filter(|_| clusters > 0) {
         let (n, q) = (rows / batches, queries / batches);
         let data = gaussian_mixture(n + q, dims, (clusters / batches).max(1), 0.1, 42 + b as u64);
         base.extend_from_slice(&data[..n * dims]);
@@ -74,7 +82,12 @@ fn main() {
         "rows {rows}, dims {dims}, clusters {clusters} in {batches} batches, m {}, ef_construction {}, one thread",
         params.m, params.ef_construction
     );
-    println!("build: {build:.1} s ({:.0} rows/s); hnsw_rs: {hnsw_rs_build:.1} s", rows as f64 / build);
+    println!(
+        "build: {build:.1} s ({:.0} rows/s), layer-0 lists {:.1} long on average (of {}); hnsw_rs: {hnsw_rs_build:.1} s",
+        rows as f64 / build,
+        flat.mean_layer0_degree(),
+        2 * params.m
+    );
     println!(
         "open the index file ({:.1} MB, mapped): {:.3} ms; reload 0.1's hnsw_rs dump ({:.1} MB): {reload:.3} s",
         file.len() as f64 / 1e6,

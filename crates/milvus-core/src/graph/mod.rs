@@ -195,6 +195,13 @@ impl<'a> FlatGraph<'a> {
         reached.iter().filter(|r| !**r).count()
     }
 
+    /// The mean length of the layer-0 lists (at most `m0`): how much of
+    /// each list the neighbour selection filled.
+    pub fn mean_layer0_degree(&self) -> f64 {
+        let links: usize = (0..self.rows as u32).map(|n| self.neighbours(n, 0).count()).sum();
+        links as f64 / self.rows.max(1) as f64
+    }
+
     /// The arrays and shape, to store.
     pub fn parts(&self) -> GraphParts<'_> {
         GraphParts {
