@@ -107,6 +107,15 @@ pub struct SegmentIndex {
     pub(super) codes: Option<Codes<'static>>,
 }
 
+/// Whether a graph under `metric` fills the lists the heuristic leaves
+/// short with the nearest candidates it pruned ([`Builder::new`]'s `fill`):
+/// under inner product, where the heuristic keeps a few rows of large norm
+/// and little else, and under Hamming and Jaccard, whose distances take few
+/// values, so that a node's candidates crowd at the same distances.
+fn fills_lists(metric: Metric) -> bool {
+    matches!(metric, Metric::InnerProduct | Metric::Hamming | Metric::Jaccard)
+}
+
 impl SegmentIndex {
     /// Builds the graph of a segment. `cancel` is checked between chunks.
     pub fn build(binlog: &InsertBinlog<'_>, params: HnswParams, cancel: &AtomicBool) -> Result<Self, IndexError> {
@@ -128,7 +137,7 @@ impl SegmentIndex {
         if !metric.measures(binlog.element()) {
             return Err(IndexError::Params(format!("{metric:?} does not measure {:?} rows", binlog.element())));
         }
-        let (rows, fill) = (binlog.len(), metric == Metric::InnerProduct);
+        let (rows, fill) = (binlog.len(), fills_lists(metric));
         let (m, ef) = (params.m, params.ef_construction);
         let prefetch = |row: u32| binlog.vector(row as usize).prefetch();
         let graph = with_pair_distance(binlog, |distance| {
