@@ -184,9 +184,16 @@ def db(cluster, request):
 
 @pytest.fixture
 def conn(db):
-    """`db` with pgvector's client types and an empty `items` table."""
+    """`db` with pgvector's client types and an empty `items` table, which
+    autovacuum leaves alone: the tests VACUUM it by hand and check what
+    that did, and an autovacuum ANALYZE running at that moment holds a
+    snapshot that keeps the rows just deleted from being removed (so no
+    tombstones), as pgvector's own recall tests guard against."""
     register_vector(db)
-    db.execute(f"CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector({DIMS}))")
+    db.execute(
+        f"CREATE TABLE items (id bigint PRIMARY KEY, category int, embedding vector({DIMS}))"
+        " WITH (autovacuum_enabled = false)"
+    )
     return db
 
 
