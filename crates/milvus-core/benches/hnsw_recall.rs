@@ -42,12 +42,13 @@ fn main() {
         let data = Rng::new(42).vector((rows + queries) * dims);
         base.extend_from_slice(&data[..rows * dims]);
         held_out.extend_from_slice(&data[rows * dims..]);
-    }
-    for b in (0..batches).filter(|_| clusters > 0) {
-        let (n, q) = (rows / batches, queries / batches);
-        let data = gaussian_mixture(n + q, dims, (clusters / batches).max(1), 0.1, 42 + b as u64);
-        base.extend_from_slice(&data[..n * dims]);
-        held_out.extend_from_slice(&data[n * dims..]);
+    } else {
+        for b in 0..batches {
+            let (n, q) = (rows / batches, queries / batches);
+            let data = gaussian_mixture(n + q, dims, (clusters / batches).max(1), 0.1, 42 + b as u64);
+            base.extend_from_slice(&data[..n * dims]);
+            held_out.extend_from_slice(&data[n * dims..]);
+        }
     }
     let (rows, queries) = (base.len() / dims, held_out.len() / dims);
     let keys: Vec<u64> = (0..rows as u64).collect();
